@@ -1,0 +1,28 @@
+# Two commands do all set-up: `make demo` and `make test`.
+# Each creates the virtual environment when it is missing and installs the project into it.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/robust-tune train --dataset digits --imbalance-class 3 --imbalance-keep 0.05 \
+		--method gils --param alpha=0.2 --param T=3 --param eta=2.0 --param epochs=15
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(VENV)/bin/robust-tune bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

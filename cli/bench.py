@@ -1,0 +1,50 @@
+"""`robust-tune bench`: each method's step time as a ratio to ERM, measured here and now."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.main import app
+from cli.render import stderr
+from pipeline.benchmark import SETTINGS, Row, benchmark, machine
+from pipeline.errors import UserError
+
+stdout = Console()
+
+
+@app.command()
+def bench(
+    setting: Annotated[Optional[list[str]], typer.Option(help=f"Which set-up: {', '.join(SETTINGS)} (repeat; "
+                                                                "default all).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 3,
+    steps: Annotated[int, typer.Option(min=1, help="Steps per round for the random-tensor set-ups.")] = 10,
+    batch_size: Annotated[int, typer.Option(min=2)] = 32,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
+) -> None:
+    """Measure the step time of every method as a ratio to ERM, side by side in one process."""
+    chosen = setting or list(SETTINGS)
+    for name in chosen:
+        if name not in SETTINGS:
+            raise UserError(f"unknown benchmark setting {name!r}; known: {', '.join(SETTINGS)}")
+    rows: list[Row] = []
+    with stderr.status("measuring") as status:
+        for name in chosen:
+            rows += benchmark(name, device, rounds, steps, batch_size, lambda message: status.update(message))
+    if markdown:
+        print(f"Measured on {machine()}.\n")
+        print("| set-up | method | step (ms) | ratio to ERM | target |")
+        print("|---|---|---:|---:|---|")
+        for row in rows:
+            print(f"| {row.setting} | {row.case} | {row.step_ms:.1f} | {row.ratio:.2f}x | {row.expected} |")
+        return
+    table = Table(title=f"Step time as a ratio to ERM ({machine()})", title_justify="left")
+    for column, justify in (("set-up", "left"), ("method", "left"), ("step ms", "right"),
+                            ("ratio", "right"), ("target", "left")):
+        table.add_column(column, justify=justify)
+    for row in rows:
+        table.add_row(row.setting, row.case, f"{row.step_ms:.1f}", f"{row.ratio:.2f}x", row.expected)
+    stdout.print(table)

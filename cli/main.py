@@ -1,0 +1,37 @@
+"""Entry point of `robust-tune`: the Typer app and the one place bad input becomes exit code 2."""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from pipeline.errors import UserError
+
+app = typer.Typer(
+    name="robust-tune",
+    help="Tune robust training methods (GI-LS, hardness-weighted DRO) with Bayesian optimisation, "
+         "and compare them honestly against plain training.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+from cli import bench, train  # noqa: E402, F401  (each module registers its commands on `app`)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the app; bad input prints one line naming the problem and exits with code 2."""
+    errors = Console(stderr=True, highlight=False)
+    try:
+        code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
+    except UserError as error:
+        errors.print(f"[bold red]error:[/] {error}", markup=True, soft_wrap=True)
+        sys.exit(2)
+    except typer.TyperException as error:  # usage errors from the argument parser
+        errors.print(f"[bold red]error:[/] {error.format_message()} (see robust-tune --help)",
+                     markup=True, soft_wrap=True)
+        sys.exit(error.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        errors.print("aborted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,82 @@
+"""`robust-tune train` and `robust-tune methods`: one configuration, and what each method takes."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.main import app
+from cli.render import params_line, result_table, training_progress
+from pipeline.config import DataConfig, TrainConfig, resolve_device
+from pipeline.data import load_dataset
+from pipeline.methods import SAMPLERS, SOURCES, UPDATES, parse_method
+from pipeline.models import BACKBONES
+from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
+
+stdout = Console()
+
+
+@app.command()
+def train(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Data set name (digits).")] = "digits",
+    method: Annotated[str, typer.Option("--method", "-m", help="erm, ls, gils, hws, ls+hws or gils+hws.")] = "erm",
+    param: Annotated[Optional[list[str]], typer.Option(
+        "--param", "-p", help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
+    backbone: Annotated[str, typer.Option(help=f"One of {', '.join(BACKBONES)}.")] = "small_cnn",
+    weights: Annotated[str, typer.Option(help="none, imagenet (from the local torchvision cache) "
+                                              "or a path to a state_dict.")] = "none",
+    device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Training seed (model initialisation and batch order).")] = 0,
+    split_seed: Annotated[int, typer.Option(help="Seed of the train/validation/test split.")] = 0,
+    imbalance_class: Annotated[Optional[str], typer.Option(
+        help="Keep only a fraction of this class in training and validation (test unchanged).")] = None,
+    imbalance_keep: Annotated[float, typer.Option(
+        help="Fraction of --imbalance-class kept (at least one example).")] = 0.01,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON for scripts.")] = False,
+) -> None:
+    """Train and evaluate one configuration; the same code path a study trial runs."""
+    config = TrainConfig(
+        data=DataConfig(name=dataset, split_seed=split_seed, imbalance_class=imbalance_class,
+                        imbalance_keep=imbalance_keep),
+        backbone=backbone, weights=weights, method=method,
+        params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device)
+    parse_method(method).resolve(config.params)  # validate before loading anything
+    data = load_dataset(config.data, resolve_device(device))
+    from pipeline.trainer import train as run_training
+
+    with training_progress(f"{method} on {dataset}") as on_event:
+        result = run_training(config, data, on_event)
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    stdout.print(result_table(result))
+    stdout.print(params_line(result), style="dim")
+
+
+@app.command()
+def methods() -> None:
+    """List the training methods and the hyper-parameters each one takes."""
+    sections = [("every method: the shared trainer", TRAINING_PARAMS)]
+    sections += [(f"{name}: {SOURCES[name]}", UPDATES[name].PARAMS) for name in ("erm", "ls", "gils")]
+    sections.append((f"hws: {SOURCES['hws']}", SAMPLERS["hws"].PARAMS))
+    for title, params in sections:
+        table = Table(title=title, title_justify="left")
+        for column in ("parameter", "default", "valid", "study range"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("meaning")
+        for p in params:
+            valid = " | ".join(p.valid) if isinstance(p.valid, tuple) else p.valid or "true | false"
+            table.add_row(p.name, str(p.default), valid, _search_text(p.search), p.help)
+        stdout.print(table if params else f"{title}\n  (no parameters of its own)")
+    stdout.print("Compose an update with hardness-weighted sampling: ls+hws, gils+hws.")
+
+
+def _search_text(search: Range | Choice | None) -> str:
+    if search is None:
+        return "fixed"
+    if isinstance(search, Choice):
+        return " | ".join(str(v).lower() for v in search.values)
+    return f"[{search.low:g}, {search.high:g}]" + (" log" if search.log else "")

@@ -1,0 +1,29 @@
+"""scikit-learn's 1,797 real 8x8 handwritten digits: a real data set shipped with the package."""
+from __future__ import annotations
+
+import torch
+from sklearn.datasets import load_digits as sklearn_digits
+
+from pipeline.config import DataConfig
+from pipeline.data import Dataset, Split
+from pipeline.data.splits import class_index, keep_fraction_of_class, stratified_split
+
+
+def load_digits(config: DataConfig) -> Dataset:
+    """Seeded stratified split, optional imbalance on train and val, standardised with train statistics."""
+    bunch = sklearn_digits()
+    images = torch.tensor(bunch.images, dtype=torch.float32)[:, None] / 16.0  # (1797, 1, 8, 8) in [0, 1]
+    labels = torch.tensor(bunch.target, dtype=torch.int64)
+    class_names = [str(c) for c in bunch.target_names]
+    train, val, test = stratified_split(labels, config.val_fraction, config.test_fraction, config.split_seed)
+    if config.imbalance_class is not None:
+        rare = class_index(class_names, str(config.imbalance_class))
+        train = keep_fraction_of_class(train, labels, rare, config.imbalance_keep)
+        val = keep_fraction_of_class(val, labels, rare, config.imbalance_keep)
+    mean, std = images[train].mean(), images[train].std()
+    images = (images - mean) / std
+
+    def split(indices: torch.Tensor) -> Split:
+        return Split(images[indices].contiguous(), labels[indices].contiguous())
+
+    return Dataset("digits", class_names, split(train), split(val), split(test))

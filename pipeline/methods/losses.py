@@ -1,0 +1,27 @@
+"""Label smoothing exactly as the GI-LS paper's eq. 3, and the per-example losses built on it."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def smoothed_targets(labels: torch.Tensor, num_classes: int, alpha: float) -> torch.Tensor:
+    """Eq. 3: the true class gets 1 - alpha, every other class alpha / (k - 1).
+
+    Not PyTorch's `label_smoothing`, which gives the true class 1 - alpha + alpha / k.
+    """
+    targets = torch.full((labels.shape[0], num_classes), alpha / (num_classes - 1), device=labels.device)
+    return targets.scatter_(1, labels[:, None], 1.0 - alpha)
+
+
+def smoothed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Per-example cross-entropy against the eq. 3 targets (plain cross-entropy when alpha = 0)."""
+    if alpha == 0:
+        return F.cross_entropy(logits, labels, reduction="none")
+    targets = smoothed_targets(labels, logits.shape[1], alpha).to(logits.dtype)
+    return -(targets * F.log_softmax(logits, dim=1)).sum(dim=1)
+
+
+def weighted_mean(losses: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """(1/b) sum_i w_i loss_i, the hardness paper's Algorithm 1 line 12; the plain mean without weights."""
+    return losses.mean() if weights is None else (weights * losses).mean()

@@ -1,0 +1,51 @@
+"""Accuracy as an honest report needs it: mean, per class, worst class and balanced."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from pipeline.data import Split
+
+EVAL_BATCH_SIZE = 256
+
+
+@dataclass(frozen=True)
+class SplitMetrics:
+    """Top-1 accuracy of one split, and per class (classes absent from the split are left out)."""
+
+    accuracy: float
+    balanced_accuracy: float
+    worst_class_accuracy: float
+    per_class_accuracy: dict[str, float]
+    examples: int
+
+
+@torch.no_grad()
+def predict(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+    """Predicted labels in eval mode, in batches."""
+    was_training = model.training
+    model.eval()
+    predictions = torch.cat([model(chunk).argmax(dim=1) for chunk in images.split(EVAL_BATCH_SIZE)])
+    model.train(was_training)
+    return predictions
+
+
+def split_metrics(predictions: torch.Tensor, labels: torch.Tensor, class_names: list[str]) -> SplitMetrics:
+    """Accuracy, per-class accuracy (recall), its mean (balanced accuracy) and its minimum."""
+    k = len(class_names)
+    correct = torch.bincount(labels[predictions == labels], minlength=k).cpu()
+    total = torch.bincount(labels, minlength=k).cpu()
+    per_class = {name: correct[i].item() / total[i].item() for i, name in enumerate(class_names) if total[i] > 0}
+    return SplitMetrics(
+        accuracy=correct.sum().item() / max(1, total.sum().item()),
+        balanced_accuracy=sum(per_class.values()) / max(1, len(per_class)),
+        worst_class_accuracy=min(per_class.values(), default=0.0),
+        per_class_accuracy=per_class,
+        examples=int(total.sum().item()),
+    )
+
+
+def evaluate(model: nn.Module, split: Split, class_names: list[str]) -> SplitMetrics:
+    return split_metrics(predict(model, split.images), split.labels, class_names)

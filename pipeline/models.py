@@ -1,0 +1,138 @@
+"""Backbone + linear head, so methods can reach the feature map z = f(theta_r; x) and the head.
+
+Backbones: a small CNN for 8x8-32x32 inputs (CPU quickstart) and torchvision ResNet18/34/50.
+Weights: "none", "imagenet" (torchvision's weights, from its local cache) or a path to a state_dict.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torchvision
+
+from pipeline.errors import UserError
+
+
+class Classifier(nn.Module):
+    """features: x -> z (a flat feature map); head: z -> logits (the final linear layer)."""
+
+    def __init__(self, features: nn.Module, feature_dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.features = features
+        self.head = nn.Linear(feature_dim, num_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(images))
+
+
+class RepeatChannels(nn.Module):
+    """Feed single-channel images to a three-channel backbone."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return images.expand(-1, 3, -1, -1) if images.shape[1] == 1 else images
+
+
+def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
+                         nn.BatchNorm2d(out_channels), nn.ReLU(inplace=True))
+
+
+def small_cnn(in_channels: int) -> tuple[nn.Module, int]:
+    """Three conv-BN-ReLU blocks and global average pooling: 128 features, fast on a CPU."""
+    trunk = nn.Sequential(_conv_block(in_channels, 32), _conv_block(32, 64), nn.MaxPool2d(2),
+                          _conv_block(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    return trunk, 128
+
+
+RESNETS: dict[str, tuple[Callable[..., torchvision.models.ResNet], torchvision.models.WeightsEnum]] = {
+    "resnet18": (torchvision.models.resnet18, torchvision.models.ResNet18_Weights.IMAGENET1K_V1),
+    "resnet34": (torchvision.models.resnet34, torchvision.models.ResNet34_Weights.IMAGENET1K_V1),
+    "resnet50": (torchvision.models.resnet50, torchvision.models.ResNet50_Weights.IMAGENET1K_V1),
+}
+BACKBONES = ("small_cnn", *RESNETS)
+
+
+def imagenet_cache_path(backbone: str) -> Path:
+    """Where torchvision keeps the ImageNet weights of `backbone` (under $TORCH_HOME)."""
+    url = RESNETS[backbone][1].url
+    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
+
+
+def _imagenet_state_dict(backbone: str) -> dict[str, torch.Tensor]:
+    cached = imagenet_cache_path(backbone)
+    if cached.exists():
+        return torch.load(cached, map_location="cpu", weights_only=True)
+    if os.environ.get("ROBUST_TUNE_OFFLINE"):
+        raise UserError(f"ImageNet weights for {backbone} are not cached at {cached} and downloads are off "
+                        f"(ROBUST_TUNE_OFFLINE); copy {RESNETS[backbone][1].url} there or pass weights=<path>")
+    try:
+        return RESNETS[backbone][1].get_state_dict(progress=False)
+    except Exception as error:  # no network, proxy, broken file: all end the same way for the user
+        raise UserError(f"ImageNet weights for {backbone} are not cached at {cached} and could not be "
+                        f"downloaded ({error.__class__.__name__}); copy the file there or pass weights=<path>") from None
+
+
+def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
+    if not Path(path).is_file():
+        raise UserError(f"weights file not found: {path} (use none, imagenet or a path to a state_dict)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise UserError(f"cannot read weights file {path}: {error.__class__.__name__}") from None
+    for key in ("state_dict", "model"):  # common checkpoint wrappers
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    if not isinstance(state, dict):
+        raise UserError(f"weights file {path} does not hold a state_dict")
+    return state
+
+
+def _load_into(module: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """Load everything but a classifier layer ("fc." keys): the head is always trained anew."""
+    state = {k: v for k, v in state.items() if not k.startswith("fc.")}
+    expected = {k for k in module.state_dict() if not k.startswith("fc.")}
+    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+    if missing or unexpected:
+        raise UserError(f"weights from {source} do not fit the backbone: {len(missing)} missing keys "
+                        f"(e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]})")
+    try:
+        module.load_state_dict(state, strict=False)
+    except RuntimeError as error:
+        raise UserError(f"weights from {source} do not fit the backbone: {str(error).splitlines()[1].strip()}") from None
+
+
+def build_model(backbone: str, weights: str, in_channels: int, num_classes: int) -> Classifier:
+    """A Classifier with the named backbone and weights; bad names or files are UserErrors."""
+    if backbone == "small_cnn":
+        trunk, feature_dim = small_cnn(in_channels)
+        if weights == "imagenet":
+            raise UserError("small_cnn has no ImageNet weights; use a resnet backbone or weights=none")
+        if weights != "none":
+            _load_into(trunk, _file_state_dict(weights), weights)
+        return Classifier(trunk, feature_dim, num_classes)
+    if backbone not in RESNETS:
+        raise UserError(f"unknown backbone {backbone!r}; known: {', '.join(BACKBONES)}")
+    resnet = RESNETS[backbone][0](weights=None)
+    if weights == "imagenet":
+        _load_into(resnet, _imagenet_state_dict(backbone), "the ImageNet cache")
+    elif weights != "none":
+        _load_into(resnet, _file_state_dict(weights), weights)
+    feature_dim = resnet.fc.in_features
+    resnet.fc = nn.Identity()  # the trunk now ends in the flat, pooled feature map
+    features = nn.Sequential(RepeatChannels(), resnet) if in_channels == 1 else resnet
+    return Classifier(features, feature_dim, num_classes)
+
+
+def make_optimizer(model: Classifier, params: dict) -> tuple[torch.optim.SGD, torch.optim.lr_scheduler.StepLR]:
+    """SGD with momentum; separate learning rates for head and backbone; x lr_decay every lr_step epochs."""
+    groups = [{"params": model.head.parameters(), "lr": params["lr_head"]}]
+    if params["lr_backbone"] > 0:
+        groups.append({"params": model.features.parameters(), "lr": params["lr_backbone"]})
+    else:  # a frozen feature extractor: no parameter gradients are computed for it
+        model.features.requires_grad_(False)
+    optimizer = torch.optim.SGD(groups, momentum=params["momentum"], weight_decay=params["weight_decay"])
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=params["lr_step"], gamma=params["lr_decay"])
+    return optimizer, scheduler

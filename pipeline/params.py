@@ -1,0 +1,151 @@
+"""Hyper-parameters as plain data: one line each, with type, default, valid values and search range.
+
+The same declarations validate `--param name=value`, fill defaults, and give a study its
+default search space (the papers' ranges), so there is one place to read what a method takes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from pipeline.errors import UserError
+
+Value = float | int | bool | str
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A closed, open or half-open range written as "[0, 1)", "(0, inf)" and so on."""
+
+    low: float
+    high: float
+    low_open: bool
+    high_open: bool
+
+    @classmethod
+    def parse(cls, text: str) -> "Interval":
+        low, high = (part.strip() for part in text.strip()[1:-1].split(","))
+        return cls(float(low), float(high), text.strip()[0] == "(", text.strip()[-1] == ")")
+
+    def __contains__(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        def fmt(x: float) -> str:
+            return "inf" if math.isinf(x) else f"{x:g}"
+
+        return f"{'(' if self.low_open else '['}{fmt(self.low)}, {fmt(self.high)}{')' if self.high_open else ']'}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """A search range for a float or int hyper-parameter (log scale optional)."""
+
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A search over a finite set of values."""
+
+    values: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class HParam:
+    """One hyper-parameter. `valid` is what training accepts; `search` is the default study range
+    (None: the parameter stays fixed at its default in a study unless the study searches it)."""
+
+    name: str
+    kind: str  # "float" | "int" | "bool" | "choice"
+    default: Value
+    valid: str | tuple[str, ...]  # an Interval for numbers, the allowed values for a choice
+    help: str
+    search: Range | Choice | None = None
+
+    def coerce(self, raw: Any) -> Value:
+        """Turn a value from the command line (str), a TOML file or Ax into this parameter's type."""
+        try:
+            value = _COERCE[self.kind](raw)
+        except (TypeError, ValueError):
+            raise UserError(f"parameter {self.name} must be {_KIND_WORDS[self.kind]}, got {raw!r}") from None
+        if self.kind in ("float", "int"):
+            interval = Interval.parse(self.valid)
+            if math.isnan(value) or value not in interval:
+                raise UserError(f"parameter {self.name} must be in {interval}, got {raw!r}")
+        if self.kind == "choice" and value not in self.valid:
+            raise UserError(f"parameter {self.name} must be one of {', '.join(self.valid)}, got {raw!r}")
+        return value
+
+
+def _to_int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise TypeError
+    if isinstance(raw, float):
+        if not raw.is_integer():
+            raise ValueError
+        return int(raw)
+    return int(raw)
+
+
+def _to_float(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise TypeError
+    return float(raw)
+
+
+def _to_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    words = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+    if isinstance(raw, (str, int)) and str(raw).lower() in words:
+        return words[str(raw).lower()]
+    raise ValueError
+
+
+def _to_choice(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise TypeError
+    return raw
+
+
+_COERCE = {"float": _to_float, "int": _to_int, "bool": _to_bool, "choice": _to_choice}
+_KIND_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "choice": "a word"}
+
+
+def resolve(declared: Iterable[HParam], given: Mapping[str, Any], owner: str) -> dict[str, Value]:
+    """Validate `given` against `declared` and fill in defaults; `owner` names the method in errors."""
+    by_name = {p.name: p for p in declared}
+    unknown = sorted(set(given) - set(by_name))
+    if unknown:
+        raise UserError(
+            f"unknown parameter {unknown[0]!r} for method {owner}; known: {', '.join(by_name)}"
+        )
+    return {name: (p.coerce(given[name]) if name in given else p.default) for name, p in by_name.items()}
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """Split one `name=value` from the command line."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise UserError(f"malformed --param {text!r}: expected name=value, for example alpha=0.3")
+    return name.strip(), value.strip()
+
+
+# Settings of the shared trainer, searchable like any method's parameters. The schedule is the
+# GI-LS paper's: 1e-2 for the head, 1e-3 for the feature extractor, x0.3 every 20 epochs.
+TRAINING_PARAMS = (
+    HParam("epochs", "int", 30, "[1, inf)", "passes over the training set", Range(21, 60)),
+    HParam("batch_size", "int", 32, "[1, inf)", "examples per mini-batch"),
+    HParam("lr_head", "float", 1e-2, "(0, inf)", "learning rate of the linear head"),
+    HParam("lr_backbone", "float", 1e-3, "[0, inf)", "learning rate of the feature extractor"),
+    HParam("lr_decay", "float", 0.3, "(0, 1]", "factor applied to both learning rates every lr_step epochs"),
+    HParam("lr_step", "int", 20, "[1, inf)", "epochs between learning-rate decays"),
+    HParam("momentum", "float", 0.9, "[0, 1)", "SGD momentum"),
+    HParam("weight_decay", "float", 0.0, "[0, inf)", "SGD weight decay (L2 penalty)"),
+)

@@ -1,0 +1,143 @@
+"""The one training and evaluation loop that every method and every study trial shares."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import torch
+
+from pipeline.config import TrainConfig, resolve_device
+from pipeline.data import Dataset, Split
+from pipeline.methods import SAMPLERS, UPDATES, parse_method
+from pipeline.metrics import SplitMetrics, evaluate
+from pipeline.models import build_model, make_optimizer
+
+
+@dataclass(frozen=True)
+class EpochEnd:
+    """Sent to the progress callback after each epoch."""
+
+    epoch: int
+    epochs: int
+    train_loss: float
+    val_accuracy: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class BatchEnd:
+    """Sent after each batch (no values read back from the device, so it costs no sync)."""
+
+    epoch: int
+    batch: int
+    batches: int
+
+
+Progress = Callable[[EpochEnd | BatchEnd], None]
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite (for example a learning rate too large)."""
+
+
+@dataclass
+class TrainResult:
+    """Everything a run produced, with the exact settings that produced it."""
+
+    val: SplitMetrics
+    test: SplitMetrics
+    epoch_train_loss: list[float]
+    epoch_val_accuracy: list[float]
+    train_seconds: float
+    seed: int
+    settings: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat metric keys first (val_accuracy, test_accuracy, ...), then the details."""
+        flat = {f"{name}_{key}": value for name, metrics in (("val", self.val), ("test", self.test))
+                for key, value in asdict(metrics).items() if key != "per_class_accuracy"}
+        return {**flat,
+                "val_per_class_accuracy": self.val.per_class_accuracy,
+                "test_per_class_accuracy": self.test.per_class_accuracy,
+                "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
+                "train_seconds": self.train_seconds, "seed": self.seed, "settings": self.settings}
+
+
+@dataclass
+class Run:
+    """What one training run holds: the model, its optimiser and schedule, the method's parts."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    update: Any
+    sampler: Any
+    params: dict[str, Any]
+    device: torch.device
+
+
+def prepare(config: TrainConfig, dataset: Dataset) -> Run:
+    """Validate the settings and build everything a run needs, seeded; bad settings are UserErrors."""
+    method = parse_method(config.method)
+    params = method.resolve(config.params)
+    device = resolve_device(config.device)
+    torch.manual_seed(config.seed)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    model = build_model(config.backbone, config.weights, dataset.in_channels, dataset.num_classes).to(device)
+    optimizer, scheduler = make_optimizer(model, params)
+    # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
+    sampler = SAMPLERS[method.sampler](len(dataset.train), params["batch_size"], params, generator,
+                                       initial_loss=math.log(dataset.num_classes))
+    return Run(model, optimizer, scheduler, UPDATES[method.update](params), sampler, params, device)
+
+
+def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda batch: None) -> float:
+    """One pass of the sampler over `split`, the hot path; returns the mean training loss."""
+    run.model.train()
+    loss_sum, seen = torch.zeros((), device=run.device), 0
+    for batch, indices in enumerate(run.sampler.epoch(), start=1):
+        images, labels = split.images[indices], split.labels[indices]
+        losses = run.update.step(run.model, run.optimizer, images, labels,
+                                 lambda fresh, drawn=indices: run.sampler.weigh(drawn, fresh))
+        loss_sum += losses.sum()
+        seen += len(indices)
+        on_batch(batch)
+    return loss_sum.item() / seen
+
+
+def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = None) -> TrainResult:
+    """Train `config.method` on `dataset` (already on the device) and evaluate on val and test.
+
+    Deterministic on CPU for a given seed. Bad settings raise UserError before any work.
+    """
+    run = prepare(config, dataset)
+    report = progress or (lambda event: None)
+    epochs = run.params["epochs"]
+    epoch_losses: list[float] = []
+    epoch_val_accuracy: list[float] = []
+    start = time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        epoch_start = time.perf_counter()
+        loss = run_epoch(run, dataset.train,
+                         lambda batch: report(BatchEnd(epoch, batch, run.sampler.batches_per_epoch)))
+        if not math.isfinite(loss):
+            raise TrainingDiverged(f"training loss is {loss} at epoch {epoch}; lower the learning rates")
+        run.scheduler.step()
+        val_metrics = evaluate(run.model, dataset.val, dataset.class_names)
+        epoch_losses.append(loss)
+        epoch_val_accuracy.append(val_metrics.accuracy)
+        report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
+    if run.device.type == "cuda":
+        torch.cuda.synchronize()
+    train_seconds = time.perf_counter() - start
+
+    settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
+                "device": str(run.device)}
+    return TrainResult(
+        val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
+        epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
+        train_seconds=train_seconds, seed=config.seed, settings=settings)

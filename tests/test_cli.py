@@ -1,0 +1,76 @@
+"""`robust-tune train` and `robust-tune methods` through the real command line."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+METHOD_ARGS = {
+    "erm": [],
+    "ls": ["--param", "alpha=0.2"],
+    "gils": ["--param", "alpha=0.3", "--param", "T=2", "--param", "eta=2.0"],
+    "hws": ["--param", "beta=10"],
+    "gils+hws": ["--param", "T=1", "--param", "perturb=feature", "--param", "beta=1"],
+}
+
+
+@pytest.mark.parametrize("method", METHOD_ARGS)
+def test_two_epoch_train_of_each_method_prints_metrics_as_json(cli, method):
+    code, out, err = cli("train", "--dataset", "digits", "--method", method, "--param", "epochs=2",
+                         "--device", "cpu", *METHOD_ARGS[method], "--json")
+    assert code == 0, err
+    metrics = json.loads(out)
+    for key in ("test_accuracy", "val_accuracy", "test_worst_class_accuracy", "test_balanced_accuracy"):
+        assert 0 <= metrics[key] <= 1
+    assert len(metrics["epoch_train_loss"]) == 2
+    assert metrics["settings"]["method"] == method
+
+
+def test_train_prints_a_table_with_per_class_rows(cli):
+    code, out, _ = cli("train", "--method", "ls", "--param", "epochs=1", "--imbalance-class", "3",
+                       "--imbalance-keep", "0.05")
+    assert code == 0
+    assert "worst class" in out and "class 3" in out and "alpha=0.1" in out.replace("\n", "")
+
+
+def test_methods_lists_every_parameter(cli):
+    code, out, _ = cli("methods")
+    assert code == 0
+    for word in ("alpha", "eta", "gamma", "perturb", "beta", "importance_sampling", "[1.5, 3]", "[0.1, 1000] log"):
+        assert word in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "sgd"], "unknown method 'sgd'"),
+    (["--dataset", "mnist"], "unknown data set 'mnist'"),
+    (["--method", "gils", "--param", "alpha=1.0"], "alpha must be in [0, 1)"),
+    (["--method", "gils", "--param", "T=-1"], "T must be in [0, inf)"),
+    (["--method", "gils", "--param", "eta=0"], "eta must be in (0, inf)"),
+    (["--method", "ls", "--param", "beta=3"], "unknown parameter 'beta'"),
+    (["--param", "alpha"], "malformed --param 'alpha'"),
+    (["--backbone", "vgg"], "unknown backbone 'vgg'"),
+    (["--imbalance-class", "12"], "unknown class '12'"),
+    (["--device", "tpu"], "unknown device 'tpu'"),
+    (["--epochs", "3"], "No such option"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(cli, args, message):
+    code, out, err = cli("train", *args)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in err
+    assert out == ""
+
+
+def test_console_script_runs_as_installed(tmp_path):
+    """The real entry point, in a fresh process, as a user or a script would call it."""
+    script = Path(sys.executable).with_name("robust-tune")
+    done = subprocess.run([str(script), "train", "--method", "hws", "--param", "beta=10", "--param", "epochs=1",
+                           "--json"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "120"}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert 0 <= json.loads(done.stdout)["test_accuracy"] <= 1
+    bad = subprocess.run([str(script), "train", "--method", "gils", "--param", "T=-1"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "T must be" in bad.stderr

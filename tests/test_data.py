@@ -1,0 +1,59 @@
+"""The embedded digits data set: stratified seeded splits and the imbalance protocol."""
+import pytest
+import torch
+
+from pipeline.config import DataConfig
+from pipeline.data import load_dataset
+from pipeline.errors import UserError
+
+CPU = torch.device("cpu")
+
+
+def test_digits_split_is_stratified_disjoint_and_complete(digits):
+    assert digits.num_classes == 10 and digits.in_channels == 1
+    assert digits.train.images.shape[1:] == (1, 8, 8) and digits.train.images.dtype == torch.float32
+    sizes = len(digits.train), len(digits.val), len(digits.test)
+    assert sum(sizes) == 1797
+    assert abs(len(digits.val) / 1797 - 0.2) < 0.01 and abs(len(digits.test) / 1797 - 0.2) < 0.01
+    for split in (digits.train, digits.val, digits.test):
+        counts = split.class_counts(10)
+        assert max(counts) - min(counts) <= max(counts) * 0.1  # each class in about the same share
+    rows = torch.cat([digits.train.images, digits.val.images, digits.test.images]).flatten(1)
+    assert len(torch.unique(rows, dim=0)) >= 1797 - 20  # a handful of real duplicate digits at most
+
+
+def test_split_is_deterministic_for_a_seed_and_changes_with_it(digits):
+    again = load_dataset(DataConfig(), CPU)
+    assert torch.equal(again.test.images, digits.test.images) and torch.equal(again.train.labels, digits.train.labels)
+    other = load_dataset(DataConfig(split_seed=1), CPU)
+    assert not torch.equal(other.test.images, digits.test.images)
+
+
+def test_imbalance_keeps_a_fraction_of_one_class_in_train_and_val_only(digits):
+    rare = load_dataset(DataConfig(imbalance_class="3", imbalance_keep=0.05), CPU)
+    full_train, full_val = digits.train.class_counts(10), digits.val.class_counts(10)
+    train, val = rare.train.class_counts(10), rare.val.class_counts(10)
+    assert train[3] == round(0.05 * full_train[3]) and val[3] == max(1, round(0.05 * full_val[3]))
+    assert [c for i, c in enumerate(train) if i != 3] == [c for i, c in enumerate(full_train) if i != 3]
+    assert torch.equal(rare.test.labels, digits.test.labels)
+
+
+def test_imbalance_keeps_at_least_one_example():
+    rare = load_dataset(DataConfig(imbalance_class="7", imbalance_keep=0.001), CPU)
+    assert rare.train.class_counts(10)[7] == 1 and rare.val.class_counts(10)[7] == 1
+
+
+@pytest.mark.parametrize("config, message", [
+    (DataConfig(name="mnist"), "unknown data set 'mnist'"),
+    (DataConfig(imbalance_class="11"), "unknown class '11'"),
+])
+def test_bad_data_options(config, message):
+    with pytest.raises(UserError, match=message):
+        load_dataset(config, CPU)
+
+
+def test_bad_fractions():
+    with pytest.raises(UserError, match="imbalance_keep"):
+        DataConfig(imbalance_keep=0)
+    with pytest.raises(UserError, match="val_fraction"):
+        DataConfig(val_fraction=0.6, test_fraction=0.5)

@@ -1,0 +1,165 @@
+"""GI-LS (Algorithm 1 of the GI-LS paper): the ascent, its closed form and its descent steps."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
+from pipeline.methods.updates import GilsUpdate, LabelSmoothingUpdate
+from pipeline.models import build_model, make_optimizer
+from pipeline.params import TRAINING_PARAMS, resolve
+
+
+def gils(**given) -> GilsUpdate:
+    return GilsUpdate(resolve(GilsUpdate.PARAMS, given, "gils"))
+
+
+def training_params(**given) -> dict:
+    return resolve(TRAINING_PARAMS, given, "erm")
+
+
+def small_model(seed: int = 0, in_channels: int = 1, classes: int = 4):
+    torch.manual_seed(seed)
+    return build_model("small_cnn", "none", in_channels, classes)
+
+
+def test_feature_ascent_first_step_matches_eq_16_closed_form():
+    """At z' the transport cost has zero gradient, so z1 - z0 = eta * grad_z l_LS; for a linear
+    head W, with the sign of a cross-entropy gradient: grad = sum_j p_j w_j - sum_j y_j w_j."""
+    torch.manual_seed(0)
+    k, d, alpha, eta = 5, 7, 0.3, 2.0
+    head = nn.Linear(d, k)
+    z0, labels = torch.randn(6, d), torch.tensor([0, 1, 2, 3, 4, 0])
+    update = gils(alpha=alpha, T=1, eta=eta)
+    z1, _ = update.ascend(lambda z: (z, head(z)), z0, labels)
+    p = torch.softmax(head(z0), dim=1)
+    y = smoothed_targets(labels, k, alpha)
+    closed_form = p @ head.weight - y @ head.weight  # rows: sum_j p_j w_j - sum_j y_j w_j
+    assert torch.allclose((z1 - z0) / eta, closed_form.detach(), atol=1e-6)
+    # eq. 16 as the paper writes it is the negative: (1-a) w_i + a/(k-1) sum_{j!=i} w_j - sum_j p_j w_j
+    i = labels[0].item()
+    paper = (1 - alpha) * head.weight[i] + alpha / (k - 1) * (head.weight.sum(0) - head.weight[i]) - p[0] @ head.weight
+    assert torch.allclose(-(z1[0] - z0[0]) / eta, paper.detach(), atol=1e-6)
+
+
+def test_feature_ascent_includes_the_transport_cost_gradient():
+    """From the second step on, -gamma * (z - z0) pulls the point back towards the original."""
+    torch.manual_seed(1)
+    head = nn.Linear(3, 2)
+    z0, labels = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    gamma, eta = 0.5, 1.0
+    z2, _ = gils(T=2, eta=eta, gamma=gamma, alpha=0.0).ascend(lambda z: (z, head(z)), z0, labels)
+    z = z0.clone()
+    for _ in range(2):
+        z.requires_grad_(True)
+        objective = smoothed_cross_entropy(head(z), labels, 0.0) - gamma * 0.5 * (z - z0).pow(2).sum(1)
+        (g,) = torch.autograd.grad(objective.sum(), z)
+        z = (z + eta * g).detach()
+    assert torch.allclose(z2, z, atol=1e-6)
+
+
+def test_input_ascent_is_batched_exactly_like_one_example_at_a_time():
+    model = small_model()
+    images, labels = torch.randn(5, 1, 8, 8), torch.tensor([0, 1, 2, 3, 0])
+    update = gils(T=3, eta=0.5, alpha=0.2, gamma=0.01)
+    model.eval()
+    forward = lambda x: (model.features(x), model(x))  # noqa: E731
+    batched, _ = update.ascend(forward, images, labels)
+    one_by_one = torch.cat([update.ascend(forward, images[i:i + 1], labels[i:i + 1])[0] for i in range(5)])
+    assert torch.allclose(batched, one_by_one, atol=1e-5)
+    assert not torch.allclose(batched, images)
+
+
+def test_input_step_ascends_without_touching_parameters_or_batchnorm_statistics():
+    model = small_model()
+    update = gils(T=4, eta=1.0)
+    bn = model.features[0][1]
+    before = (bn.running_mean.clone(), [p.clone() for p in model.parameters()])
+    model.eval()
+    update.ascend(lambda x: (model.features(x), model(x)), torch.randn(8, 1, 8, 8), torch.arange(8) % 4)
+    assert torch.equal(bn.running_mean, before[0])
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before[1]))
+
+
+def test_gils_with_T_zero_equals_two_clean_label_smoothing_steps():
+    images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
+    params = training_params()
+    a, b = small_model(seed=3), small_model(seed=3)
+    opt_a, _ = make_optimizer(a, params)
+    opt_b, _ = make_optimizer(b, params)
+    gils(T=0, alpha=0.2).step(a, opt_a, images, labels, lambda losses: None)
+    ls = LabelSmoothingUpdate({"alpha": 0.2})
+    for _ in range(2):
+        ls.step(b, opt_b, images, labels, lambda losses: None)
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_input_step_trains_on_the_generated_batch_then_the_original():
+    """Reproduce one GI-LS step by hand: ascent in eval mode, then two LS descent steps."""
+    images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
+    params = training_params()
+    a, b = small_model(seed=4), small_model(seed=4)
+    opt_a, _ = make_optimizer(a, params)
+    opt_b, _ = make_optimizer(b, params)
+    update = gils(T=2, eta=1.5, alpha=0.3)
+    update.step(a, opt_a, images, labels, lambda losses: None)
+
+    b.eval()
+    x, anchor = images.clone(), None
+    for _ in range(2):
+        x.requires_grad_(True)
+        z = b.features(x)
+        anchor = z.detach() if anchor is None else anchor
+        objective = smoothed_cross_entropy(b.head(z), labels, 0.3) - 1e-3 * 0.5 * (z - anchor).pow(2).sum(1)
+        (g,) = torch.autograd.grad(objective.sum(), x)
+        x = (x + 1.5 * g).detach()
+    b.train()
+    for batch in (x, images):
+        opt_b.zero_grad()
+        smoothed_cross_entropy(b(batch), labels, 0.3).mean().backward()
+        opt_b.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-5)
+
+
+def test_feature_step_moves_only_the_head_on_the_generated_batch():
+    images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
+    params = training_params()
+    a, b = small_model(seed=5), small_model(seed=5)
+    opt_a, _ = make_optimizer(a, params)
+    opt_b, _ = make_optimizer(b, params)
+    gils(T=3, eta=2.0, alpha=0.1, perturb="feature").step(a, opt_a, images, labels, lambda losses: None)
+
+    z = b.features(images)
+    generated, _ = gils(T=3, eta=2.0, alpha=0.1).ascend(lambda f: (f, b.head(f)), z, labels)
+    opt_b.zero_grad(set_to_none=True)
+    smoothed_cross_entropy(b.head(generated), labels, 0.1).mean().backward()
+    assert all(p.grad is None for p in b.features.parameters())
+    opt_b.step()
+    opt_b.zero_grad(set_to_none=True)
+    smoothed_cross_entropy(b(images), labels, 0.1).mean().backward()  # backbone unchanged: same z
+    opt_b.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-5)
+
+
+def test_weights_from_the_sampler_multiply_both_descent_losses():
+    images, labels = torch.randn(6, 1, 8, 8), torch.arange(6) % 4
+    params = training_params()
+    a, b = small_model(seed=6), small_model(seed=6)
+    opt_a, _ = make_optimizer(a, params)
+    opt_b, _ = make_optimizer(b, params)
+    seen = []
+    ones = lambda losses: seen.append(losses) or torch.ones_like(losses)  # noqa: E731
+    gils(T=2).step(a, opt_a, images, labels, ones)
+    gils(T=2).step(b, opt_b, images, labels, lambda losses: None)
+    assert len(seen) == 1 and seen[0].shape == (6,)
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    doubled = small_model(seed=6)
+    opt_d, _ = make_optimizer(doubled, params)
+    gils(T=2).step(doubled, opt_d, images, labels, lambda losses: torch.full_like(losses, 2.0))
+    assert not all(torch.allclose(p, q) for p, q in zip(doubled.parameters(), b.parameters()))

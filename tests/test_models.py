@@ -1,0 +1,97 @@
+"""Backbone + head models, their weights and the optimiser schedule."""
+import pytest
+import torch
+import torchvision
+
+from pipeline.errors import UserError
+from pipeline.models import build_model, imagenet_cache_path, make_optimizer
+from pipeline.params import TRAINING_PARAMS, resolve
+
+
+def test_small_cnn_exposes_features_and_head():
+    model = build_model("small_cnn", "none", 1, 10)
+    x = torch.randn(4, 1, 8, 8)
+    z = model.features(x)
+    assert z.shape == (4, 128)
+    assert torch.equal(model(x), model.head(z))
+    assert model.head.weight.shape == (10, 128)
+
+
+@pytest.mark.parametrize("backbone, dim", [("resnet18", 512), ("resnet34", 512), ("resnet50", 2048)])
+def test_resnets_are_a_feature_extractor_and_a_linear_head(backbone, dim):
+    model = build_model(backbone, "none", 3, 6).eval()
+    assert model.features(torch.randn(2, 3, 32, 32)).shape == (2, dim)
+    assert model.head.out_features == 6
+
+
+def test_grayscale_images_reach_a_three_channel_backbone():
+    model = build_model("resnet18", "none", 1, 3).eval()
+    assert model(torch.randn(2, 1, 32, 32)).shape == (2, 3)
+
+
+def test_weights_from_a_state_dict_file(tmp_path):
+    torch.manual_seed(1)
+    source = torchvision.models.resnet18(num_classes=1000)
+    path = tmp_path / "resnet18.pt"
+    torch.save({"state_dict": source.state_dict()}, path)
+    model = build_model("resnet18", str(path), 3, 4)
+    assert torch.equal(model.features.conv1.weight, source.conv1.weight)
+    assert torch.equal(model.features.layer4[1].bn2.running_var, source.layer4[1].bn2.running_var)
+
+
+def test_imagenet_weights_come_from_torchvisions_local_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    cached = imagenet_cache_path("resnet18")
+    assert str(cached).startswith(str(tmp_path)) and cached.name.startswith("resnet18-")
+    with pytest.raises(UserError, match="not cached at .*resnet18"):
+        build_model("resnet18", "imagenet", 3, 4)
+    torch.manual_seed(2)
+    source = torchvision.models.resnet18()
+    cached.parent.mkdir(parents=True)
+    torch.save(source.state_dict(), cached)
+    model = build_model("resnet18", "imagenet", 3, 4)
+    assert torch.equal(model.features.layer1[0].conv1.weight, source.layer1[0].conv1.weight)
+
+
+@pytest.mark.parametrize("weights, message", [
+    ("missing.pt", "weights file not found"),
+    ("wrong", "do not fit the backbone"),
+    ("garbage", "cannot read weights file"),
+])
+def test_bad_weights_are_one_line_errors(tmp_path, weights, message):
+    path = tmp_path / "w.pt"
+    if weights == "wrong":
+        torch.save(torchvision.models.resnet34().state_dict(), path)
+    elif weights == "garbage":
+        path.write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match=message):
+        build_model("resnet18", str(path) if weights != "missing.pt" else weights, 3, 4)
+
+
+def test_unknown_backbone_and_imagenet_small_cnn():
+    with pytest.raises(UserError, match="unknown backbone 'vgg'"):
+        build_model("vgg", "none", 3, 2)
+    with pytest.raises(UserError, match="small_cnn has no ImageNet weights"):
+        build_model("small_cnn", "imagenet", 1, 2)
+
+
+def test_head_and_backbone_learning_rates_decay_by_0_3_every_20_epochs():
+    model = build_model("small_cnn", "none", 1, 3)
+    optimizer, scheduler = make_optimizer(model, resolve(TRAINING_PARAMS, {}, "erm"))
+    head, backbone = optimizer.param_groups
+    assert (head["lr"], backbone["lr"], head["momentum"]) == (1e-2, 1e-3, 0.9)
+    assert {id(p) for p in head["params"]} == {id(p) for p in model.head.parameters()}
+    optimizer.step()  # the schedule counts epochs after the first optimiser step
+    for _ in range(20):
+        scheduler.step()
+    assert head["lr"] == pytest.approx(3e-3) and backbone["lr"] == pytest.approx(3e-4)
+    for _ in range(20):
+        scheduler.step()
+    assert head["lr"] == pytest.approx(9e-4)
+
+
+def test_a_zero_backbone_learning_rate_freezes_the_feature_extractor():
+    model = build_model("small_cnn", "none", 1, 3)
+    optimizer, _ = make_optimizer(model, resolve(TRAINING_PARAMS, {"lr_backbone": 0}, "erm"))
+    assert len(optimizer.param_groups) == 1
+    assert not any(p.requires_grad for p in model.features.parameters())

@@ -1,0 +1,54 @@
+"""Hyper-parameter declarations: coercion, validation and one-line errors."""
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.methods import parse_method
+from pipeline.params import Interval, parse_assignment
+
+
+def test_defaults_are_filled_and_values_coerced():
+    params = parse_method("gils").resolve({"alpha": "0.3", "T": "5", "eta": 2, "perturb": "feature"})
+    assert params["alpha"] == 0.3 and params["T"] == 5 and isinstance(params["T"], int)
+    assert params["gamma"] == 1e-3 and params["epochs"] == 30 and params["lr_head"] == 1e-2
+    assert parse_method("hws").resolve({"importance_sampling": "true"})["importance_sampling"] is True
+    assert parse_method("gils").resolve({"T": 7.0})["T"] == 7  # Ax may hand back an int as a float
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"alpha": 1.0}, "alpha must be in [0, 1)"),
+    ({"alpha": -0.1}, "alpha must be in [0, 1)"),
+    ({"T": -1}, "T must be in [0, inf)"),
+    ({"T": 2.5}, "T must be an integer"),
+    ({"eta": 0}, "eta must be in (0, inf)"),
+    ({"eta": "fast"}, "eta must be a number"),
+    ({"perturb": "pixels"}, "perturb must be one of input, feature"),
+    ({"alpah": 0.1}, "unknown parameter 'alpah' for method gils"),
+    ({"epochs": 0}, "epochs must be in [1, inf)"),
+])
+def test_bad_values_name_the_parameter(given, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        parse_method("gils").resolve(given)
+
+
+def test_methods_compose_an_update_with_a_sampler():
+    m = parse_method("gils+hws")
+    assert (m.update, m.sampler) == ("gils", "hws")
+    assert {"alpha", "T", "beta", "importance_sampling", "epochs"} <= {p.name for p in m.params}
+    assert (parse_method("hws").update, parse_method("hws").sampler) == ("erm", "hws")
+    with pytest.raises(UserError, match="unknown method 'sgd'"):
+        parse_method("sgd")
+    with pytest.raises(UserError, match="unknown parameter 'beta'"):
+        parse_method("gils").resolve({"beta": 1})
+
+
+@pytest.mark.parametrize("text", ["alpha", "alpha=", "=0.3", ""])
+def test_malformed_assignment(text):
+    with pytest.raises(UserError, match="malformed --param"):
+        parse_assignment(text)
+
+
+def test_interval_bounds():
+    half_open = Interval.parse("[0, 1)")
+    assert 0 in half_open and 0.999 in half_open and 1 not in half_open
+    assert 0 not in Interval.parse("(0, inf)") and 1e9 in Interval.parse("(0, inf)")
+    assert str(half_open) == "[0, 1)"
