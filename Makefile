@@ -14,9 +14,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Runs (or, when it is already stored, resumes) the quickstart study, then prints its report.
 demo: $(STAMP)
-	$(VENV)/bin/robust-tune train --dataset digits --imbalance-class 3 --imbalance-keep 0.05 \
-		--method gils --param alpha=0.2 --param T=3 --param eta=2.0 --param epochs=15
+	$(VENV)/bin/robust-tune run studies/quickstart.toml
+	$(VENV)/bin/robust-tune report quickstart --trials
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -20,8 +20,8 @@ def bench(
     setting: Annotated[Optional[list[str]], typer.Option(help=f"Which set-up: {', '.join(SETTINGS)} (repeat; "
                                                                 "default all).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 3,
-    steps: Annotated[int, typer.Option(min=1, help="Steps per round for the random-tensor set-ups.")] = 10,
+    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps per round and method.")] = 10,
     batch_size: Annotated[int, typer.Option(min=2)] = 32,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
 ) -> None:

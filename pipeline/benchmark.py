@@ -46,7 +46,7 @@ class Row:
 
 def make_setting(setting: str, device: torch.device, steps: int, batch_size: int) -> tuple[str, Dataset]:
     """digits: the real 8x8 digits and the small CNN; resnet18: random 3x64x64 tensors, 10 classes.
-    The training split is cut to whole batches so every sampler runs the same number of examples."""
+    The training split is cut to `steps` whole batches so every sampler runs the same examples."""
     if setting == "digits":
         data = load_dataset(DataConfig(), device)
         backbone = "small_cnn"
@@ -58,7 +58,7 @@ def make_setting(setting: str, device: torch.device, steps: int, batch_size: int
         split = Split(images, labels)
         data = Dataset("random 64x64", [str(i) for i in range(10)], split, split, split).to(device)
         backbone = "resnet18"
-    whole = len(data.train) // batch_size * batch_size
+    whole = min(len(data.train) // batch_size, steps) * batch_size
     data.train = Split(data.train.images[:whole], data.train.labels[:whole])
     return backbone, data
 
@@ -103,7 +103,7 @@ def dataloader_epoch_seconds(run: Run, split: Split) -> float:
     return time.perf_counter() - start
 
 
-def benchmark(setting: str, device_name: str = "auto", rounds: int = 3, steps: int = 10, batch_size: int = 32,
+def benchmark(setting: str, device_name: str = "auto", rounds: int = 5, steps: int = 10, batch_size: int = 32,
               report: Callable[[str], None] = lambda message: None) -> list[Row]:
     """Step time of every case and of a DataLoader loop, as ratios to ERM on the same model and data."""
     device = resolve_device(device_name)

@@ -74,3 +74,14 @@ def test_console_script_runs_as_installed(tmp_path):
     bad = subprocess.run([str(script), "train", "--method", "gils", "--param", "T=-1"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "T must be" in bad.stderr
+
+
+def test_bench_measures_every_method_against_erm(cli):
+    """The benchmark runs end to end (its figures are for the README, not asserted here)."""
+    code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown")
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith("| small_cnn")]
+    assert len(rows) == 9 and "| erm | " in rows[0] and "1.00x" in rows[0]
+    assert any("gils input T=15" in row and "ideal" in row for row in rows)
+    assert any("plain DataLoader loop" in row for row in rows)
+    assert cli("bench", "--setting", "vgg")[0] == 2

@@ -1,0 +1,39 @@
+"""Keep Ax's, BoTorch's and pandas' logs and warnings out of the terminal, in a log file instead."""
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+
+_LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas")
+_handler: logging.FileHandler | None = None
+
+
+def quiet_libraries(log_file: str | Path) -> Path:
+    """Send library logs and Python warnings to `log_file` and import Ax without printing.
+
+    Must run before Ax is first imported: Ax attaches a stderr handler when it is imported.
+    """
+    global _handler
+    log_file = Path(log_file)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    if _handler is None or _handler.baseFilename != str(log_file.resolve()):
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        for name in _LOGGERS:
+            logger = logging.getLogger(name)
+            if _handler is not None:
+                logger.removeHandler(_handler)
+            logger.addHandler(handler)
+        _handler = handler
+    logging.captureWarnings(True)
+    with open(log_file, "a") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        import ax.api.client  # noqa: F401  (its import-time messages land in the file)
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if handler is not _handler:
+                logger.removeHandler(handler)
+        logger.propagate = False
+    logging.getLogger("botorch").setLevel(logging.WARNING)
+    return log_file

@@ -1,0 +1,160 @@
+"""Paper-style tables from the store: the best combination per (data set, network, method).
+
+Reads only the tool's own tables (not Ax). Builds plain tables (headers + rows of text) that
+the CLI renders with Rich or writes as Markdown, CSV, LaTeX or JSON.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UserError
+from pipeline.store import Store, StudyRecord, TrialRecord
+
+# The GI-LS paper's Table 3 columns first, then the hardness-weighted sampling parameters.
+PARAM_ORDER = ("alpha", "T", "eta", "epochs", "beta", "importance_sampling")
+PARAM_HEADERS = {"alpha": "alpha", "T": "T", "eta": "eta", "epochs": "epoch", "beta": "beta",
+                 "importance_sampling": "IS"}
+FORMATS = ("table", "markdown", "csv", "latex", "json")
+
+
+@dataclass
+class Table:
+    """A titled grid of text plus the notes a reader needs to interpret it."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # the same rows as data, for JSON
+
+
+def dataset_label(data: dict[str, Any]) -> str:
+    """A short name for a data set as configured, with its imbalance if any."""
+    label = Path(data["manifest"]).name if data.get("manifest") else (
+        Path(data["root"]).name if data.get("root") else data["name"])
+    if data.get("imbalance_class") is not None:
+        label += f" (class {data['imbalance_class']} at {100 * data['imbalance_keep']:g}%)"
+    return label
+
+
+def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
+    """The completed trial with the highest objective (the earliest on ties)."""
+    objective = study.config["objective"]
+    completed = [t for t in trials if t.status == "completed" and t.metrics and objective in t.metrics]
+    return max(completed, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
+    chosen = store.all_studies()
+    if names:
+        known = {s.name for s in chosen}
+        for name in names:
+            if name not in known:
+                raise UserError(f"no study named {name!r} in {store.url}; known: {', '.join(sorted(known)) or 'none'}")
+        chosen = [s for s in chosen if s.name in names]
+    return chosen
+
+
+def best_table(store: Store, names: list[str] | None = None) -> Table:
+    """One row per (data set, network, method): the best trial's searched parameters and accuracies."""
+    best: dict[tuple[str, str, str], tuple[StudyRecord, TrialRecord, int]] = {}
+    for study in _select(store, names):
+        trials = store.trials(study.id)
+        trial = best_trial(study, trials)
+        if trial is None:
+            continue
+        config = study.config
+        key = (dataset_label(config["data"]), config["backbone"], config["method"])
+        completed = sum(t.status == "completed" for t in trials)
+        objective = config["objective"]
+        if key not in best or trial.metrics[objective] > best[key][1].metrics[best[key][0].config["objective"]]:
+            best[key] = (study, trial, completed)
+    columns = [p for p in PARAM_ORDER
+                if any(p in s.config["search"] or p in s.config["fixed"] for s, _, _ in best.values())]
+    headers = (["data set", "network", "method"] + [PARAM_HEADERS[p] for p in columns]
+               + ["val acc", "test acc", "worst class", "trials", "selected on", "study"])
+    table = Table("Best combination of hyper-parameters", headers, [])
+    for (dataset, network, method), (study, trial, completed) in sorted(best.items()):
+        on_test = study.config["objective"].startswith("test_")
+        params = [_value(trial.parameters.get(p, study.config["fixed"].get(p, "-"))) for p in columns]
+        table.rows.append([dataset, network, method, *params, _percent(trial.metrics.get("val_accuracy")),
+                           _percent(trial.metrics.get("test_accuracy")),
+                           _percent(trial.metrics.get("test_worst_class_accuracy")),
+                           f"{completed}/{study.config['budget']['trials']}",
+                           "test *" if on_test else "val", study.name])
+        table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
+                              "trial_index": trial.trial_index, "parameters": trial.parameters,
+                              "metrics": trial.metrics, "completed_trials": completed,
+                              "objective": study.config["objective"], "selected_on_test": on_test})
+    table.notes.append("Accuracies in %. The best trial is chosen by each study's objective; "
+                       "worst class is the lowest per-class accuracy on the test set.")
+    if any(r["selected_on_test"] for r in table.records):
+        table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "
+                           "optimistic, not an estimate of accuracy on new data.")
+    return table
+
+
+def trials_table(store: Store, name: str) -> Table:
+    """Every trial of one study: its parameters, status, accuracies, time and error."""
+    study = _select(store, [name])[0]
+    searched = list(study.config["search"])
+    headers = ["trial", "status", *searched, "val acc", "test acc", "worst class", "train s", "error"]
+    table = Table(f"Trials of {name} ({study.config['method']} on {dataset_label(study.config['data'])}, "
+                  f"{study.config['backbone']}; objective {study.config['objective']})", headers, [])
+    for t in store.trials(study.id):
+        m = t.metrics or {}
+        table.rows.append([str(t.trial_index), t.status, *[_value(t.parameters.get(p, "-")) for p in searched],
+                           _percent(m.get("val_accuracy")), _percent(m.get("test_accuracy")),
+                           _percent(m.get("test_worst_class_accuracy")),
+                           "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",
+                           (t.error or "").splitlines()[0][:80] if t.error else ""])
+        table.records.append({k: v for k, v in asdict(t).items() if k != "id"})
+    return table
+
+
+def render_text(tables: list[Table], fmt: str) -> str:
+    """Markdown, CSV, LaTeX or JSON text for `tables` (the Rich table is drawn by the CLI)."""
+    if fmt == "json":
+        return json.dumps([{"title": t.title, "rows": t.records, "notes": t.notes} for t in tables], indent=2)
+    parts = []
+    for t in tables:
+        if fmt == "markdown":
+            lines = [f"**{t.title}**", "", "| " + " | ".join(t.headers) + " |",
+                     "|" + "---|" * len(t.headers)] + ["| " + " | ".join(row) + " |" for row in t.rows]
+            parts.append("\n".join(lines + [""] + t.notes))
+        elif fmt == "csv":
+            buffer = io.StringIO()
+            writer = csv.writer(buffer)
+            writer.writerow(t.headers)
+            writer.writerows(t.rows)
+            parts.append(buffer.getvalue().rstrip("\n"))
+        elif fmt == "latex":
+            def escape(text: str) -> str:
+                return text.replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%") \
+                           .replace("_", r"\_").replace("#", r"\#")
+            lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{escape(t.title)}}}",
+                     r"\begin{tabular}{" + "l" * 3 + "r" * (len(t.headers) - 3) + "}", r"\hline",
+                     " & ".join(escape(h) for h in t.headers) + r" \\", r"\hline"]
+            lines += [" & ".join(escape(c) for c in row) + r" \\" for row in t.rows]
+            lines += [r"\hline", r"\end{tabular}", r"\end{table}"] + [f"% {escape(n)}" for n in t.notes]
+            parts.append("\n".join(lines))
+        else:
+            raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    return "\n\n".join(parts) + "\n"

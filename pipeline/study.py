@@ -1,0 +1,195 @@
+"""The trial loop: ask Ax for parameters, train with the shared trainer, tell Ax, persist, resume.
+
+`run_trial` is a pure, picklable function of (study config, parameters, seed), so trials could
+later be sent to parallel workers; `run_study` drives it and never prints (events go to a callback).
+"""
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline.config import DataConfig, resolve_device
+from pipeline.data import Dataset, load_dataset
+from pipeline.errors import UserError
+from pipeline.library_logs import quiet_libraries
+from pipeline.store import Store
+from pipeline.study_config import StudyConfig
+from pipeline.trainer import Progress, train
+
+INTERRUPTED = "interrupted: the process running this trial stopped before it ended"
+
+
+@dataclass(frozen=True)
+class StudyStarted:
+    name: str
+    ran: int  # trials that already ran to an end (completed or failed)
+    budget: int
+    resumed: bool
+    requeued: list[dict[str, Any]]  # parameters of interrupted trials that will run again
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    trial_index: int
+    number: int  # 1-based position in the budget
+    budget: int
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrialEnded:
+    trial_index: int
+    status: str  # completed | failed
+    objective: float | None
+    error: str | None
+    best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
+
+
+@dataclass
+class StudySummary:
+    """How a `run_study` call went, with where its time went."""
+
+    name: str
+    completed: int  # trials completed by this call
+    failed: int  # trials that raised in this call
+    budget: int
+    best: tuple[float, int, dict[str, Any]] | None = None
+    stopped: str | None = None  # why the study stopped before its budget, if it did
+    seconds: float = 0.0
+    proposal_seconds: float = 0.0  # Ax proposing trials
+    storage_seconds: float = 0.0  # writing trials to the database (ours and Ax's)
+    log_file: str = ""
+    new_trials: list[int] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset(data: DataConfig, device: str) -> Dataset:
+    """Decode and move a data set once per process; every trial of a study indexes the same tensors."""
+    return load_dataset(data, resolve_device(device))
+
+
+def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device: str = "auto",
+              progress: Progress | None = None) -> dict[str, Any]:
+    """Train one proposed configuration; the same code path as `robust-tune train`."""
+    config = study.train_config(parameters, seed, device)
+    return train(config, _dataset(study.data, str(resolve_device(device))), progress).to_dict()
+
+
+def _differences(new: Any, old: Any, path: str = "") -> list[str]:
+    """Dotted paths where two JSON-like values differ."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return [d for key in sorted(set(new) | set(old))
+                for d in _differences(new.get(key), old.get(key), f"{path}.{key}" if path else key)]
+    return [] if new == old else [path]
+
+
+def _refuse_other_study(study: StudyConfig, stored_config: dict[str, Any]) -> None:
+    identity = {k: v for k, v in _jsonish(study.to_dict()).items() if k not in ("budget", "description")}
+    differing = _differences(identity, {k: stored_config.get(k) for k in identity})
+    raise UserError(f"a different study named {study.name!r} is already stored (differs in: "
+                    f"{', '.join(differing) or 'details'}); give this study another name, nothing was changed")
+
+
+def _jsonish(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value, default=str))
+
+
+def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
+              log_file: str | Path = "runs/robust-tune.log",
+              on_event: Callable[[Any], None] = lambda event: None) -> StudySummary:
+    """Run (or resume) `study` until `trials` (default: its budget) trials have run.
+
+    The budget counts trials that ran to an end, completed or failed; a trial interrupted by a
+    killed process does not count and its parameters run again first.
+    """
+    start = time.perf_counter()
+    budget = trials or study.budget.trials
+    store = Store(db)
+    stored = store.study(study.name)
+    if stored and stored.fingerprint != study.fingerprint():
+        _refuse_other_study(study, stored.config)
+    _dataset(study.data, str(resolve_device(device)))  # bad data fails here, before anything is stored
+    log_path = quiet_libraries(log_file)
+    from pipeline import search  # after quiet_libraries: importing Ax prints otherwise
+
+    summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
+    if stored is None:
+        stored = store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()))
+    try:
+        client = search.load_client(study, store.url)
+    except Exception:  # not in Ax's tables yet (a new study, or a crash right after creating it)
+        client = search.new_client(study, store.url)
+    requeued: list[dict[str, Any]] = []
+    interrupted = set(store.interrupt_running_trials(stored.id, INTERRUPTED)) | set(search.running_trials(client))
+    for index in sorted(interrupted):
+        client.mark_trial_failed(trial_index=index, failed_reason=INTERRUPTED)
+        requeued.append(dict(client._experiment.trials[index].arm.parameters))
+
+    def best_so_far() -> tuple[float, int, dict[str, Any]] | None:
+        done = [t for t in store.trials(stored.id) if t.status == "completed"]
+        top = max(done, key=lambda t: (t.metrics[study.objective], -t.trial_index), default=None)
+        return None if top is None else (top.metrics[study.objective], top.trial_index, top.parameters)
+
+    ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
+    on_event(StudyStarted(study.name, ran, budget, ran > 0 or bool(requeued), requeued))
+    consecutive_failures = 0
+    while ran < budget:
+        tick = time.perf_counter()
+        if requeued:  # an interrupted configuration runs again before anything new is proposed
+            parameters = requeued.pop(0)
+            index = client.attach_trial(parameters=parameters)
+        else:
+            try:
+                proposals = client.get_next_trials(max_trials=1)  # may return fewer than asked
+            except search.exhausted_error():
+                summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
+                break
+            if not proposals:
+                raise RuntimeError(f"Ax proposed no trial for study {study.name!r}; see {log_path}")
+            index, parameters = next(iter(proposals.items()))
+        parameters = dict(parameters)
+        proposal_seconds = time.perf_counter() - tick
+        summary.proposal_seconds += proposal_seconds
+        tick = time.perf_counter()
+        row = store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds)
+        summary.storage_seconds += time.perf_counter() - tick
+        summary.new_trials.append(index)
+        on_event(TrialStarted(index, ran + 1, budget, parameters))
+        try:
+            result = run_trial(study, parameters, study.seed, device, on_event)
+        except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run it again later
+            store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+            client.mark_trial_failed(trial_index=index, failed_reason=INTERRUPTED)
+            raise
+        except Exception as error:  # NaN loss, out of memory, a bad combination: record it, go on
+            tick = time.perf_counter()
+            message = f"{type(error).__name__}: {error}"
+            store.fail_trial(row, message + "\n" + traceback.format_exc(limit=-3))
+            client.mark_trial_abandoned(trial_index=index)  # not proposed again (see search.py)
+            summary.storage_seconds += time.perf_counter() - tick
+            ran += 1
+            summary.failed += 1
+            consecutive_failures += 1
+            on_event(TrialEnded(index, "failed", None, message, best_so_far()))
+            if consecutive_failures >= study.budget.max_failures:
+                summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
+                                   f"last error: {message}")
+                break
+            continue
+        tick = time.perf_counter()
+        store.complete_trial(row, result)
+        client.complete_trial(trial_index=index, raw_data={study.objective: result[study.objective]})
+        summary.storage_seconds += time.perf_counter() - tick
+        ran += 1
+        summary.completed += 1
+        consecutive_failures = 0
+        on_event(TrialEnded(index, "completed", result[study.objective], None, best_so_far()))
+    summary.best = best_so_far()
+    summary.seconds = time.perf_counter() - start
+    return summary

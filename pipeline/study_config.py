@@ -1,0 +1,259 @@
+"""Study files (TOML) -> a validated StudyConfig. Every error names the file, the field and the problem.
+
+A study names a data set, a network, a method and a search space:
+
+    name = "quickstart"
+    objective = "val_accuracy"        # or val_/test_ balanced_accuracy, worst_class_accuracy
+    seed = 0
+    [data]    name = "digits" ...     # DataConfig fields
+    [model]   backbone = "small_cnn"; weights = "none"
+    [method]  name = "gils"
+    [params]  alpha = { low = 0.0, high = 0.5 }     # searched (add log = true for a log scale)
+              importance_sampling = { values = [false, true] }
+              gamma = 1e-3                          # a bare value is fixed
+    [budget]  trials = 20; initial = 5; max_failures = 3
+
+Parameters the file does not mention keep the method's default search range (the papers'
+ranges) or, when they have none, their default value.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import DataConfig, TrainConfig
+from pipeline.errors import UserError
+from pipeline.methods import parse_method
+from pipeline.models import BACKBONES
+from pipeline.params import Choice, HParam, Range, Value
+
+OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
+                   for metric in ("accuracy", "balanced_accuracy", "worst_class_accuracy"))
+
+
+@dataclass(frozen=True)
+class Budget:
+    trials: int = 20
+    initial: int = 5  # Sobol trials before the Gaussian process takes over
+    max_failures: int = 3  # consecutive failed trials that stop the study
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A validated study: what to train and what to search."""
+
+    name: str
+    data: DataConfig
+    backbone: str
+    weights: str
+    method: str
+    fixed: dict[str, Value]  # every parameter not searched, at its value
+    search: dict[str, Range | Choice]  # the searched parameters
+    objective: str = "val_accuracy"
+    seed: int = 0
+    budget: Budget = field(default_factory=Budget)
+    description: str = ""
+
+    @property
+    def selected_on_test(self) -> bool:
+        """True when trials are ranked on test data (the papers' protocol), which reports must say."""
+        return self.objective.startswith("test_")
+
+    def train_config(self, parameters: dict[str, Value], seed: int, device: str = "auto") -> TrainConfig:
+        """The TrainConfig of one trial: the fixed values plus the proposed ones."""
+        return TrainConfig(data=self.data, backbone=self.backbone, weights=self.weights, method=self.method,
+                           params={**self.fixed, **parameters}, seed=seed, device=device)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def fingerprint(self) -> str:
+        """Identity of what the study searches; the budget may grow without making it another study."""
+        identity = {k: v for k, v in self.to_dict().items() if k not in ("budget", "description")}
+        return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class _Fields:
+    """Reads one TOML table, naming `file: section.key` in every error."""
+
+    def __init__(self, source: str, section: str, table: Any) -> None:
+        self.source, self.section = source, section
+        if not isinstance(table, dict):
+            self.fail(section, "must be a table")
+        self.table = dict(table)
+
+    def where(self, key: str) -> str:
+        return f"{self.section}.{key}" if self.section else key
+
+    def fail(self, key: str, problem: str) -> typing.NoReturn:
+        raise UserError(f"{self.source}: {key}: {problem}")
+
+    def take(self, key: str, kind: type | tuple[type, ...], default: Any = ..., required: bool = False) -> Any:
+        if key not in self.table:
+            if required:
+                self.fail(self.where(key), "is required")
+            return default
+        value = self.table.pop(key)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            words = "a number" if kinds == (float, int) else " or ".join(_TYPE_WORDS[k] for k in kinds)
+            self.fail(self.where(key), f"must be {words}, "
+                                       f"got {type(value).__name__} {value!r}")
+        return float(value) if kinds == (float, int) else value
+
+    def done(self) -> None:
+        if self.table:
+            self.fail(self.where(sorted(self.table)[0]), "unknown field")
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table"}
+
+
+def _data_config(fields: _Fields) -> DataConfig:
+    """Each DataConfig field, type-checked from its annotation."""
+    hints = typing.get_type_hints(DataConfig)
+    values = {}
+    for f in dataclasses.fields(DataConfig):
+        kinds = tuple(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
+        if kinds == (float,):
+            kinds = (float, int)
+        if kinds == (str,) and f.default is None:
+            kinds = (str, int)  # a class may be named by its label, e.g. imbalance_class = 3
+        value = fields.take(f.name, kinds, f.default)
+        values[f.name] = str(value) if kinds == (str, int) and value is not None else value
+    fields.done()
+    try:
+        return DataConfig(**values)
+    except UserError as error:
+        fields.fail(fields.section, str(error))
+
+
+def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice | Value:
+    where = fields.where(hparam.name)
+
+    def coerce(raw: Any, what: str) -> Value:
+        try:
+            return hparam.coerce(raw)
+        except UserError as error:
+            fields.fail(where, f"{what}: {error}")
+
+    if not isinstance(spec, dict):
+        return coerce(spec, "value")
+    keys = set(spec)
+    if keys == {"values"}:
+        if not isinstance(spec["values"], list) or len(spec["values"]) < 2:
+            fields.fail(where, "values must be a list of at least two choices")
+        return Choice(tuple(coerce(v, "value") for v in spec["values"]))
+    if keys in ({"low", "high"}, {"low", "high", "log"}):
+        if hparam.kind not in ("float", "int"):
+            fields.fail(where, f"a {hparam.kind} parameter is searched with values = [...], not a range")
+        log = spec.get("log", False)
+        if not isinstance(log, bool):
+            fields.fail(where, "log must be true or false")
+        if log and isinstance(spec["low"], (int, float)) and spec["low"] <= 0:
+            fields.fail(where, f"a log-scale range must start above 0, got low {spec['low']}")
+        low, high = coerce(spec["low"], "low"), coerce(spec["high"], "high")
+        if not low < high:
+            fields.fail(where, f"low {low} must be below high {high}")
+        return Range(low, high, log)
+    fields.fail(where, "expected a value, {low = .., high = .. [, log = true]} or {values = [..]}, "
+                       f"got keys {', '.join(sorted(keys)) or 'none'}")
+
+
+def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
+    """Validate a parsed TOML document; `source` names the file in errors."""
+    top = _Fields(source, "", raw)
+    name = top.take("name", str, required=True)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        top.fail("name", f"must be letters, digits, '_', '-' or '.', got {name!r}")
+    description = top.take("description", str, "")
+    seed = top.take("seed", int, 0)
+    objective = top.take("objective", str, "val_accuracy")
+    if objective not in OBJECTIVES:
+        top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+
+    data = _data_config(_Fields(source, "data", top.take("data", dict, {})))
+    model = _Fields(source, "model", top.take("model", dict, {}))
+    backbone = model.take("backbone", str, "small_cnn")
+    if backbone not in BACKBONES:
+        model.fail("model.backbone", f"unknown backbone {backbone!r}; known: {', '.join(BACKBONES)}")
+    weights = model.take("weights", str, "none")
+    model.done()
+
+    method_fields = _Fields(source, "method", top.take("method", dict, required=True))
+    method_name = method_fields.take("name", str, required=True)
+    method_fields.done()
+    try:
+        method = parse_method(method_name)
+    except UserError as error:
+        method_fields.fail("method.name", str(error))
+
+    params = _Fields(source, "params", top.take("params", dict, {}))
+    declared = {p.name: p for p in method.params}
+    for key in params.table:
+        if key not in declared:
+            params.fail(f"params.{key}", f"unknown parameter for method {method.name}; known: {', '.join(declared)}")
+    fixed: dict[str, Value] = {}
+    search: dict[str, Range | Choice] = {}
+    for hparam in method.params:
+        entry = (_search_entry(params, hparam, params.table.pop(hparam.name)) if hparam.name in params.table
+                 else hparam.search if hparam.search is not None else hparam.default)
+        if isinstance(entry, (Range, Choice)):
+            search[hparam.name] = entry
+        else:
+            fixed[hparam.name] = entry
+    if not search:
+        params.fail("params", "nothing to search: every parameter is fixed")
+
+    budget_fields = _Fields(source, "budget", top.take("budget", dict, {}))
+    budget = Budget(**{f.name: budget_fields.take(f.name, int, f.default) for f in dataclasses.fields(Budget)})
+    budget_fields.done()
+    for key in ("trials", "initial", "max_failures"):
+        if getattr(budget, key) < 1:
+            budget_fields.fail(f"budget.{key}", f"must be at least 1, got {getattr(budget, key)}")
+    top.done()
+    return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
+                       fixed=fixed, search=search, objective=objective, seed=seed, budget=budget,
+                       description=description)
+
+
+def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+    """`--set section.key=value` on a parsed study (values read as TOML: 3, 0.5, true, "text")."""
+    raw = json.loads(json.dumps(raw))
+    for text in assignments:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"malformed --set {text!r}: expected key=value, for example budget.trials=5")
+        try:
+            parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            parsed = value.strip()
+        *sections, last = key.strip().split(".")
+        table = raw
+        for section in sections:
+            table = table.setdefault(section, {})
+            if not isinstance(table, dict):
+                raise UserError(f"--set {text!r}: {section} is not a table")
+        table[last] = parsed
+    return raw
+
+
+def load_study(path: str | Path, overrides: list[str] = ()) -> StudyConfig:
+    """Read and validate a study file; any problem is a one-line UserError."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"study file not found: {path}")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file") from None
+    return parse_study(apply_overrides(raw, list(overrides)), str(path))

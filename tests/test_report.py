@@ -1,0 +1,94 @@
+"""Reports from a real SQLite store: the right best row, honest marks, every output format."""
+import csv
+import io
+import json
+
+import pytest
+
+from pipeline.report import best_table, dataset_label, render_text, trials_table
+from pipeline.store import Store
+
+
+def result(val, test, worst=0.5):
+    return {"val_accuracy": val, "test_accuracy": test, "test_worst_class_accuracy": worst,
+            "val_per_class_accuracy": {"a": val}, "test_per_class_accuracy": {"a": test},
+            "epoch_train_loss": [1.0, 0.5], "epoch_val_accuracy": [val / 2, val], "train_seconds": 1.5,
+            "settings": {}, "seed": 0}
+
+
+def add_study(store, name, method="gils", objective="val_accuracy", backbone="resnet18", runs=()):
+    config = {"name": name, "data": {"name": "digits", "imbalance_class": None, "imbalance_keep": 0.01},
+              "backbone": backbone, "method": method, "objective": objective,
+              "search": {"alpha": {}, "T": {}, "eta": {}}, "fixed": {"epochs": 30, "gamma": 1e-3},
+              "budget": {"trials": 20}}
+    study = store.create_study(name, "f" + name, config)
+    for index, (parameters, values) in enumerate(runs):
+        row = store.start_trial(study.id, index, parameters, 0, 0.1)
+        if values is None:
+            store.fail_trial(row, "TrainingDiverged: training loss is nan")
+        else:
+            store.complete_trial(row, result(*values))
+    return study
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(str(tmp_path / "report.db"))
+
+
+def test_the_best_row_is_the_highest_objective_not_the_highest_test_accuracy(store):
+    add_study(store, "s", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.80, 0.99)),
+                                ({"alpha": 0.4, "T": 9, "eta": 1.7}, (0.90, 0.70)),
+                                ({"alpha": 0.2, "T": 5, "eta": 2.5}, None),
+                                ({"alpha": 0.3, "T": 7, "eta": 2.9}, (0.90, 0.60))])
+    table = best_table(store)
+    (row,) = table.rows
+    headers = table.headers
+    assert row[headers.index("alpha")] == "0.4" and row[headers.index("T")] == "9"
+    assert row[headers.index("epoch")] == "30"  # fixed values fill the paper's columns
+    assert row[headers.index("val acc")] == "90.0" and row[headers.index("test acc")] == "70.0"
+    assert row[headers.index("trials")] == "3/20" and row[headers.index("selected on")] == "val"
+    assert table.records[0]["trial_index"] == 1  # a tie on the objective goes to the earlier trial
+
+
+def test_one_row_per_dataset_network_method_and_test_selection_is_marked(store):
+    add_study(store, "a", runs=[({"alpha": 0.1, "T": 1, "eta": 2.0}, (0.7, 0.7))])
+    add_study(store, "b", runs=[({"alpha": 0.2, "T": 2, "eta": 2.0}, (0.8, 0.8))])  # same key, better
+    add_study(store, "c", method="ls", objective="test_accuracy", runs=[({"alpha": 0.3}, (0.6, 0.9))])
+    add_study(store, "d", backbone="resnet50", runs=[])  # nothing completed yet: no row
+    table = best_table(store)
+    assert [(r[2], r[-1]) for r in table.rows] == [("gils", "b"), ("ls", "c")]
+    assert table.rows[1][table.headers.index("selected on")] == "test *"
+    assert any("optimistic" in note for note in table.notes)
+    assert [r[-1] for r in best_table(store, ["a"]).rows] == ["a"]
+
+
+def test_every_format(store):
+    add_study(store, "s", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75)),
+                                ({"alpha": 0.2, "T": 4, "eta": 2.1}, None)])
+    tables = [best_table(store), trials_table(store, "s")]
+    markdown = render_text(tables, "markdown")
+    assert "| data set | network | method | alpha | T | eta | epoch |" in markdown
+    rows = list(csv.reader(io.StringIO(render_text(tables[:1], "csv"))))
+    assert rows[0][:3] == ["data set", "network", "method"] and rows[1][2] == "gils"
+    latex = render_text(tables[:1], "latex")
+    assert r"\begin{tabular}" in latex and "worst class" in latex
+    parsed = json.loads(render_text(tables, "json"))
+    assert parsed[0]["rows"][0]["metrics"]["test_accuracy"] == 0.75
+    assert [t["status"] for t in parsed[1]["rows"]] == ["completed", "failed"]
+    assert "TrainingDiverged" in parsed[1]["rows"][1]["error"]
+
+
+def test_report_through_the_cli(store, cli, tmp_path):
+    add_study(store, "s", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75))])
+    out_file = tmp_path / "table.md"
+    code, _, err = cli("report", "--db", str(tmp_path / "report.db"), "--format", "markdown", "--out", str(out_file))
+    assert code == 0 and "| digits | resnet18 | gils |" in out_file.read_text()
+    assert cli("report", "--db", str(tmp_path / "report.db"), "--format", "html")[0] == 2
+    code, _, err = cli("report", "nope", "--db", str(tmp_path / "report.db"))
+    assert code == 2 and "no study named 'nope'" in err
+
+
+def test_dataset_labels():
+    assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05}) == "digits (class 3 at 5%)"
+    assert dataset_label({"name": "images", "manifest": "splits/mt-defect"}) == "mt-defect"

@@ -1,0 +1,102 @@
+"""Study files: defaults from the papers, overrides, and one-line errors naming file and field."""
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.params import Choice, Range
+from pipeline.study_config import load_study
+
+MINIMAL = 'name = "s"\n[method]\nname = "gils"\n'
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return path
+
+
+def test_paper_search_spaces_are_the_defaults(tmp_path):
+    gils = load_study(write(tmp_path, MINIMAL))
+    assert gils.search == {"epochs": Range(21, 60), "alpha": Range(0.0, 0.5), "T": Range(1, 15),
+                           "eta": Range(1.5, 3.0)}
+    assert gils.fixed["gamma"] == 1e-3 and gils.fixed["lr_head"] == 1e-2 and gils.fixed["lr_step"] == 20
+    assert gils.budget.trials == 20 and gils.objective == "val_accuracy" and not gils.selected_on_test
+    hws = load_study(write(tmp_path, 'name = "h"\n[method]\nname = "hws"\n'))
+    assert hws.search["beta"] == Range(0.1, 1000.0, log=True)
+    assert hws.search["importance_sampling"] == Choice((False, True))
+    assert set(load_study(write(tmp_path, 'name = "l"\n[method]\nname = "ls"\n')).search) == {"epochs", "alpha"}
+    assert set(load_study(write(tmp_path, 'name = "e"\n[method]\nname = "erm"\n')).search) == {"epochs"}
+
+
+def test_a_study_overrides_ranges_fixes_values_and_sets_everything_else(tmp_path):
+    study = load_study(write(tmp_path, 'objective = "test_accuracy"\n' + MINIMAL + """
+[data]
+imbalance_class = 3
+imbalance_keep = 0.05
+[params]
+T = { low = 1, high = 5 }
+epochs = 3
+perturb = "feature"
+"""))
+    assert study.search["T"] == Range(1, 5) and "epochs" not in study.search
+    assert study.fixed["epochs"] == 3 and study.fixed["perturb"] == "feature"
+    assert study.data.imbalance_class == "3" and study.selected_on_test
+
+
+def test_overrides_from_the_command_line(tmp_path):
+    study = load_study(write(tmp_path, MINIMAL), ["budget.trials=3", "params.epochs=2", "seed=7",
+                                                  'params.alpha={ low = 0.1, high = 0.2 }'])
+    assert study.budget.trials == 3 and study.fixed["epochs"] == 2 and study.seed == 7
+    assert study.search["alpha"] == Range(0.1, 0.2)
+
+
+def test_the_fingerprint_ignores_the_budget_only(tmp_path):
+    base = load_study(write(tmp_path, MINIMAL))
+    assert load_study(write(tmp_path, MINIMAL), ["budget.trials=3"]).fingerprint() == base.fingerprint()
+    assert load_study(write(tmp_path, MINIMAL), ["params.epochs=3"]).fingerprint() != base.fingerprint()
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[method]\nname = "gils"\n', "name: is required"),
+    ('name = "s"\n', "method: is required"),
+    ('name = "s"\n[method]\nname = "sgd"\n', "method.name: unknown method 'sgd'"),
+    (MINIMAL + "[params]\nalpha = { low = 0.4, high = 0.1 }\n", "params.alpha: low 0.4 must be below high 0.1"),
+    ('name = "s"\n[method]\nname = "hws"\n[params]\nbeta = { low = 0.0, high = 10.0, log = true }\n',
+     "params.beta: a log-scale range must start above 0"),
+    (MINIMAL + "[params]\nalpha = { low = 0.0, high = 1.5 }\n", "params.alpha: high: parameter alpha must be in [0, 1)"),
+    (MINIMAL + '[params]\nT = "five"\n', "params.T: value: parameter T must be an integer"),
+    (MINIMAL + "[params]\nbeta = 3\n", "params.beta: unknown parameter for method gils"),
+    (MINIMAL + "[params]\nalpha = { low = 0.0 }\n", "params.alpha: expected a value"),
+    (MINIMAL + '[budget]\ntrials = "many"\n', "budget.trials: must be an integer"),
+    (MINIMAL + "[budget]\ntrials = 0\n", "budget.trials: must be at least 1"),
+    (MINIMAL + '[data]\nval_fraction = "x"\n', "data.val_fraction: must be a number"),
+    (MINIMAL + '[data]\nfolder = "x"\n', "data.folder: unknown field"),
+    (MINIMAL + '[model]\nbackbone = "vgg"\n', "model.backbone: unknown backbone 'vgg'"),
+    ('objective = "loss"\n' + MINIMAL, "objective: must be one of"),
+    (MINIMAL + 'objective = "loss"\n', "method.objective: unknown field"),
+    ('name = "a b"\n[method]\nname = "gils"\n', "name: must be letters"),
+    ('name = "s"\nmethod = "gils"\n', "method: must be a table"),
+    ('name = "s\n', "not valid TOML"),
+    ("colour = 1\n" + MINIMAL, "colour: unknown field"),
+])
+def test_malformed_study_files_name_the_file_and_field(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as error:
+        load_study(path)
+    assert str(error.value).startswith(f"{path}: ") and message in str(error.value)
+
+
+def test_a_missing_study_file(tmp_path):
+    with pytest.raises(UserError, match="study file not found"):
+        load_study(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("text, message", [
+    (MINIMAL + "[params]\nalpha = { low = 0.4, high = 0.1 }\n", "params.alpha: low 0.4 must be below high 0.1"),
+    ('name = "s"\n[method]\nname = "dro"\n', "method.name: unknown method 'dro'"),
+])
+def test_run_refuses_a_malformed_study_with_exit_code_2(tmp_path, cli, text, message):
+    db = tmp_path / "db.sqlite"
+    code, out, err = cli("run", str(write(tmp_path, text)), "--db", str(db))
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and message in lines[0] and "Traceback" not in err
+    assert not db.exists()  # nothing was started
