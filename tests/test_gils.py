@@ -32,7 +32,8 @@ def test_feature_ascent_first_step_matches_eq_16_closed_form():
     head = nn.Linear(d, k)
     z0, labels = torch.randn(6, d), torch.tensor([0, 1, 2, 3, 4, 0])
     update = gils(alpha=alpha, T=1, eta=eta)
-    z1, _ = update.ascend(lambda z: (z, head(z)), z0, labels)
+    z1, _ = update.ascend(lambda z: (z, head(z)), z0, labels)  # autograd
+    assert torch.allclose(update.ascend_features(head, z0, labels), z1, atol=1e-6)  # closed form
     p = torch.softmax(head(z0), dim=1)
     y = smoothed_targets(labels, k, alpha)
     closed_form = p @ head.weight - y @ head.weight  # rows: sum_j p_j w_j - sum_j y_j w_j
@@ -43,20 +44,24 @@ def test_feature_ascent_first_step_matches_eq_16_closed_form():
     assert torch.allclose(-(z1[0] - z0[0]) / eta, paper.detach(), atol=1e-6)
 
 
-def test_feature_ascent_includes_the_transport_cost_gradient():
-    """From the second step on, -gamma * (z - z0) pulls the point back towards the original."""
+@pytest.mark.parametrize("alpha", [0.0, 0.3])
+def test_feature_ascent_includes_the_transport_cost_gradient(alpha):
+    """From the second step on, -gamma * (z - z0) pulls the point back towards the original;
+    the closed form and autograd on the objective take the same path."""
     torch.manual_seed(1)
-    head = nn.Linear(3, 2)
-    z0, labels = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    head = nn.Linear(3, 4)
+    z0, labels = torch.randn(4, 3), torch.tensor([0, 1, 2, 3])
     gamma, eta = 0.5, 1.0
-    z2, _ = gils(T=2, eta=eta, gamma=gamma, alpha=0.0).ascend(lambda z: (z, head(z)), z0, labels)
+    update = gils(T=3, eta=eta, gamma=gamma, alpha=alpha)
+    z3 = update.ascend_features(head, z0, labels)
+    assert torch.allclose(update.ascend(lambda z: (z, head(z)), z0, labels)[0], z3, atol=1e-5)
     z = z0.clone()
-    for _ in range(2):
+    for _ in range(3):
         z.requires_grad_(True)
-        objective = smoothed_cross_entropy(head(z), labels, 0.0) - gamma * 0.5 * (z - z0).pow(2).sum(1)
+        objective = smoothed_cross_entropy(head(z), labels, alpha) - gamma * 0.5 * (z - z0).pow(2).sum(1)
         (g,) = torch.autograd.grad(objective.sum(), z)
         z = (z + eta * g).detach()
-    assert torch.allclose(z2, z, atol=1e-6)
+    assert torch.allclose(z3, z, atol=1e-5)
 
 
 def test_input_ascent_is_batched_exactly_like_one_example_at_a_time():
@@ -134,7 +139,7 @@ def test_feature_step_moves_only_the_head_on_the_generated_batch():
     gils(T=3, eta=2.0, alpha=0.1, perturb="feature").step(a, opt_a, images, labels, lambda losses: None)
 
     z = b.features(images)
-    generated, _ = gils(T=3, eta=2.0, alpha=0.1).ascend(lambda f: (f, b.head(f)), z, labels)
+    generated, _ = gils(T=3, eta=2.0, alpha=0.1).ascend(lambda f: (f, b.head(f)), z, labels)  # autograd
     opt_b.zero_grad(set_to_none=True)
     smoothed_cross_entropy(b.head(generated), labels, 0.1).mean().backward()
     assert all(p.grad is None for p in b.features.parameters())

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from pipeline.methods.losses import smoothed_cross_entropy, weighted_mean
+from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets, weighted_mean
 from pipeline.params import HParam, Range
 
 Weigh = Callable[[torch.Tensor], torch.Tensor | None]
@@ -59,7 +59,8 @@ class GilsUpdate(ErmUpdate):
     one descent step on the generated batch followed by one on the original batch, LS loss in both.
     perturb = "input" ascends on the image x through the whole network (BatchNorm in eval mode, so
     the per-example ascents are independent); perturb = "feature" ascends on z = f(x) through the
-    head only, where the generated point is a feature map and its descent step moves the head.
+    linear head only (eq. 16 in closed form), where the generated point is a feature map and its
+    descent step moves the head; one backbone pass then serves both descent steps.
     """
 
     PARAMS = (
@@ -118,12 +119,24 @@ class GilsUpdate(ErmUpdate):
         descend(optimizer, losses, weights)
         return losses.detach()
 
+    @torch.no_grad()
+    def ascend_features(self, head: nn.Linear, start: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The same ascent on z through a linear head, with eq. 16's closed-form gradient:
+        d l_LS / dz = sum_j p_j w_j - sum_j y_j w_j  (y: the eq. 3 targets), minus gamma (z - z')."""
+        targets = smoothed_targets(labels, head.out_features, self.alpha)
+        point = start.detach()
+        for _ in range(self.steps):
+            probabilities = torch.softmax(head(point), dim=1)
+            gradient = (probabilities - targets) @ head.weight - self.gamma * (point - start)
+            point = point + self.eta * gradient
+        return point
+
     def _feature_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
                       labels: torch.Tensor, weigh: Weigh) -> torch.Tensor:
         features = model.features(images)  # one backbone pass serves both descent steps
         with torch.no_grad():
             weights = weigh(self.loss(model.head(features), labels))
-        generated, _ = self.ascend(lambda z: (z, model.head(z)), features, labels)
+        generated = self.ascend_features(model.head, features.detach(), labels)
         descend(optimizer, self.loss(model.head(generated), labels), weights)  # moves the head only
         # The backbone did not move, so `features` is still f(x) at the new parameters.
         losses = self.loss(model.head(features), labels)
