@@ -38,8 +38,6 @@ class Listing:
 def load_images(config: DataConfig) -> Dataset:
     """Listing -> cached pixels -> normalised float splits (on the CPU; the caller moves them)."""
     listing = manifest_listing(config) if config.manifest else folder_listing(config)
-    cache_dir = Path(config.cache_dir) if config.cache_dir else None
-    pixels = cached_pixels(listing.files, config.image_size, config.channels, cache_dir, listing.name)
     train, val = listing.train, listing.val
     if config.imbalance_class is not None:
         rare = class_index(listing.class_names, str(config.imbalance_class))
@@ -49,6 +47,8 @@ def load_images(config: DataConfig) -> Dataset:
         if len(indices) == 0:
             raise UserError(f"the {part} split of {listing.name} is empty; the classes are too small for "
                             f"val_fraction {config.val_fraction} (and test_fraction {config.test_fraction})")
+    cache_dir = Path(config.cache_dir) if config.cache_dir else None
+    pixels = cached_pixels(listing.files, config.image_size, config.channels, cache_dir, listing.name)
     if config.normalize == "imagenet":
         mean, std = torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)
     else:  # "dataset" (and "auto" outside a TrainConfig, which resolves it from the weights)
