@@ -16,7 +16,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-from cli import bench, study, train  # noqa: E402, F401  (each module registers its commands on `app`)
+from cli import bench, data, study, train  # noqa: E402, F401  (each module registers its commands on `app`)
 
 
 def main(argv: list[str] | None = None) -> None:

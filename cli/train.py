@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.main import app
-from cli.render import params_line, result_table, training_progress
+from cli.render import params_line, result_table, stderr, training_progress
 from pipeline.config import DataConfig, TrainConfig, resolve_device
 from pipeline.data import load_dataset
 from pipeline.methods import SAMPLERS, SOURCES, UPDATES, parse_method
@@ -21,7 +21,8 @@ stdout = Console()
 
 @app.command()
 def train(
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Data set name (digits).")] = "digits",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="digits (built in) or images (your own: --root "
+                                                                 "and/or --manifest).")] = "digits",
     method: Annotated[str, typer.Option("--method", "-m", help="erm, ls, gils, hws, ls+hws or gils+hws.")] = "erm",
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
@@ -35,16 +36,39 @@ def train(
         help="Keep only a fraction of this class in training and validation (test unchanged).")] = None,
     imbalance_keep: Annotated[float, typer.Option(
         help="Fraction of --imbalance-class kept (at least one example).")] = 0.01,
+    val_fraction: Annotated[float, typer.Option(
+        help="Share of the images held out for validation (with --manifest: of its training images).")] = 0.2,
+    test_fraction: Annotated[float, typer.Option(
+        help="Share of the images held out for testing (not with --manifest: it names its test images).")] = 0.2,
+    root: Annotated[Optional[str], typer.Option(
+        help="images: a folder with one sub-folder of images per class; with --manifest, the folder its "
+             "image paths are relative to (instead of its root.txt).", rich_help_panel="Image data")] = None,
+    manifest: Annotated[Optional[str], typer.Option(
+        help="images: a manifest folder, as written by `robust-tune data prepare`.",
+        rich_help_panel="Image data")] = None,
+    image_size: Annotated[int, typer.Option(help="images: resize every image to this many pixels a side.",
+                                            rich_help_panel="Image data")] = 224,
+    cache_dir: Annotated[str, typer.Option(
+        help="images: where decoded, resized images are cached (\"\" turns the cache off).",
+        rich_help_panel="Image data")] = "runs/cache",
+    flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.",
+                                       rich_help_panel="Augmentation")] = False,
+    crop_padding: Annotated[int, typer.Option(
+        help="Randomly shift training images by up to this many pixels (padded crop); 0 is off.",
+        rich_help_panel="Augmentation")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON for scripts.")] = False,
 ) -> None:
     """Train and evaluate one configuration; the same code path a study trial runs."""
     config = TrainConfig(
-        data=DataConfig(name=dataset, split_seed=split_seed, imbalance_class=imbalance_class,
-                        imbalance_keep=imbalance_keep),
+        data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
+                        imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, root=root, manifest=manifest,
+                        image_size=image_size, cache_dir=cache_dir, augment_flip=flip,
+                        augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device)
     parse_method(method).resolve(config.params)  # validate before loading anything
-    data = load_dataset(config.data, resolve_device(device))
+    with stderr.status(f"loading {dataset}"):
+        data = load_dataset(config.data, resolve_device(device))
     from pipeline.trainer import train as run_training
 
     with training_progress(f"{method} on {dataset}") as on_event:

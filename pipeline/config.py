@@ -1,12 +1,15 @@
 """Validated configuration objects: plain, frozen data that fully describe a training run."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
 
 from pipeline.errors import UserError
+
+
+NORMALIZATIONS = ("auto", "imagenet", "dataset")
 
 
 @dataclass(frozen=True)
@@ -16,16 +19,47 @@ class DataConfig:
 
     name: str = "digits"
     split_seed: int = 0
+    # Folder per class: both fractions of all images. Manifest: val_fraction of its training images
+    # (its test images are the manifest's own) and test_fraction is not used.
     val_fraction: float = 0.2
     test_fraction: float = 0.2
     imbalance_class: str | None = None  # keep only `imbalance_keep` of this class in train and val
     imbalance_keep: float = 0.01
+    # Image data sets (name "images"): one sub-folder per class under `root`, or a manifest folder.
+    root: str | None = None  # the folder per class; with a manifest, the image root (overrides its root.txt)
+    manifest: str | None = None  # a manifest folder as written by `robust-tune data prepare`
+    image_size: int = 224  # every image is resized to image_size x image_size
+    channels: int = 3  # 3: grayscale replicated (what ImageNet backbones expect); 1: luminance only
+    normalize: str = "auto"  # imagenet | dataset (per-channel train statistics) | auto (imagenet iff pretrained)
+    cache_dir: str = "runs/cache"  # decoded, resized pixels are kept here; "" turns the cache off
+    # Light augmentation of training batches, on the device; off by default. Applies to every data set.
+    augment_flip: bool = False  # random horizontal flip
+    augment_crop_padding: int = 0  # random crop of the same size from the image padded by this many pixels
 
     def __post_init__(self) -> None:
         if not 0 < self.val_fraction < 1 or not 0 < self.test_fraction < 1 or self.val_fraction + self.test_fraction >= 1:
             raise UserError("val_fraction and test_fraction must each be in (0, 1) and sum to less than 1")
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
+        if self.name == "images" and not (self.root or self.manifest):
+            raise UserError("data set images needs root (a folder with one sub-folder per class) or manifest "
+                            "(a folder written by `robust-tune data prepare`)")
+        if not _is_int(self.image_size) or not 8 <= self.image_size <= 4096:
+            raise UserError(f"image_size must be an integer in [8, 4096], got {self.image_size!r}")
+        if self.channels not in (1, 3) or not _is_int(self.channels):
+            raise UserError(f"channels must be 1 or 3, got {self.channels!r}")
+        if self.normalize not in NORMALIZATIONS:
+            raise UserError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {self.normalize!r}")
+        if self.normalize == "imagenet" and self.channels != 3:
+            raise UserError("ImageNet normalisation (pretrained weights) needs channels = 3")
+        if not _is_int(self.augment_crop_padding) or not 0 <= self.augment_crop_padding < self.image_size:
+            raise UserError(f"augment_crop_padding must be an integer in [0, image_size), got {self.augment_crop_padding!r}")
+        if not isinstance(self.augment_flip, bool):
+            raise UserError(f"augment_flip must be true or false, got {self.augment_flip!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -39,6 +73,11 @@ class TrainConfig:
     params: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.data.normalize == "auto":  # pretrained weights expect the statistics they were trained on
+            normalize = "dataset" if self.weights == "none" else "imagenet"
+            object.__setattr__(self, "data", replace(self.data, normalize=normalize))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -76,7 +76,7 @@ def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device:
               progress: Progress | None = None) -> dict[str, Any]:
     """Train one proposed configuration; the same code path as `robust-tune train`."""
     config = study.train_config(parameters, seed, device)
-    return train(config, _dataset(study.data, str(resolve_device(device))), progress).to_dict()
+    return train(config, _dataset(config.data, str(resolve_device(device))), progress).to_dict()
 
 
 def _differences(new: Any, old: Any, path: str = "") -> list[str]:
@@ -114,7 +114,8 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     stored = store.study(study.name)
     if stored and stored.fingerprint != study.fingerprint():
         _refuse_other_study(study, stored.config)
-    _dataset(study.data, str(resolve_device(device)))  # bad data fails here, before anything is stored
+    data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
+    _dataset(data, str(resolve_device(device)))  # bad data fails here, before anything is stored
     log_path = quiet_libraries(log_file)
     from pipeline import search  # after quiet_libraries: importing Ax prints otherwise
 

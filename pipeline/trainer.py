@@ -10,6 +10,7 @@ import torch
 
 from pipeline.config import TrainConfig, resolve_device
 from pipeline.data import Dataset, Split
+from pipeline.data.augment import Augment, make_augment
 from pipeline.methods import SAMPLERS, UPDATES, parse_method
 from pipeline.metrics import SplitMetrics, evaluate
 from pipeline.models import build_model, make_optimizer
@@ -76,6 +77,7 @@ class Run:
     sampler: Any
     params: dict[str, Any]
     device: torch.device
+    augment: Augment  # applied to each training batch on the device (the identity unless configured)
 
 
 def prepare(config: TrainConfig, dataset: Dataset) -> Run:
@@ -92,7 +94,8 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
     sampler = SAMPLERS[method.sampler](len(dataset.train), params["batch_size"], params, generator,
                                        initial_loss=math.log(dataset.num_classes))
-    return Run(model, optimizer, scheduler, UPDATES[method.update](params), sampler, params, device)
+    return Run(model, optimizer, scheduler, UPDATES[method.update](params), sampler, params, device,
+               make_augment(config.data, generator))
 
 
 def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda batch: None) -> float:
@@ -100,7 +103,7 @@ def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda b
     run.model.train()
     loss_sum, seen = torch.zeros((), device=run.device), 0
     for batch, indices in enumerate(run.sampler.epoch(), start=1):
-        images, labels = split.images[indices], split.labels[indices]
+        images, labels = run.augment(split.images[indices]), split.labels[indices]
         losses = run.update.step(run.model, run.optimizer, images, labels,
                                  lambda fresh, drawn=indices: run.sampler.weigh(drawn, fresh))
         loss_sum += losses.sum()

@@ -32,3 +32,70 @@ def cli(capsys):
         return code, captured.out, captured.err
 
     return run
+
+
+# Pool sizes of the real raw trees (the design notes, section 5): the fakes have exactly these.
+MT_POOLS = {"Blowhole": 115, "Break": 85, "Crack": 57, "Fray": 32, "Free": 952, "Uneven": 103}
+MVTEC_POOLS = {
+    "wood": {"good": (247, 19), "color": 8, "combined": 11, "hole": 10, "liquid": 10, "scratch": 21},
+    "carpet": {"good": (280, 28), "color": 19, "cut": 17, "hole": 17, "metal_contamination": 17, "thread": 19},
+}
+
+
+def encoded_image(fmt: str, shade: int, size: tuple[int, int] = (8, 8), mode: str = "L") -> bytes:
+    """A tiny image of one shade, encoded once and written many times so fake trees are fast to build."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new(mode, size, shade if mode == "L" else (shade, 255 - shade, shade // 2)).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def make_magnetic_tile_tree(root, pools=MT_POOLS, size=(8, 8)):
+    """MT_<Class>/Imgs/<stem>.jpg grayscale images with <stem>.png masks, plus files at the root to ignore."""
+    mask = encoded_image("PNG", 0, size)
+    for k, (name, count) in enumerate(pools.items()):
+        folder = root / f"MT_{name}" / "Imgs"
+        folder.mkdir(parents=True)
+        image = encoded_image("JPEG", 30 + 40 * k, size)
+        for i in range(count):
+            (folder / f"exp{i % 6}_num_{1000 + i}.jpg").write_bytes(image)
+            (folder / f"exp{i % 6}_num_{1000 + i}.png").write_bytes(mask)
+    (root / "README.md").write_text("Magnetic tile surface defects\n")
+    (root / "extra.jpg").write_bytes(mask)
+    return root
+
+
+def make_mvtec_tree(root, category, pools=None, size=(8, 8)):
+    """<category>/train/good, test/<defect> (test/good too) and ground_truth/<defect>/NNN_mask.png."""
+    pools = pools or MVTEC_POOLS[category]
+    mask = encoded_image("PNG", 255, size)
+    n_train_good, n_test_good = pools["good"]
+    folders = {("train", "good"): n_train_good, ("test", "good"): n_test_good}
+    folders |= {("test", name): count for name, count in pools.items() if name != "good"}
+    for k, ((part, name), count) in enumerate(folders.items()):
+        folder = root / category / part / name
+        folder.mkdir(parents=True)
+        image = encoded_image("PNG", 20 + 30 * k if name != "good" else 128, size, mode="RGB")
+        for i in range(count):
+            (folder / f"{i:03d}.png").write_bytes(image)
+            if name != "good":
+                (root / category / "ground_truth" / name).mkdir(parents=True, exist_ok=True)
+                (root / category / "ground_truth" / name / f"{i:03d}_mask.png").write_bytes(mask)
+    (root / "license.txt").write_text("CC BY-NC-SA 4.0\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def mt_root(tmp_path_factory):
+    return make_magnetic_tile_tree(tmp_path_factory.mktemp("magnetic-tile"))
+
+
+@pytest.fixture(scope="session")
+def mvtec_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mvtec")
+    for category in MVTEC_POOLS:
+        make_mvtec_tree(root, category)
+    return root

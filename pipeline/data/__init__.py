@@ -59,7 +59,13 @@ def _digits(config: DataConfig) -> Dataset:
     return load_digits(config)
 
 
-LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {"digits": _digits}
+def _images(config: DataConfig) -> Dataset:
+    from pipeline.data.images import load_images
+
+    return load_images(config)
+
+
+LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {"digits": _digits, "images": _images}
 
 
 def load_dataset(config: DataConfig, device: torch.device) -> Dataset:

@@ -1,0 +1,64 @@
+"""`robust-tune data prepare mt|mvtec`: the GI-LS paper's splits written as manifest folders."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.main import app
+from pipeline.data.manifest import Manifest
+from pipeline.data.paper_splits import MVTEC, magnetic_tile_splits, mvtec_split, write_splits
+
+stdout = Console()
+
+data_app = typer.Typer(help="Prepare data sets.", no_args_is_help=True)
+prepare_app = typer.Typer(
+    help="Draw the GI-LS paper's splits (Tables 1 and 2) from raw data and write each as a manifest folder "
+         "(images.txt, image_class_labels.txt, train_test_split.txt, classes.txt, root.txt) under OUT/<split>. "
+         "Train on one with `robust-tune train --dataset images --manifest OUT/<split>`.",
+    no_args_is_help=True)
+data_app.add_typer(prepare_app, name="prepare")
+app.add_typer(data_app, name="data")
+
+Root = Annotated[Path, typer.Option(help="The raw data folder.")]
+Out = Annotated[Path, typer.Option(help="Where to write the split folders (OUT/<split>).")]
+Seed = Annotated[int, typer.Option(help="Seed of the draw: the same seed gives the same split.")]
+Force = Annotated[bool, typer.Option(
+    "--force", help="Overwrite the manifest files of an existing split folder (otherwise a non-empty one is "
+                    "refused).")]
+
+
+@prepare_app.command("mt")
+def prepare_mt(root: Root, out: Out, seed: Seed = 0, force: Force = False) -> None:
+    """MT-Defect and MT (Table 1) from the Magnetic Tile defect repository (MT_<Class>/Imgs/*.jpg)."""
+    _write(out, magnetic_tile_splits(root, seed), force)
+
+
+@prepare_app.command("mvtec")
+def prepare_mvtec(
+    root: Annotated[Path, typer.Option(help="The MVTec AD folder that holds <category>/train and /test.")],
+    category: Annotated[str, typer.Option(help=f"{' or '.join(MVTEC)}.")],
+    out: Out, seed: Seed = 0, force: Force = False,
+) -> None:
+    """Wood or Carpet (Table 2) from MVTec AD; 'Free' is drawn from train/good and test/good together."""
+    _write(out, mvtec_split(root, category, seed), force)
+
+
+def _write(out: Path, manifests: dict[str, Manifest], force: bool) -> None:
+    for folder, manifest in zip(write_splits(out, manifests, force), manifests.values()):
+        stdout.print(_counts_table(folder, manifest))
+
+
+def _counts_table(folder: Path, manifest: Manifest) -> Table:
+    """Images per class and split, as in the paper's tables, titled with where the manifest went."""
+    counts = manifest.counts()
+    table = Table(title=f"{folder.name}: {len(manifest.paths)} images, manifest in {folder}", title_justify="left")
+    table.add_column("")
+    for name in counts:
+        table.add_column(name, justify="right")
+    table.add_row("train", *(str(train) for train, _ in counts.values()))
+    table.add_row("test", *(str(test) for _, test in counts.values()))
+    return table

@@ -1,0 +1,113 @@
+"""A user's own images: one sub-folder per class, or a manifest folder (see pipeline.data.manifest).
+
+Images are decoded and resized once (cached on disk), then normalised: with ImageNet statistics
+for pretrained backbones, otherwise with the training split's own per-channel statistics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from pipeline.config import DataConfig
+from pipeline.data import Dataset, Split
+from pipeline.data.cache import cached_pixels
+from pipeline.data.manifest import read_manifest
+from pipeline.data.splits import class_index, keep_fraction_of_class, stratified_split
+from pipeline.errors import UserError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Which files make up a data set, their labels and the indices of its three splits."""
+
+    name: str
+    class_names: list[str]
+    files: list[Path]
+    labels: torch.Tensor
+    train: torch.Tensor
+    val: torch.Tensor
+    test: torch.Tensor
+
+
+def load_images(config: DataConfig) -> Dataset:
+    """Listing -> cached pixels -> normalised float splits (on the CPU; the caller moves them)."""
+    listing = manifest_listing(config) if config.manifest else folder_listing(config)
+    train, val = listing.train, listing.val
+    if config.imbalance_class is not None:
+        rare = class_index(listing.class_names, str(config.imbalance_class))
+        train = keep_fraction_of_class(train, listing.labels, rare, config.imbalance_keep)
+        val = keep_fraction_of_class(val, listing.labels, rare, config.imbalance_keep)
+    for part, indices in (("training", train), ("validation", val), ("test", listing.test)):
+        if len(indices) == 0:
+            raise UserError(f"the {part} split of {listing.name} is empty; the classes are too small for "
+                            f"val_fraction {config.val_fraction} (and test_fraction {config.test_fraction})")
+    cache_dir = Path(config.cache_dir) if config.cache_dir else None
+    pixels = cached_pixels(listing.files, config.image_size, config.channels, cache_dir, listing.name)
+    if config.normalize == "imagenet":
+        mean, std = torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)
+    else:  # "dataset" (and "auto" outside a TrainConfig, which resolves it from the weights)
+        mean, std = channel_statistics(pixels, train)
+
+    def split(indices: torch.Tensor) -> Split:
+        images = pixels[indices].float().div_(255)
+        images.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1))
+        return Split(images, listing.labels[indices].contiguous())
+
+    return Dataset(listing.name, listing.class_names, split(train), split(val), split(listing.test))
+
+
+def manifest_listing(config: DataConfig) -> Listing:
+    """The manifest's train and test images; validation is carved from train, stratified and seeded."""
+    folder = Path(config.manifest)
+    manifest = read_manifest(folder, Path(config.root).resolve() if config.root else None)
+    if manifest.root is None:
+        raise UserError(f"manifest {folder} has no root.txt; give the folder its image paths are relative to (root)")
+    labels = torch.tensor(manifest.labels, dtype=torch.int64)
+    is_train = torch.tensor(manifest.is_train, dtype=torch.bool)
+    train_part = torch.nonzero(is_train).flatten()
+    keep, val, _ = stratified_split(labels[train_part], config.val_fraction, 0.0, config.split_seed)
+    return Listing(folder.resolve().name, list(manifest.class_names), [manifest.root / p for p in manifest.paths],
+                   labels, train_part[keep], train_part[val], torch.nonzero(~is_train).flatten())
+
+
+def folder_listing(config: DataConfig) -> Listing:
+    """root/<class>/**/<image>: classes in name order; test and validation carved stratified and seeded."""
+    root = Path(config.root)
+    if not root.is_dir():
+        raise UserError(f"image folder not found: {root}")
+    root = root.resolve()
+    class_folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if len(class_folders) < 2:
+        raise UserError(f"{root} needs one sub-folder per class (at least two), found {len(class_folders)}")
+    files: list[Path] = []
+    labels: list[int] = []
+    for label, folder in enumerate(class_folders):
+        members = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES
+                         and p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        if not members:
+            raise UserError(f"class folder {folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+        files += members
+        labels += [label] * len(members)
+    label_tensor = torch.tensor(labels, dtype=torch.int64)
+    train, val, test = stratified_split(label_tensor, config.val_fraction, config.test_fraction, config.split_seed)
+    return Listing(root.name, [folder.name for folder in class_folders], files, label_tensor, train, val, test)
+
+
+def channel_statistics(pixels: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and standard deviation (in [0, 1] units) of the uint8 images at `indices`,
+    exact and fast: from a histogram of the 256 pixel values rather than a float copy of the images."""
+    chosen = pixels[indices]
+    values = torch.arange(256, dtype=torch.float64) / 255
+    means, stds = [], []
+    for channel in range(chosen.shape[1]):
+        counts = torch.bincount(chosen[:, channel].flatten(), minlength=256).to(torch.float64)
+        mean = (counts * values).sum() / counts.sum()
+        means.append(mean)
+        stds.append(((counts * (values - mean).square()).sum() / counts.sum()).sqrt().clamp_min(1e-6))
+    return torch.stack(means).float(), torch.stack(stds).float()
