@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from pipeline.config import DataConfig, TrainConfig, resolve_device
 from pipeline.data import Dataset, Split, load_dataset
-from pipeline.methods.updates import GilsUpdate
+from pipeline.methods.updates import GilsUpdate, features_and_logits
 from pipeline.params import resolve
 from pipeline.trainer import Run, prepare, run_epoch
 
@@ -74,11 +74,10 @@ def ascent_step_seconds(run: Run, split: Split, repeats: int) -> float:
     update = GilsUpdate(resolve(GilsUpdate.PARAMS, {"T": 1}, "gils"))
     images, labels = split.images[:run.params["batch_size"]], split.labels[:run.params["batch_size"]]
     run.model.eval()
-    forward = lambda x: (run.model.features(x), run.model(x))  # noqa: E731
     times = []
     for _ in range(repeats + 1):
         start = time.perf_counter()
-        generated, _ = update.ascend(forward, images, labels)
+        generated, _ = update.ascend(features_and_logits(run.model), images, labels)
         generated.sum().item()
         times.append(time.perf_counter() - start)
     run.model.train()

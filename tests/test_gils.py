@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
-from pipeline.methods.updates import GilsUpdate, LabelSmoothingUpdate
+from pipeline.methods.updates import GilsUpdate, LabelSmoothingUpdate, features_and_logits
 from pipeline.models import build_model, make_optimizer
 from pipeline.params import TRAINING_PARAMS, resolve
 
@@ -69,7 +69,7 @@ def test_input_ascent_is_batched_exactly_like_one_example_at_a_time():
     images, labels = torch.randn(5, 1, 8, 8), torch.tensor([0, 1, 2, 3, 0])
     update = gils(T=3, eta=0.5, alpha=0.2, gamma=0.01)
     model.eval()
-    forward = lambda x: (model.features(x), model(x))  # noqa: E731
+    forward = features_and_logits(model)
     batched, _ = update.ascend(forward, images, labels)
     one_by_one = torch.cat([update.ascend(forward, images[i:i + 1], labels[i:i + 1])[0] for i in range(5)])
     assert torch.allclose(batched, one_by_one, atol=1e-5)
@@ -82,7 +82,7 @@ def test_input_step_ascends_without_touching_parameters_or_batchnorm_statistics(
     bn = model.features[0][1]
     before = (bn.running_mean.clone(), [p.clone() for p in model.parameters()])
     model.eval()
-    update.ascend(lambda x: (model.features(x), model(x)), torch.randn(8, 1, 8, 8), torch.arange(8) % 4)
+    update.ascend(features_and_logits(model), torch.randn(8, 1, 8, 8), torch.arange(8) % 4)
     assert torch.equal(bn.running_mean, before[0])
     assert all(p.grad is None for p in model.parameters())
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before[1]))

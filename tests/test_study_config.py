@@ -1,4 +1,6 @@
 """Study files: defaults from the papers, overrides, and one-line errors naming file and field."""
+from pathlib import Path
+
 import pytest
 
 from pipeline.errors import UserError
@@ -100,3 +102,25 @@ def test_run_refuses_a_malformed_study_with_exit_code_2(tmp_path, cli, text, mes
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and message in lines[0] and "Traceback" not in err
     assert not db.exists()  # nothing was started
+
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+
+@pytest.mark.parametrize("path", sorted(STUDIES.rglob("*.toml")), ids=lambda p: p.stem)
+def test_every_shipped_study_file_is_valid(path):
+    study = load_study(path)
+    assert study.name == path.stem and not study.selected_on_test
+
+
+def test_the_paper_set_ups_use_the_papers_settings():
+    paper = sorted((STUDIES / "paper").glob("*.toml"))
+    assert len(paper) == 24  # GI-LS and hws x MT-Defect, MT, Wood, Carpet x ResNet18/34/50
+    for path in paper:
+        study = load_study(path)
+        assert (study.data.name, study.data.image_size, study.weights, study.budget.trials) == ("images", 224, "imagenet", 20)
+        assert study.search["epochs"] == Range(21, 60) and study.fixed["lr_step"] == 20
+        if study.method == "gils":
+            assert study.search["T"] == Range(1, 15) and study.fixed["gamma"] == 1e-3
+    baseline = load_study(STUDIES / "paper" / "gils-mt-resnet34.toml", ["name=erm-mt-resnet34", "method.name=erm"])
+    assert baseline.method == "erm" and set(baseline.search) == {"epochs"}

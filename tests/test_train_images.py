@@ -49,3 +49,34 @@ def test_a_corrupt_image_in_a_split_stops_train_with_exit_2_naming_it(cli, mt_ro
 def test_images_without_root_or_manifest_is_exit_2(cli):
     code, _, err = cli("train", "--dataset", "images")
     assert code == 2 and "needs root" in err
+
+
+def test_a_two_trial_study_on_a_prepared_mt_defect_split(cli, splits, tmp_path):
+    study = tmp_path / "mt.toml"
+    study.write_text(f"""
+name = "mt-defect-resnet18"
+[data]
+name = "images"
+manifest = "{splits / 'mt-defect'}"
+image_size = 32
+cache_dir = "{tmp_path / 'cache'}"
+[model]
+backbone = "resnet18"
+weights = "none"
+[method]
+name = "gils"
+[params]
+epochs = 1
+perturb = "feature"
+[budget]
+trials = 2
+initial = 2
+""")
+    db = tmp_path / "runs.db"
+    code, out, err = cli("run", str(study), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    code, out, _ = cli("report", "--db", str(db), "--format", "json", "--trials")
+    best, trials = json.loads(out)
+    assert best["rows"][0]["dataset"] == "mt-defect" and best["rows"][0]["network"] == "resnet18"
+    assert [t["status"] for t in trials["rows"]] == ["completed", "completed"]
+    assert set(trials["rows"][0]["per_class"]["test"]) == set(MT_DEFECT)

@@ -28,6 +28,16 @@ def descend(optimizer: torch.optim.Optimizer, losses: torch.Tensor, weights: tor
     optimizer.step()
 
 
+def features_and_logits(model: nn.Module) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """x -> (z, logits) in one backbone pass: what the input-space ascent differentiates."""
+
+    def forward(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = model.features(images)
+        return features, model.head(features)
+
+    return forward
+
+
 class ErmUpdate:
     """Empirical risk minimisation: one step on the cross-entropy of the batch."""
 
@@ -103,12 +113,7 @@ class GilsUpdate(ErmUpdate):
             return self._feature_step(model, optimizer, images, labels, weigh)
         was_training = model.training
         model.eval()
-
-        def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            features = model.features(x)
-            return features, model.head(features)
-
-        generated, start_losses = self.ascend(forward, images, labels)
+        generated, start_losses = self.ascend(features_and_logits(model), images, labels)
         model.train(was_training)
         weights = None if start_losses is None else weigh(start_losses)
         generated_losses = self.loss(model(generated), labels)
