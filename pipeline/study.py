@@ -6,6 +6,7 @@ later be sent to parallel workers; `run_study` drives it and never prints (event
 from __future__ import annotations
 
 import functools
+import json
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -95,8 +96,7 @@ def _refuse_other_study(study: StudyConfig, stored_config: dict[str, Any]) -> No
 
 
 def _jsonish(value: Any) -> Any:
-    import json
-
+    """`value` as the database's JSON columns give it back (tuples become lists and so on)."""
     return json.loads(json.dumps(value, default=str))
 
 

@@ -24,6 +24,16 @@ def small_model(seed: int = 0, in_channels: int = 1, classes: int = 4):
     return build_model("small_cnn", "none", in_channels, classes)
 
 
+def twins(seed: int):
+    """Two identical models with their optimisers: one for the update, one for the by-hand steps."""
+    return [(model, make_optimizer(model, training_params())[0]) for model in (small_model(seed), small_model(seed))]
+
+
+def assert_same_parameters(a: nn.Module, b: nn.Module, atol: float = 1e-6) -> None:
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=atol)
+
+
 def test_feature_ascent_first_step_matches_eq_16_closed_form():
     """At z' the transport cost has zero gradient, so z1 - z0 = eta * grad_z l_LS; for a linear
     head W, with the sign of a cross-entropy gradient: grad = sum_j p_j w_j - sum_j y_j w_j."""
@@ -90,25 +100,18 @@ def test_input_step_ascends_without_touching_parameters_or_batchnorm_statistics(
 
 def test_gils_with_T_zero_equals_two_clean_label_smoothing_steps():
     images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
-    params = training_params()
-    a, b = small_model(seed=3), small_model(seed=3)
-    opt_a, _ = make_optimizer(a, params)
-    opt_b, _ = make_optimizer(b, params)
+    (a, opt_a), (b, opt_b) = twins(seed=3)
     gils(T=0, alpha=0.2).step(a, opt_a, images, labels, lambda losses: None)
     ls = LabelSmoothingUpdate({"alpha": 0.2})
     for _ in range(2):
         ls.step(b, opt_b, images, labels, lambda losses: None)
-    for p, q in zip(a.parameters(), b.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
+    assert_same_parameters(a, b)
 
 
 def test_input_step_trains_on_the_generated_batch_then_the_original():
     """Reproduce one GI-LS step by hand: ascent in eval mode, then two LS descent steps."""
     images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
-    params = training_params()
-    a, b = small_model(seed=4), small_model(seed=4)
-    opt_a, _ = make_optimizer(a, params)
-    opt_b, _ = make_optimizer(b, params)
+    (a, opt_a), (b, opt_b) = twins(seed=4)
     update = gils(T=2, eta=1.5, alpha=0.3)
     update.step(a, opt_a, images, labels, lambda losses: None)
 
@@ -126,16 +129,12 @@ def test_input_step_trains_on_the_generated_batch_then_the_original():
         opt_b.zero_grad()
         smoothed_cross_entropy(b(batch), labels, 0.3).mean().backward()
         opt_b.step()
-    for p, q in zip(a.parameters(), b.parameters()):
-        assert torch.allclose(p, q, atol=1e-5)
+    assert_same_parameters(a, b, atol=1e-5)
 
 
 def test_feature_step_moves_only_the_head_on_the_generated_batch():
     images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
-    params = training_params()
-    a, b = small_model(seed=5), small_model(seed=5)
-    opt_a, _ = make_optimizer(a, params)
-    opt_b, _ = make_optimizer(b, params)
+    (a, opt_a), (b, opt_b) = twins(seed=5)
     gils(T=3, eta=2.0, alpha=0.1, perturb="feature").step(a, opt_a, images, labels, lambda losses: None)
 
     z = b.features(images)
@@ -147,24 +146,18 @@ def test_feature_step_moves_only_the_head_on_the_generated_batch():
     opt_b.zero_grad(set_to_none=True)
     smoothed_cross_entropy(b(images), labels, 0.1).mean().backward()  # backbone unchanged: same z
     opt_b.step()
-    for p, q in zip(a.parameters(), b.parameters()):
-        assert torch.allclose(p, q, atol=1e-5)
+    assert_same_parameters(a, b, atol=1e-5)
 
 
 def test_weights_from_the_sampler_multiply_both_descent_losses():
     images, labels = torch.randn(6, 1, 8, 8), torch.arange(6) % 4
-    params = training_params()
-    a, b = small_model(seed=6), small_model(seed=6)
-    opt_a, _ = make_optimizer(a, params)
-    opt_b, _ = make_optimizer(b, params)
+    (a, opt_a), (b, opt_b) = twins(seed=6)
     seen = []
     ones = lambda losses: seen.append(losses) or torch.ones_like(losses)  # noqa: E731
     gils(T=2).step(a, opt_a, images, labels, ones)
     gils(T=2).step(b, opt_b, images, labels, lambda losses: None)
     assert len(seen) == 1 and seen[0].shape == (6,)
-    for p, q in zip(a.parameters(), b.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
-    doubled = small_model(seed=6)
-    opt_d, _ = make_optimizer(doubled, params)
+    assert_same_parameters(a, b)
+    (doubled, opt_d), _ = twins(seed=6)
     gils(T=2).step(doubled, opt_d, images, labels, lambda losses: torch.full_like(losses, 2.0))
     assert not all(torch.allclose(p, q) for p, q in zip(doubled.parameters(), b.parameters()))
