@@ -157,7 +157,9 @@ def report(
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     if format_ not in FORMATS:
         raise UserError(f"unknown format {format_!r}; known: {', '.join(FORMATS)}")
-    store = Store(db)
+    store = Store(db, create=False)
+    if not store.all_studies():
+        raise UserError(f"no studies in {store.url} yet; run one with `robust-tune run STUDY.toml`")
     tables = [best_table(store, studies)]
     if list_trials:
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
@@ -167,7 +169,7 @@ def report(
 @app.command("studies")
 def list_studies(db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None) -> None:
     """The studies in the database and how far each has come."""
-    store = Store(db)
+    store = Store(db, create=False)
     table = RichTable(title=f"Studies in {store.url}", title_justify="left")
     for column in ("study", "method", "data", "network", "completed", "failed", "running", "best", "objective"):
         table.add_column(column)

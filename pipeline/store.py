@@ -78,11 +78,13 @@ class TrialRecord:
     epoch_val_accuracy: list[float]
 
 
-def database_url(db: str | None) -> str:
-    """A SQLAlchemy URL; a plain path means a SQLite file (its folder is created)."""
+def database_url(db: str | None, create: bool = True) -> str:
+    """A SQLAlchemy URL; a plain path means a SQLite file (created with its folder when `create`)."""
     db = db or DEFAULT_DB
     if "://" in db:
         return db
+    if not create and not Path(db).is_file():
+        raise UserError(f"no database at {db}; run a study first, or name one with --db")
     Path(db).parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{db}"
 
@@ -94,8 +96,9 @@ def _now() -> dt.datetime:
 class Store:
     """Studies and trials in one database; every write is its own transaction."""
 
-    def __init__(self, db: str | None = None) -> None:
-        self.url = database_url(db)
+    def __init__(self, db: str | None = None, create: bool = True) -> None:
+        """Open (or, when `create`, create) the database; readers pass create=False."""
+        self.url = database_url(db, create)
         try:
             self.engine = sa.create_engine(self.url)
             metadata.create_all(self.engine)

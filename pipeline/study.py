@@ -110,12 +110,12 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     """
     start = time.perf_counter()
     budget = trials or study.budget.trials
+    data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
+    _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
     store = Store(db)
     stored = store.study(study.name)
     if stored and stored.fingerprint != study.fingerprint():
         _refuse_other_study(study, stored.config)
-    data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
-    _dataset(data, str(resolve_device(device)))  # bad data fails here, before anything is stored
     log_path = quiet_libraries(log_file)
     from pipeline import search  # after quiet_libraries: importing Ax prints otherwise
 

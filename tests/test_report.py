@@ -92,3 +92,14 @@ def test_report_through_the_cli(store, cli, tmp_path):
 def test_dataset_labels():
     assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05}) == "digits (class 3 at 5%)"
     assert dataset_label({"name": "images", "manifest": "splits/mt-defect"}) == "mt-defect"
+
+
+def test_reading_a_database_that_does_not_exist_creates_nothing(cli, tmp_path):
+    missing = tmp_path / "none" / "runs.db"
+    for command in ("report", "studies"):
+        code, _, err = cli(command, "--db", str(missing))
+        assert code == 2 and "no database at" in err
+    assert not missing.parent.exists()
+    Store(str(tmp_path / "empty.db"))
+    code, _, err = cli("report", "--db", str(tmp_path / "empty.db"))
+    assert code == 2 and "no studies in" in err

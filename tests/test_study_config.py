@@ -95,8 +95,10 @@ def test_a_missing_study_file(tmp_path):
 @pytest.mark.parametrize("text, message", [
     (MINIMAL + "[params]\nalpha = { low = 0.4, high = 0.1 }\n", "params.alpha: low 0.4 must be below high 0.1"),
     ('name = "s"\n[method]\nname = "dro"\n', "method.name: unknown method 'dro'"),
+    ('name = "s"\n[data]\nname = "images"\nmanifest = "no/such/split"\n[method]\nname = "gils"\n',
+     "manifest folder not found: no/such/split"),
 ])
-def test_run_refuses_a_malformed_study_with_exit_code_2(tmp_path, cli, text, message):
+def test_run_refuses_a_malformed_study_or_missing_data_with_exit_code_2(tmp_path, cli, text, message):
     db = tmp_path / "db.sqlite"
     code, out, err = cli("run", str(write(tmp_path, text)), "--db", str(db))
     lines = [line for line in err.splitlines() if line.strip()]
