@@ -112,8 +112,8 @@ def _print_tables(tables: list[Table], fmt: str, out: Path | None) -> None:
 @app.command()
 def run(
     study_file: Annotated[Path, typer.Argument(help="A study file (TOML), e.g. studies/quickstart.toml.")],
-    trials: Annotated[Optional[int], typer.Option(min=1, help="Run until this many trials have completed "
-                                                              "(default: the study's budget).")] = None,
+    trials: Annotated[Optional[int], typer.Option(
+        min=1, help="Run until this many trials have run, completed or failed (default: the study's budget).")] = None,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
     device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
     seed: Annotated[Optional[int], typer.Option(help="Override the study's seed.")] = None,

@@ -37,7 +37,8 @@ class DataConfig:
     augment_crop_padding: int = 0  # random crop of the same size from the image padded by this many pixels
 
     def __post_init__(self) -> None:
-        if not 0 < self.val_fraction < 1 or not 0 < self.test_fraction < 1 or self.val_fraction + self.test_fraction >= 1:
+        fractions = (self.val_fraction, self.test_fraction)
+        if not all(0 < f < 1 for f in fractions) or sum(fractions) >= 1:
             raise UserError("val_fraction and test_fraction must each be in (0, 1) and sum to less than 1")
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
@@ -53,7 +54,8 @@ class DataConfig:
         if self.normalize == "imagenet" and self.channels != 3:
             raise UserError("ImageNet normalisation (pretrained weights) needs channels = 3")
         if not _is_int(self.augment_crop_padding) or not 0 <= self.augment_crop_padding < self.image_size:
-            raise UserError(f"augment_crop_padding must be an integer in [0, image_size), got {self.augment_crop_padding!r}")
+            raise UserError("augment_crop_padding must be an integer in [0, image_size), "
+                            f"got {self.augment_crop_padding!r}")
         if not isinstance(self.augment_flip, bool):
             raise UserError(f"augment_flip must be true or false, got {self.augment_flip!r}")
 

@@ -72,7 +72,7 @@ def _imagenet_state_dict(backbone: str) -> dict[str, torch.Tensor]:
         return RESNETS[backbone][1].get_state_dict(progress=False)
     except Exception as error:  # no network, proxy, broken file: all end the same way for the user
         raise UserError(f"ImageNet weights for {backbone} are not cached at {cached} and could not be "
-                        f"downloaded ({error.__class__.__name__}); copy the file there or pass weights=<path>") from None
+                        f"downloaded ({type(error).__name__}); copy the file there or pass weights=<path>") from None
 
 
 def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
@@ -101,7 +101,8 @@ def _load_into(module: nn.Module, state: dict[str, torch.Tensor], source: str) -
     try:
         module.load_state_dict(state, strict=False)
     except RuntimeError as error:
-        raise UserError(f"weights from {source} do not fit the backbone: {str(error).splitlines()[1].strip()}") from None
+        detail = str(error).splitlines()[1].strip()
+        raise UserError(f"weights from {source} do not fit the backbone: {detail}") from None
 
 
 def build_model(backbone: str, weights: str, in_channels: int, num_classes: int) -> Classifier:

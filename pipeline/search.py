@@ -31,7 +31,8 @@ def parameter_configs(study: StudyConfig) -> list[RangeParameterConfig | ChoiceP
     configs: list[RangeParameterConfig | ChoiceParameterConfig] = []
     for name, space in study.search.items():
         if isinstance(space, Range):
-            bounds = (int(space.low), int(space.high)) if kinds[name] == "int" else (float(space.low), float(space.high))
+            to = int if kinds[name] == "int" else float
+            bounds = (to(space.low), to(space.high))
             configs.append(RangeParameterConfig(name=name, bounds=bounds, parameter_type=kinds[name],
                                                 scaling="log" if space.log else "linear"))
         elif isinstance(space, Choice):

@@ -21,7 +21,8 @@ CACHE_FORMAT = 1  # bump when the decoding changes, so old entries are not reuse
 
 def cache_key(paths: Sequence[Path], size: int, channels: int) -> str:
     """A digest of every file's path, size and modification time, and of the transform."""
-    digest = hashlib.sha256(f"format={CACHE_FORMAT} size={size} channels={channels} resample={RESAMPLE.name}\n".encode())
+    transform = f"format={CACHE_FORMAT} size={size} channels={channels} resample={RESAMPLE.name}\n"
+    digest = hashlib.sha256(transform.encode())
     for path in paths:
         try:
             stat = path.stat()

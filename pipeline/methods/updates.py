@@ -77,7 +77,7 @@ class GilsUpdate(ErmUpdate):
         ALPHA,
         HParam("T", "int", 5, "[0, inf)", "gradient-ascent steps that generate each perturbed example", Range(1, 15)),
         HParam("eta", "float", 2.0, "(0, inf)", "gradient-ascent step size", Range(1.5, 3.0)),
-        HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (the paper fixes 1e-3)"),
+        HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (paper: 1e-3)"),
         HParam("perturb", "choice", "input", ("input", "feature"),
                "ascend on the image (Algorithm 1 as written) or on the feature map z (nearly free)"),
     )
