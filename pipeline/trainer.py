@@ -10,6 +10,7 @@ import torch
 
 from pipeline.config import TrainConfig, resolve_device
 from pipeline.data import Dataset, Split
+from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
 from pipeline.methods import SAMPLERS, UPDATES, parse_method
 from pipeline.metrics import SplitMetrics, evaluate
@@ -39,7 +40,7 @@ class BatchEnd:
 Progress = Callable[[EpochEnd | BatchEnd], None]
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(TrainingFailed):
     """The training loss became NaN or infinite (for example a learning rate too large)."""
 
 

@@ -85,3 +85,10 @@ def test_bench_measures_every_method_against_erm(cli):
     assert any("gils input T=15" in row and "ideal" in row for row in rows)
     assert any("plain DataLoader loop" in row for row in rows)
     assert cli("bench", "--setting", "vgg")[0] == 2
+
+
+def test_a_diverging_run_is_one_line_and_exit_code_1(cli):
+    code, out, err = cli("train", "--param", "lr_head=1e38", "--param", "lr_backbone=1e38", "--param", "epochs=1")
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "training failed: training loss is nan at epoch 1; lower the learning rates"]
