@@ -10,6 +10,7 @@ from ax.adapter.registry import Generators
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
 from ax.core.trial_status import TrialStatus
+from ax.exceptions.core import ObjectNotFoundError
 from ax.generation_strategy.generation_node import GenerationStep
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generators.torch.botorch_modular.kernels import DefaultMaternKernel
@@ -82,6 +83,14 @@ def load_client(study: StudyConfig, url: str) -> Client:
     client = Client.load_from_database(experiment_name=study.name, storage_config=use_database(url))
     client._random_seed = study.seed  # not restored by load_from_database
     return client
+
+
+def open_client(study: StudyConfig, url: str) -> Client:
+    """The study's stored Ax client, or a new one when Ax has not stored the study yet."""
+    try:
+        return load_client(study, url)
+    except ObjectNotFoundError:
+        return new_client(study, url)
 
 
 def running_trials(client: Client) -> list[int]:

@@ -122,10 +122,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
     if stored is None:
         stored = store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()))
-    try:
-        client = search.load_client(study, store.url)
-    except Exception:  # not in Ax's tables yet (a new study, or a crash right after creating it)
-        client = search.new_client(study, store.url)
+    client = search.open_client(study, store.url)  # new, or stored (also after a crash right after creating it)
     requeued: list[dict[str, Any]] = []
     interrupted = set(store.interrupt_running_trials(stored.id, INTERRUPTED)) | set(search.running_trials(client))
     for index in sorted(interrupted):
