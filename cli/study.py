@@ -35,6 +35,7 @@ class StudyView:
         self.header = Text("starting")
         self.best = Text("")
         self.recent: list[tuple[str, str, str, str]] = []
+        self.parameters: dict[str, Any] = {}
         self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=stderr)
         self.epochs = self.bars.add_task("epochs", total=None, status="")
@@ -42,7 +43,7 @@ class StudyView:
 
     def render(self) -> Group:
         recent = RichTable(box=None, show_header=bool(self.recent), pad_edge=False)
-        for column in ("trial", "status", "objective", "parameters"):
+        for column in ("trial", "status", "objective", "parameters or error"):
             recent.add_column(column)
         for row in self.recent[-5:]:
             recent.add_row(*row)
@@ -63,12 +64,13 @@ class StudyView:
         elif isinstance(event, TrialStarted):
             self.header = Text(f"trial {event.number} of {event.budget} (Ax trial {event.trial_index}): "
                                f"{_params_text(event.parameters)}")
+            self.parameters = event.parameters
             self.bars.reset(self.epochs, total=None, status="")
             self.bars.reset(self.batches, total=None)
         elif isinstance(event, TrialEnded):
             objective = "-" if event.objective is None else f"{100 * event.objective:.1f}%"
             self.recent.append((str(event.trial_index), event.status, objective,
-                                event.error or ""))
+                                event.error or _params_text(self.parameters)))
             if event.best:
                 value, index, parameters = event.best
                 self.best = Text(f"best so far: {100 * value:.1f}% (trial {index}: {_params_text(parameters)})")
