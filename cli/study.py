@@ -138,9 +138,13 @@ def run(
 
         summary = run_study(study, db, device, trials, log_file, on_event)
     overhead = summary.proposal_seconds + summary.storage_seconds
-    stdout.print(f"study {summary.name}: {summary.completed} trial(s) completed now, {summary.failed} failed, "
-                 f"in {summary.seconds:.1f} s; proposing and storing took {overhead:.1f} s "
-                 f"({100 * overhead / max(summary.seconds, 1e-9):.1f}%). Library messages: {summary.log_file}")
+    if not summary.new_trials and not summary.stopped:
+        stdout.print(f"study {summary.name} already has its {summary.budget} trials; "
+                     "--trials N runs more. Nothing was changed.")
+    else:
+        stdout.print(f"study {summary.name}: {summary.completed} trial(s) completed now, {summary.failed} failed, "
+                     f"in {summary.seconds:.1f} s; proposing and storing took {overhead:.1f} s "
+                     f"({100 * overhead / max(summary.seconds, 1e-9):.1f}%). Library messages: {summary.log_file}")
     _print_tables([best_table(Store(db), [study.name])], "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")

@@ -61,6 +61,8 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
         assert set(t.per_class["test"]) == {str(i) for i in range(10)} and len(t.epoch_train_loss) == 1
         assert t.train_seconds > 0 and t.proposal_seconds >= 0
 
+    code, out, _ = cli("run", str(study_file(tmp_path)), "--db", db, "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0 and "already has its 3 trials" in out  # running it again changes nothing
     code, out, _ = cli("report", "--db", db, "--format", "json", "--trials")
     best, listing = json.loads(out)
     assert best["rows"][0]["trial_index"] == max(trials, key=lambda t: t.metrics["val_accuracy"]).trial_index
