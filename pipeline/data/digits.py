@@ -6,7 +6,7 @@ from sklearn.datasets import load_digits as sklearn_digits
 
 from pipeline.config import DataConfig
 from pipeline.data import Dataset, Split
-from pipeline.data.splits import class_index, keep_fraction_of_class, stratified_split
+from pipeline.data.splits import apply_imbalance, stratified_split
 
 
 def load_digits(config: DataConfig) -> Dataset:
@@ -16,10 +16,7 @@ def load_digits(config: DataConfig) -> Dataset:
     labels = torch.tensor(bunch.target, dtype=torch.int64)
     class_names = [str(c) for c in bunch.target_names]
     train, val, test = stratified_split(labels, config.val_fraction, config.test_fraction, config.split_seed)
-    if config.imbalance_class is not None:
-        rare = class_index(class_names, str(config.imbalance_class))
-        train = keep_fraction_of_class(train, labels, rare, config.imbalance_keep)
-        val = keep_fraction_of_class(val, labels, rare, config.imbalance_keep)
+    train, val = apply_imbalance(config, class_names, labels, train, val)
     mean, std = images[train].mean(), images[train].std()
     images = (images - mean) / std
 

@@ -14,7 +14,7 @@ from pipeline.config import DataConfig
 from pipeline.data import Dataset, Split
 from pipeline.data.cache import cached_pixels
 from pipeline.data.manifest import read_manifest
-from pipeline.data.splits import class_index, keep_fraction_of_class, stratified_split
+from pipeline.data.splits import apply_imbalance, stratified_split
 from pipeline.errors import UserError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -38,11 +38,7 @@ class Listing:
 def load_images(config: DataConfig) -> Dataset:
     """Listing -> cached pixels -> normalised float splits (on the CPU; the caller moves them)."""
     listing = manifest_listing(config) if config.manifest else folder_listing(config)
-    train, val = listing.train, listing.val
-    if config.imbalance_class is not None:
-        rare = class_index(listing.class_names, str(config.imbalance_class))
-        train = keep_fraction_of_class(train, listing.labels, rare, config.imbalance_keep)
-        val = keep_fraction_of_class(val, listing.labels, rare, config.imbalance_keep)
+    train, val = apply_imbalance(config, listing.class_names, listing.labels, listing.train, listing.val)
     for part, indices in (("training", train), ("validation", val), ("test", listing.test)):
         if len(indices) == 0:
             raise UserError(f"the {part} split of {listing.name} is empty; the classes are too small for "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.config import DataConfig
 from pipeline.errors import UserError
 
 
@@ -32,6 +33,16 @@ def keep_fraction_of_class(indices: torch.Tensor, labels: torch.Tensor, label: i
         raise UserError(f"class {label} has no examples to keep a fraction of")
     kept = of_class[:max(1, round(keep * len(of_class)))]
     return torch.cat([indices[labels[indices] != label], kept]).sort().values
+
+
+def apply_imbalance(config: DataConfig, class_names: list[str], labels: torch.Tensor, train: torch.Tensor,
+                    val: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The imbalance option of any data set: keep only `imbalance_keep` of one class in train and val."""
+    if config.imbalance_class is None:
+        return train, val
+    rare = class_index(class_names, str(config.imbalance_class))
+    return (keep_fraction_of_class(train, labels, rare, config.imbalance_keep),
+            keep_fraction_of_class(val, labels, rare, config.imbalance_keep))
 
 
 def class_index(class_names: list[str], name: str) -> int:
