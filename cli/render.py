@@ -8,13 +8,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from pipeline.report import percent
 from pipeline.trainer import BatchEnd, EpochEnd, TrainResult
 
 stderr = Console(stderr=True)
-
-
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
 
 
 def result_table(result: TrainResult) -> Table:

@@ -57,7 +57,8 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _percent(value: float | None) -> str:
+def percent(value: float | None) -> str:
+    """An accuracy in [0, 1] as a percentage with one decimal; "-" when there is none."""
     return "-" if value is None else f"{100 * value:.1f}"
 
 
@@ -94,9 +95,9 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
     for (dataset, network, method), (study, trial, completed) in sorted(best.items()):
         on_test = study.config["objective"].startswith("test_")
         params = [_value(trial.parameters.get(p, study.config["fixed"].get(p, "-"))) for p in columns]
-        table.rows.append([dataset, network, method, *params, _percent(trial.metrics.get("val_accuracy")),
-                           _percent(trial.metrics.get("test_accuracy")),
-                           _percent(trial.metrics.get("test_worst_class_accuracy")),
+        table.rows.append([dataset, network, method, *params, percent(trial.metrics.get("val_accuracy")),
+                           percent(trial.metrics.get("test_accuracy")),
+                           percent(trial.metrics.get("test_worst_class_accuracy")),
                            f"{completed}/{study.config['budget']['trials']}",
                            "test *" if on_test else "val", study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
@@ -121,8 +122,8 @@ def trials_table(store: Store, name: str) -> Table:
     for t in store.trials(study.id):
         m = t.metrics or {}
         table.rows.append([str(t.trial_index), t.status, *[_value(t.parameters.get(p, "-")) for p in searched],
-                           _percent(m.get("val_accuracy")), _percent(m.get("test_accuracy")),
-                           _percent(m.get("test_worst_class_accuracy")),
+                           percent(m.get("val_accuracy")), percent(m.get("test_accuracy")),
+                           percent(m.get("test_worst_class_accuracy")),
                            "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",
                            (t.error or "").splitlines()[0][:80] if t.error else ""])
         table.records.append({k: v for k, v in asdict(t).items() if k != "id"})
