@@ -10,6 +10,11 @@ from pipeline.errors import UserError
 
 
 NORMALIZATIONS = ("auto", "imagenet", "dataset")
+# Where the imbalance applies. "train": the hardness paper's protocol, only training loses examples of
+# the rare class and validation and test keep the natural distribution (so a rare class can be seen
+# by the objective). "train+val": validation is skewed too, for data whose validation images come
+# from the same skewed source as training.
+IMBALANCE_SPLITS = ("train", "train+val")
 
 
 @dataclass(frozen=True)
@@ -23,8 +28,9 @@ class DataConfig:
     # (its test images are the manifest's own) and test_fraction is not used.
     val_fraction: float = 0.2
     test_fraction: float = 0.2
-    imbalance_class: str | None = None  # keep only `imbalance_keep` of this class in train and val
+    imbalance_class: str | None = None  # keep only `imbalance_keep` of this class in the splits of imbalance_in
     imbalance_keep: float = 0.01
+    imbalance_in: str = "train"  # one of IMBALANCE_SPLITS; the test split is never changed
     # Image data sets (name "images"): one sub-folder per class under `root`, or a manifest folder.
     root: str | None = None  # the folder per class; with a manifest, the image root (overrides its root.txt)
     manifest: str | None = None  # a manifest folder as written by `robust-tune data prepare`
@@ -42,6 +48,8 @@ class DataConfig:
             raise UserError("val_fraction and test_fraction must each be in (0, 1) and sum to less than 1")
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
+        if self.imbalance_in not in IMBALANCE_SPLITS:
+            raise UserError(f"imbalance_in must be one of {', '.join(IMBALANCE_SPLITS)}, got {self.imbalance_in!r}")
         if self.name == "images" and not (self.root or self.manifest):
             raise UserError("data set images needs root (a folder with one sub-folder per class) or manifest "
                             "(a folder written by `robust-tune data prepare`)")

@@ -34,11 +34,12 @@ class Table:
 
 
 def dataset_label(data: dict[str, Any]) -> str:
-    """A short name for a data set as configured, with its imbalance if any."""
+    """A short name for a data set as configured, with its imbalance and where it applies, if any."""
     label = Path(data["manifest"]).name if data.get("manifest") else (
         Path(data["root"]).name if data.get("root") else data["name"])
     if data.get("imbalance_class") is not None:
-        label += f" (class {data['imbalance_class']} at {100 * data['imbalance_keep']:g}%)"
+        where = data.get("imbalance_in", "train+val")  # studies stored before the option were skewed in both
+        label += f" (class {data['imbalance_class']} at {100 * data['imbalance_keep']:g}% in {where})"
     return label
 
 

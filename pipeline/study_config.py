@@ -4,7 +4,8 @@ A study names a data set, a network, a method and a search space:
 
     name = "quickstart"
     objective = "val_accuracy"        # or val_/test_ balanced_accuracy, worst_class_accuracy
-    seed = 0
+    seed = 0                          # the training seed of every trial
+    search_seed = 0                   # Sobol and the Gaussian process (default: seed)
     [data]    name = "digits" ...     # DataConfig fields
     [model]   backbone = "small_cnn"; weights = "none"
     [method]  name = "gils"
@@ -57,7 +58,8 @@ class StudyConfig:
     fixed: dict[str, Value]  # every parameter not searched, at its value
     search: dict[str, Range | Choice]  # the searched parameters
     objective: str = "val_accuracy"
-    seed: int = 0
+    seed: int = 0  # the training seed of every trial (initialisation, batch order)
+    search_seed: int = 0  # the seed of Sobol and the Gaussian process; the study file's default is `seed`
     budget: Budget = field(default_factory=Budget)
     description: str = ""
 
@@ -175,6 +177,7 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
         top.fail("name", f"must be letters, digits, '_', '-' or '.', got {name!r}")
     description = top.take("description", str, "")
     seed = top.take("seed", int, 0)
+    search_seed = top.take("search_seed", int, seed)
     objective = top.take("objective", str, "val_accuracy")
     if objective not in OBJECTIVES:
         top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -220,7 +223,8 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
             budget_fields.fail(f"budget.{key}", f"must be at least 1, got {getattr(budget, key)}")
     top.done()
     return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
-                       fixed=fixed, search=search, objective=objective, seed=seed, budget=budget,
+                       fixed=fixed, search=search, objective=objective, seed=seed,
+                       search_seed=search_seed, budget=budget,
                        description=description)
 
 

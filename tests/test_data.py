@@ -29,17 +29,30 @@ def test_split_is_deterministic_for_a_seed_and_changes_with_it(digits):
     assert not torch.equal(other.test.images, digits.test.images)
 
 
-def test_imbalance_keeps_a_fraction_of_one_class_in_train_and_val_only(digits):
+def test_imbalance_in_train_keeps_validation_and_test_at_their_natural_shares(digits):
+    """The hardness paper's protocol: only training loses examples of the rare class."""
     rare = load_dataset(DataConfig(imbalance_class="3", imbalance_keep=0.05), CPU)
+    assert DataConfig().imbalance_in == "train"
+    full_train = digits.train.class_counts(10)
+    train = rare.train.class_counts(10)
+    assert train[3] == round(0.05 * full_train[3])
+    assert [c for i, c in enumerate(train) if i != 3] == [c for i, c in enumerate(full_train) if i != 3]
+    assert torch.equal(rare.val.labels, digits.val.labels)  # the same examples (standardised with train statistics)
+    assert torch.equal(rare.test.labels, digits.test.labels)
+    assert rare.val.class_counts(10)[3] >= 20  # enough for a validation objective to see the rare class
+
+
+def test_imbalance_in_train_and_val_skews_validation_too(digits):
+    rare = load_dataset(DataConfig(imbalance_class="3", imbalance_keep=0.05, imbalance_in="train+val"), CPU)
     full_train, full_val = digits.train.class_counts(10), digits.val.class_counts(10)
     train, val = rare.train.class_counts(10), rare.val.class_counts(10)
     assert train[3] == round(0.05 * full_train[3]) and val[3] == max(1, round(0.05 * full_val[3]))
-    assert [c for i, c in enumerate(train) if i != 3] == [c for i, c in enumerate(full_train) if i != 3]
+    assert [c for i, c in enumerate(val) if i != 3] == [c for i, c in enumerate(full_val) if i != 3]
     assert torch.equal(rare.test.labels, digits.test.labels)
 
 
 def test_imbalance_keeps_at_least_one_example():
-    rare = load_dataset(DataConfig(imbalance_class="7", imbalance_keep=0.001), CPU)
+    rare = load_dataset(DataConfig(imbalance_class="7", imbalance_keep=0.001, imbalance_in="train+val"), CPU)
     assert rare.train.class_counts(10)[7] == 1 and rare.val.class_counts(10)[7] == 1
 
 
@@ -55,5 +68,7 @@ def test_bad_data_options(config, message):
 def test_bad_fractions():
     with pytest.raises(UserError, match="imbalance_keep"):
         DataConfig(imbalance_keep=0)
+    with pytest.raises(UserError, match="imbalance_in must be one of train, train\\+val, got 'val'"):
+        DataConfig(imbalance_in="val")
     with pytest.raises(UserError, match="val_fraction"):
         DataConfig(val_fraction=0.6, test_fraction=0.5)

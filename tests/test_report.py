@@ -90,7 +90,11 @@ def test_report_through_the_cli(store, cli, tmp_path):
 
 
 def test_dataset_labels():
-    assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05}) == "digits (class 3 at 5%)"
+    assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05,
+                          "imbalance_in": "train"}) == "digits (class 3 at 5% in train)"
+    # studies stored before imbalance_in existed were skewed in training and validation
+    assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05}) == \
+        "digits (class 3 at 5% in train+val)"
     assert dataset_label({"name": "images", "manifest": "splits/mt-defect"}) == "mt-defect"
 
 

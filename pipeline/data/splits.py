@@ -37,12 +37,15 @@ def keep_fraction_of_class(indices: torch.Tensor, labels: torch.Tensor, label: i
 
 def apply_imbalance(config: DataConfig, class_names: list[str], labels: torch.Tensor, train: torch.Tensor,
                     val: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The imbalance option of any data set: keep only `imbalance_keep` of one class in train and val."""
+    """The imbalance option of any data set: keep only `imbalance_keep` of one class in training, and
+    in validation too when `imbalance_in` is "train+val"; the test split is never changed."""
     if config.imbalance_class is None:
         return train, val
     rare = class_index(class_names, str(config.imbalance_class))
-    return (keep_fraction_of_class(train, labels, rare, config.imbalance_keep),
-            keep_fraction_of_class(val, labels, rare, config.imbalance_keep))
+    train = keep_fraction_of_class(train, labels, rare, config.imbalance_keep)
+    if config.imbalance_in == "train+val":
+        val = keep_fraction_of_class(val, labels, rare, config.imbalance_keep)
+    return train, val
 
 
 def class_index(class_names: list[str], name: str) -> int:
