@@ -127,16 +127,23 @@ def run(
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     study = load_study(study_file, overrides)
-    from pipeline.study import run_study
+    from pipeline.study import StudyInterrupted, run_study
 
     view = StudyView()
-    with Live(view.render(), console=stderr, refresh_per_second=4, transient=True) as live:
-        def on_event(event: Any) -> None:
-            view.on_event(event)
-            if not isinstance(event, BatchEnd):
-                live.update(view.render())
+    try:
+        with Live(view.render(), console=stderr, refresh_per_second=4, transient=True) as live:
+            def on_event(event: Any) -> None:
+                view.on_event(event)
+                if not isinstance(event, BatchEnd):
+                    live.update(view.render())
 
-        summary = run_study(study, db, device, trials, log_file, on_event)
+            summary = run_study(study, db, device, trials, log_file, on_event)
+    except KeyboardInterrupt as stop:
+        what = (f"trial {stop.trial_index} of study {study.name} was stopped and will run again first"
+                if isinstance(stop, StudyInterrupted) else f"study {study.name} was stopped between trials")
+        again = "".join([f" --db {db}" if db else ""] + [f" --set {o}" for o in overrides])
+        stderr.print(f"interrupted: {what}; resume with robust-tune run {study_file}{again}", soft_wrap=True)
+        raise typer.Exit(130)
     overhead = summary.proposal_seconds + summary.storage_seconds
     if not summary.new_trials and not summary.stopped:
         stdout.print(f"study {summary.name} already has its {summary.budget} trials; "

@@ -6,6 +6,8 @@ Import this module only after `quiet_libraries` has routed Ax's output to a log 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ax.adapter.registry import Generators
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
@@ -86,23 +88,66 @@ def load_client(study: StudyConfig, url: str) -> Client:
 
 
 def open_client(study: StudyConfig, url: str) -> Client:
-    """The study's stored Ax client, or a new one when Ax has not stored the study yet."""
+    """The study's stored Ax client, or a new one when Ax has not stored the study yet. An experiment
+    stored without its objective or strategy (a process killed while creating it) is completed here."""
     try:
-        return load_client(study, url)
+        client = load_client(study, url)
     except ObjectNotFoundError:
         return new_client(study, url)
+    if client._experiment.optimization_config is None:
+        client.configure_optimization(objective=study.objective)
+    if client._maybe_generation_strategy is None:
+        client.set_generation_strategy(generation_strategy(min(study.budget.initial, study.budget.trials), study.seed))
+    return client
 
 
-def running_trials(client: Client) -> list[int]:
-    """Ax trials still marked running (left behind by a process that was killed)."""
-    return sorted(client._experiment.trial_indices_by_status[TrialStatus.RUNNING])
+class Searcher:
+    """Ax's side of the study loop, and the only code that talks to Ax: ask for one trial, tell how
+    it ended, run interrupted parameters again. A trial asked for and not yet told is pending
+    (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel."""
 
+    def __init__(self, study: StudyConfig, url: str) -> None:
+        self.client = open_client(study, url)
+        self.objective = study.objective
 
-def exhausted_error() -> type[Exception]:
-    """What Ax raises when it can propose no parameters that were not tried already."""
-    from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
+    def ask(self) -> tuple[int, dict[str, Any]] | None:
+        """A new trial's index and parameters; None when every remaining proposal was tried already."""
+        from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
-    return GenerationStrategyRepeatedPoints
+        try:
+            proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
+        except GenerationStrategyRepeatedPoints:
+            return None
+        if not proposals:
+            raise RuntimeError("Ax proposed no trial; see the library log")
+        index, parameters = next(iter(proposals.items()))
+        return index, dict(parameters)
+
+    def attach(self, parameters: dict[str, Any]) -> int:
+        """A new pending trial with these parameters (an interrupted trial's, run again)."""
+        return self.client.attach_trial(parameters=parameters)
+
+    def complete(self, index: int, metrics: dict[str, float]) -> None:
+        self.client.complete_trial(trial_index=index, raw_data={self.objective: metrics[self.objective]})
+
+    def fail(self, index: int) -> None:
+        """A trial that raised: abandoned, so its parameters count as tried and are not proposed again."""
+        self.client.mark_trial_abandoned(trial_index=index)
+
+    def interrupt(self, index: int, reason: str) -> None:
+        """A trial stopped before it ended: failed in Ax, which may propose its parameters again."""
+        self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
+
+    def pending(self) -> list[int]:
+        """Trials asked for and not yet told (running in Ax)."""
+        return sorted(self.client._experiment.trial_indices_by_status[TrialStatus.RUNNING])
+
+    def status(self, index: int) -> str:
+        """Ax's status of a trial, lower case: running, completed, failed, abandoned, ..."""
+        return self.client._experiment.trials[index].status.name.lower()
+
+    def parameters(self, index: int) -> dict[str, Any]:
+        return dict(self.client._experiment.trials[index].arm.parameters)
 
 
 def fitted_model(client: Client):

@@ -2,11 +2,16 @@
 
 Ax keeps its experiment in the same database under its own tables; these tables (prefixed rt_)
 hold what `report` needs without loading Ax. A trial's row is written when it starts (so a crash
-leaves it visibly `running`) and completed in one transaction when it ends.
+leaves it visibly `running`) and completed in one transaction when it ends. One process at a
+time runs a study: it holds the study's row in rt_study_locks and refreshes its heartbeat there.
 """
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
+import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,8 @@ import sqlalchemy as sa
 from pipeline.errors import UserError
 
 DEFAULT_DB = "runs/robust-tune.db"
+# A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
+LOCK_STALE_SECONDS = float(os.environ.get("ROBUST_TUNE_LOCK_STALE_SECONDS", "120"))
 
 metadata = sa.MetaData()
 studies = sa.Table(
@@ -50,6 +57,15 @@ epochs = sa.Table(
     sa.Column("epoch", sa.Integer, primary_key=True),
     sa.Column("train_loss", sa.Float),
     sa.Column("val_accuracy", sa.Float),
+)
+
+study_locks = sa.Table(
+    "rt_study_locks", metadata,
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), primary_key=True),  # one holder per study
+    sa.Column("token", sa.String(32), nullable=False),  # the holder's own random id
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
 )
 
 
@@ -101,7 +117,10 @@ class Store:
         self.url = database_url(db, create)
         try:
             self.engine = sa.create_engine(self.url)
-            metadata.create_all(self.engine)
+            if create:
+                metadata.create_all(self.engine)
+            elif not sa.inspect(self.engine).has_table(studies.name):
+                raise UserError(f"no studies in {self.url} yet; run one with `robust-tune run STUDY.toml`")
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
             raise UserError(f"cannot open database {self.url}: {str(error).splitlines()[0]}") from None
 
@@ -116,10 +135,41 @@ class Store:
         return [StudyRecord(r.id, r.name, r.fingerprint, r.config, r.created_at) for r in rows]
 
     def create_study(self, name: str, fingerprint: str, config: dict[str, Any]) -> StudyRecord:
-        with self.engine.begin() as connection:
-            connection.execute(studies.insert().values(name=name, fingerprint=fingerprint, config=config,
-                                                       created_at=_now()))
+        """Store a new study, or return the one another process stored first under `name` (the
+        unique name decides the race); the caller compares fingerprints."""
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(studies.insert().values(name=name, fingerprint=fingerprint, config=config,
+                                                           created_at=_now()))
+        except sa.exc.IntegrityError:
+            pass
         return self.study(name)  # type: ignore[return-value]
+
+    def lock_study(self, study: StudyRecord) -> StudyLock:
+        """Become the one process running `study`, taking over a stale lock; UserError while another holds it."""
+        token, host = uuid.uuid4().hex, socket.gethostname()
+        mine = dict(token=token, pid=os.getpid(), host=host, heartbeat_at=_now())
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(study_locks.insert().values(study_id=study.id, **mine))
+            return StudyLock(self, study.id, token)
+        except sa.exc.IntegrityError:
+            pass
+        with self.engine.connect() as connection:
+            holder = connection.execute(sa.select(study_locks).where(study_locks.c.study_id == study.id)).first()
+        if holder is None:  # released in the meantime: try again
+            return self.lock_study(study)
+        seen = (_now() - holder.heartbeat_at).total_seconds()
+        if seen < LOCK_STALE_SECONDS and not (holder.host == host and not _alive(holder.pid)):
+            raise UserError(f"study {study.name} is being run by process {holder.pid} on host {holder.host} "
+                            f"(last seen {seen:.0f} s ago); wait for it or stop it")
+        with self.engine.begin() as connection:  # take over, unless another process just did
+            taken = connection.execute(study_locks.update().where(
+                study_locks.c.study_id == study.id,
+                study_locks.c.token == holder.token).values(**mine)).rowcount
+        if not taken:
+            raise UserError(f"study {study.name} was just taken over by another process; wait for it or stop it")
+        return StudyLock(self, study.id, token)
 
     def start_trial(self, study_id: int, trial_index: int, parameters: dict[str, Any], seed: int,
                     proposal_seconds: float) -> int:
@@ -167,3 +217,53 @@ class Store:
                             r.train_seconds, r.proposal_seconds, r.error,
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])]) for r in rows]
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class StudyLock:
+    """A held study lock; a background thread refreshes its heartbeat until `release`."""
+
+    def __init__(self, store: Store, study_id: int, token: str) -> None:
+        self.store, self.study_id, self.token = store, study_id, token
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat_until_released, daemon=True, name="study-heartbeat")
+        self._thread.start()
+
+    def beat(self) -> bool:
+        """Refresh the heartbeat; False when another process has taken the study over."""
+        with self.store.engine.begin() as connection:
+            return connection.execute(study_locks.update().where(
+                study_locks.c.study_id == self.study_id, study_locks.c.token == self.token)
+                .values(heartbeat_at=_now())).rowcount == 1
+
+    def _beat_until_released(self) -> None:
+        while not self._stop.wait(LOCK_STALE_SECONDS / 6):
+            try:
+                if not self.beat():
+                    return
+            except sa.exc.OperationalError:  # the database was busy for too long: try at the next beat
+                pass
+
+    def release(self) -> None:
+        """Stop the heartbeat and delete the lock row, if it is still ours."""
+        self._stop.set()
+        self._thread.join()
+        with self.store.engine.begin() as connection:
+            connection.execute(study_locks.delete().where(
+                study_locks.c.study_id == self.study_id, study_locks.c.token == self.token))
+
+    def __enter__(self) -> StudyLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import signal
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -17,7 +19,8 @@ from pipeline.config import DataConfig, resolve_device
 from pipeline.data import Dataset, load_dataset
 from pipeline.errors import UserError
 from pipeline.library_logs import quiet_libraries
-from pipeline.store import Store
+from pipeline.report import best_trial
+from pipeline.store import Store, StudyRecord
 from pipeline.study_config import StudyConfig
 from pipeline.trainer import Progress, train
 
@@ -100,94 +103,123 @@ def _jsonish(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _kill_point(name: str) -> None:
+    """Fault-injection hook for tests: with ROBUST_TUNE_KILL_AT=name in the environment, the process
+    kills itself (SIGKILL) here, so a test can stop a study between two of its writes."""
+    if os.environ.get("ROBUST_TUNE_KILL_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a trial: the trial is stored as interrupted and will run again first."""
+
+    def __init__(self, study: str, trial_index: int) -> None:
+        super().__init__(f"trial {trial_index} of study {study} was stopped")
+        self.study, self.trial_index = study, trial_index
+
+
+def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]]:
+    """Make the tool's table and Ax agree after a process stopped between any two writes; returns
+    the parameters of interrupted trials, to run again before anything new.
+
+    Our rows are written before Ax is told, so a trial still pending in Ax is: completed or failed
+    in our table (killed before Ax was told: tell Ax from the stored record), or running,
+    interrupted or absent there (killed during the trial, or before its row: run it again)."""
+    store.interrupt_running_trials(study_id, INTERRUPTED)
+    rows = {t.trial_index: t for t in store.trials(study_id)}
+    requeued = []
+    for index in searcher.pending():
+        row = rows.get(index)
+        if row is not None and row.status == "completed":
+            searcher.complete(index, row.metrics)
+        elif row is not None and row.status == "failed":
+            searcher.fail(index)
+        else:
+            searcher.interrupt(index, INTERRUPTED)
+            requeued.append(searcher.parameters(index))
+    return requeued
+
+
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
               log_file: str | Path = "runs/robust-tune.log",
               on_event: Callable[[Any], None] = lambda event: None) -> StudySummary:
     """Run (or resume) `study` until `trials` (default: its budget) trials have run.
 
     The budget counts trials that ran to an end, completed or failed; a trial interrupted by a
-    killed process does not count and its parameters run again first.
+    killed process does not count and its parameters run again first. One process at a time runs
+    a study; another gets a UserError naming it.
     """
     start = time.perf_counter()
     budget = trials or study.budget.trials
     data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
     _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
     store = Store(db)
-    stored = store.study(study.name)
-    if stored and stored.fingerprint != study.fingerprint():
+    stored = store.study(study.name) or store.create_study(study.name, study.fingerprint(),
+                                                           _jsonish(study.to_dict()))
+    if stored.fingerprint != study.fingerprint():
         _refuse_other_study(study, stored.config)
-    log_path = quiet_libraries(log_file)
-    from pipeline import search  # after quiet_libraries: importing Ax prints otherwise
+    _kill_point("after-study-row")
+    with store.lock_study(stored):
+        log_path = quiet_libraries(log_file)
+        from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
-    summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
-    if stored is None:
-        stored = store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()))
-    client = search.open_client(study, store.url)  # new, or stored (also after a crash right after creating it)
-    requeued: list[dict[str, Any]] = []
-    interrupted = set(store.interrupt_running_trials(stored.id, INTERRUPTED)) | set(search.running_trials(client))
-    for index in sorted(interrupted):
-        client.mark_trial_failed(trial_index=index, failed_reason=INTERRUPTED)
-        requeued.append(dict(client._experiment.trials[index].arm.parameters))
-
-    def best_so_far() -> tuple[float, int, dict[str, Any]] | None:
-        done = [t for t in store.trials(stored.id) if t.status == "completed"]
-        top = max(done, key=lambda t: (t.metrics[study.objective], -t.trial_index), default=None)
-        return None if top is None else (top.metrics[study.objective], top.trial_index, top.parameters)
-
-    ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
-    on_event(StudyStarted(study.name, ran, budget, ran > 0 or bool(requeued), requeued))
-    consecutive_failures = 0
-    while ran < budget:
-        tick = time.perf_counter()
-        if requeued:  # an interrupted configuration runs again before anything new is proposed
-            parameters = requeued.pop(0)
-            index = client.attach_trial(parameters=parameters)
-        else:
-            try:
-                proposals = client.get_next_trials(max_trials=1)  # may return fewer than asked
-            except search.exhausted_error():
+        summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
+        searcher = Searcher(study, store.url)  # new, or stored (also after a crash right after creating it)
+        requeued = reconcile(store, stored.id, searcher)
+        ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
+        on_event(StudyStarted(study.name, ran, budget, ran > 0 or bool(requeued), requeued))
+        consecutive_failures = 0
+        while ran < budget:
+            tick = time.perf_counter()
+            if requeued:  # an interrupted configuration runs again before anything new is proposed
+                parameters = requeued.pop(0)
+                index = searcher.attach(parameters)
+            elif (asked := searcher.ask()) is not None:
+                index, parameters = asked
+            else:
                 summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
                 break
-            if not proposals:
-                raise RuntimeError(f"Ax proposed no trial for study {study.name!r}; see {log_path}")
-            index, parameters = next(iter(proposals.items()))
-        parameters = dict(parameters)
-        proposal_seconds = time.perf_counter() - tick
-        summary.proposal_seconds += proposal_seconds
-        tick = time.perf_counter()
-        row = store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds)
-        summary.storage_seconds += time.perf_counter() - tick
-        summary.new_trials.append(index)
-        on_event(TrialStarted(index, ran + 1, budget, parameters))
-        try:
-            result = run_trial(study, parameters, study.seed, device, on_event)
-        except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run it again later
-            store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
-            client.mark_trial_failed(trial_index=index, failed_reason=INTERRUPTED)
-            raise
-        except Exception as error:  # NaN loss, out of memory, a bad combination: record it, go on
+            _kill_point("after-ask")
+            summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
             tick = time.perf_counter()
-            message = f"{type(error).__name__}: {error}"
-            store.fail_trial(row, message + "\n" + traceback.format_exc(limit=-3))
-            client.mark_trial_abandoned(trial_index=index)  # not proposed again (see search.py)
+            row = store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds)
+            try:
+                summary.storage_seconds += time.perf_counter() - tick
+                summary.new_trials.append(index)
+                on_event(TrialStarted(index, ran + 1, budget, parameters))
+                result = run_trial(study, parameters, study.seed, device, on_event)
+            except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run it again later
+                # Ax is not told: the trial stays pending there, so the next run requeues it (see reconcile).
+                store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+                if isinstance(stop, KeyboardInterrupt):
+                    raise StudyInterrupted(study.name, index) from None
+                raise
+            except Exception as error:  # diverged, out of memory, a bad combination: record it, go on
+                message = f"{type(error).__name__}: {error}"
+                tick = time.perf_counter()
+                store.fail_trial(row, message + "\n" + traceback.format_exc(limit=-3))
+                searcher.fail(index)
+                summary.storage_seconds += time.perf_counter() - tick
+                ran, summary.failed, consecutive_failures = ran + 1, summary.failed + 1, consecutive_failures + 1
+                on_event(TrialEnded(index, "failed", None, message, _best(store, stored)))
+                if consecutive_failures >= study.budget.max_failures:
+                    summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
+                                       f"last error: {message}")
+                    break
+                continue
+            tick = time.perf_counter()
+            store.complete_trial(row, result)
+            _kill_point("after-record")
+            searcher.complete(index, result)
             summary.storage_seconds += time.perf_counter() - tick
-            ran += 1
-            summary.failed += 1
-            consecutive_failures += 1
-            on_event(TrialEnded(index, "failed", None, message, best_so_far()))
-            if consecutive_failures >= study.budget.max_failures:
-                summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
-                                   f"last error: {message}")
-                break
-            continue
-        tick = time.perf_counter()
-        store.complete_trial(row, result)
-        client.complete_trial(trial_index=index, raw_data={study.objective: result[study.objective]})
-        summary.storage_seconds += time.perf_counter() - tick
-        ran += 1
-        summary.completed += 1
-        consecutive_failures = 0
-        on_event(TrialEnded(index, "completed", result[study.objective], None, best_so_far()))
-    summary.best = best_so_far()
+            ran, summary.completed, consecutive_failures = ran + 1, summary.completed + 1, 0
+            on_event(TrialEnded(index, "completed", result[study.objective], None, _best(store, stored)))
+    summary.best = _best(store, stored)
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _best(store: Store, stored: StudyRecord) -> tuple[float, int, dict[str, Any]] | None:
+    """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""
+    top = best_trial(stored, store.trials(stored.id))
+    return None if top is None else (top.metrics[stored.config["objective"]], top.trial_index, top.parameters)

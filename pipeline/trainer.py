@@ -1,6 +1,7 @@
 """The one training and evaluation loop that every method and every study trial shares."""
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -13,7 +14,7 @@ from pipeline.data import Dataset, Split
 from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
 from pipeline.methods import SAMPLERS, UPDATES, parse_method
-from pipeline.metrics import SplitMetrics, evaluate
+from pipeline.metrics import SplitMetrics, evaluate, predict, split_metrics
 from pipeline.models import build_model, make_optimizer
 
 
@@ -41,7 +42,46 @@ Progress = Callable[[EpochEnd | BatchEnd], None]
 
 
 class TrainingDiverged(TrainingFailed):
-    """The training loss became NaN or infinite (for example a learning rate too large)."""
+    """Training blew up: a NaN, infinite or absurdly large loss, or a model collapsed onto one class."""
+
+
+# A uniform prediction scores log(k); a model whose true-class logit sits g nats below the top one
+# scores about g. A mean loss above 100 log(k) (230 nats for 10 classes) therefore means blown-up
+# weights, not a slow or bumpy start. Measured on the digits at one epoch: healthy runs end at 2.2,
+# lr_head = 1 spikes to 10 (and recovers to 0.5 in the next epoch), lr_head = 3 to 20 end at 30 to
+# 180 with 37-44% accuracy, lr_head = 1e6 stays near 1e6 at chance.
+DIVERGED_LOSS_FACTOR = 100.0
+DIVERGED_EPOCHS = 3  # epochs in a row above the bound that stop a run early; the last epoch alone also does
+# One predicted class for all validation examples is a collapse only with a loss at least twice a
+# uniform guess's (confidently wrong, not undecided): hardness-weighted sampling at beta = 10 with
+# momentum 0.9 passes through one-class epochs at 1.4 log(k) and is a poor run, not a failed one.
+COLLAPSED_LOSS_FACTOR = 2.0
+
+
+def check_diverged(epoch_losses: list[float], epochs: int, num_classes: int) -> None:
+    """Raise TrainingDiverged when the loss is not finite, or stays above the bound (see above)."""
+    loss, epoch = epoch_losses[-1], len(epoch_losses)
+    if not math.isfinite(loss):
+        raise TrainingDiverged(f"training loss is {loss} at epoch {epoch}; lower the learning rates")
+    bound = DIVERGED_LOSS_FACTOR * math.log(num_classes)
+    above = len(list(itertools.takewhile(lambda value: value > bound, reversed(epoch_losses))))  # epochs in a row
+    if above >= DIVERGED_EPOCHS or (above and epoch == epochs):
+        raise TrainingDiverged(f"training loss is {loss:.4g} at epoch {epoch}, above {bound:.3g} "
+                               f"({DIVERGED_LOSS_FACTOR:g} x log {num_classes}, the loss of a uniform guess) "
+                               f"for {above} epoch(s); lower the learning rates")
+
+
+def check_collapsed(val_predictions: torch.Tensor, val_labels: torch.Tensor, final_loss: float,
+                    class_names: list[str]) -> None:
+    """Raise TrainingDiverged when every validation example (of several classes) gets one class and
+    the last epoch's loss is above COLLAPSED_LOSS_FACTOR x log k (see above)."""
+    predicted, present = val_predictions.unique(), val_labels.unique()
+    bound = COLLAPSED_LOSS_FACTOR * math.log(len(class_names))
+    if len(predicted) == 1 and len(present) > 1 and final_loss > bound:
+        raise TrainingDiverged(f"the model predicts class {class_names[predicted.item()]} for every validation "
+                               f"example and its training loss {final_loss:.3g} is above {bound:.3g} "
+                               f"({COLLAPSED_LOSS_FACTOR:g} x log {len(class_names)}, the loss of a uniform guess); "
+                               "training is unstable: lower the learning rates, momentum or beta")
 
 
 @dataclass
@@ -128,16 +168,17 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
         epoch_start = time.perf_counter()
         loss = run_epoch(run, dataset.train,
                          lambda batch: report(BatchEnd(epoch, batch, run.sampler.batches_per_epoch)))
-        if not math.isfinite(loss):
-            raise TrainingDiverged(f"training loss is {loss} at epoch {epoch}; lower the learning rates")
-        run.scheduler.step()
-        val_metrics = evaluate(run.model, dataset.val, dataset.class_names)
         epoch_losses.append(loss)
+        check_diverged(epoch_losses, epochs, dataset.num_classes)
+        run.scheduler.step()
+        val_predictions = predict(run.model, dataset.val.images)
+        val_metrics = split_metrics(val_predictions, dataset.val.labels, dataset.class_names)
         epoch_val_accuracy.append(val_metrics.accuracy)
         report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
     if run.device.type == "cuda":
         torch.cuda.synchronize()
     train_seconds = time.perf_counter() - start
+    check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
     settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
                 "device": str(run.device)}

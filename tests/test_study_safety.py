@@ -1,0 +1,169 @@
+"""A study survives kills at any write, Ctrl-C and a second process: real processes, a real SQLite file."""
+import datetime as dt
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.store import Store, study_locks
+from pipeline.study import run_study
+from pipeline.study_config import load_study
+from test_study import study_file
+
+ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
+FAST = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
+
+
+def start_run(path: Path, db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`robust-tune run` in its own process (and process group), output captured."""
+    return subprocess.Popen([ROBUST_TUNE, "run", str(path), "--db", str(db), "--device", "cpu",
+                             "--log-file", str(db.with_suffix(".log")), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    """Rows from the database file, or none while the tables do not exist yet."""
+    try:
+        return sqlite3.connect(db).execute(sql).fetchall() if db.exists() else []
+    except sqlite3.OperationalError:
+        return []
+
+
+def wait_for_running_trial(process: subprocess.Popen, db: Path) -> None:
+    while not rows(db, "select 1 from rt_trials where status = 'running'"):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+
+
+def ax_trials(study, db: Path) -> dict[int, tuple[str, dict]]:
+    """Ax's stored trials: index -> (status, parameters)."""
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries(db.with_suffix(".log"))
+    from pipeline.search import Searcher
+
+    searcher = Searcher(study, Store(str(db)).url)
+    return {i: (searcher.status(i), searcher.parameters(i))
+            for i in range(len(searcher.client._experiment.trials))}
+
+
+def test_a_kill_after_the_record_and_before_ax_is_told_completes_the_trial_in_ax_on_resume(tmp_path):
+    path, db = study_file(tmp_path, "told", params=FAST, trials=2), tmp_path / "runs.db"
+    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": "after-record"})
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    study = load_study(path)
+    assert ax_trials(study, db)[0][0] == "running"  # the window: completed in our table, running in Ax
+    assert rows(db, "select trial_index, status from rt_trials") == [(0, "completed")]
+
+    summary = run_study(study, str(db), "cpu", log_file=tmp_path / "ax.log")
+    store = Store(str(db))
+    trials = store.trials(store.study("told").id)
+    assert [(t.trial_index, t.status) for t in trials] == [(0, "completed"), (1, "completed")]
+    assert summary.completed == 1  # trial 0 was not trained again
+    assert trials[0].parameters != trials[1].parameters
+    ax = ax_trials(study, db)
+    assert [status for status, _ in ax.values()] == ["completed", "completed"]
+    from pipeline.search import Searcher
+
+    data = Searcher(study, store.url).client._experiment.lookup_data().df
+    assert data[data.trial_index == 0]["mean"].item() == pytest.approx(trials[0].metrics["val_accuracy"], abs=1e-9)
+
+
+def test_a_kill_after_ax_proposes_and_before_our_row_runs_the_parameters_again(tmp_path):
+    path, db = study_file(tmp_path, "asked", params=FAST, trials=2), tmp_path / "runs.db"
+    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": "after-ask"})
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    assert rows(db, "select * from rt_trials") == []
+    study = load_study(path)
+    (status, proposed), = ax_trials(study, db).values()
+    assert status == "running"
+
+    run_study(study, str(db), "cpu", log_file=tmp_path / "ax.log")
+    store = Store(str(db))
+    trials = store.trials(store.study("asked").id)
+    assert [(t.trial_index, t.status) for t in trials] == [(1, "completed"), (2, "completed")]
+    assert trials[0].parameters == proposed  # the proposal was run, once, before anything new
+    assert [status for status, _ in ax_trials(study, db).values()] == ["failed", "completed", "completed"]
+
+
+def test_a_kill_between_the_study_row_and_ax_experiment_resumes_cleanly(tmp_path):
+    path, db = study_file(tmp_path, "born", params=FAST, trials=1), tmp_path / "runs.db"
+    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": "after-study-row"})
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL and rows(db, "select name from rt_studies") == [("born",)]
+    summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log")
+    assert summary.completed == 1
+
+
+def test_ctrl_c_names_the_trial_and_how_to_resume_then_resume_runs_it_once(tmp_path):
+    path, db = study_file(tmp_path, "stopped", params=FAST.replace("epochs = 1", "epochs = 10"), trials=1), \
+        tmp_path / "runs.db"
+    process = start_run(path, db)
+    wait_for_running_trial(process, db)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate()
+    assert process.returncode == 130 and "Traceback" not in err
+    assert (f"interrupted: trial 0 of study stopped was stopped and will run again first; "
+            f"resume with robust-tune run {path} --db {db}") in " ".join(err.split())
+    (status, parameters), = rows(db, "select status, parameters from rt_trials")
+    assert status == "interrupted"
+    assert rows(db, "select * from rt_study_locks") == []  # the lock was released
+
+    run_study(load_study(path), str(db), "cpu", trials=1, log_file=tmp_path / "ax.log")
+    assert rows(db, "select trial_index, status, parameters from rt_trials order by trial_index") == [
+        (0, "interrupted", parameters), (1, "completed", parameters)]
+
+
+def test_two_runs_of_one_new_study_one_refuses_in_one_line_and_a_dead_holder_is_taken_over(tmp_path):
+    path, db = study_file(tmp_path, "shared", params=FAST.replace("epochs = 1", "epochs = 10"), trials=50), \
+        tmp_path / "runs.db"
+    first, second = start_run(path, db), start_run(path, db)
+    while first.poll() is None and second.poll() is None:  # the one that does not hold the study stops
+        time.sleep(0.05)
+    refused, runner = (first, second) if first.poll() is not None else (second, first)
+    _, err = refused.communicate()
+    assert refused.returncode == 2 and "Traceback" not in err, err
+    assert err.strip().count("\n") == 0
+    assert f"study shared is being run by process {runner.pid} on host" in err and "wait for it or stop it" in err
+    wait_for_running_trial(runner, db)
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait()
+
+    assert rows(db, "select count(*) from rt_studies") == [(1,)]
+    assert rows(db, "select pid from rt_study_locks") == [(runner.pid,)]  # left behind by the dead holder
+    done = rows(db, "select count(*) from rt_trials where status = 'completed'")[0][0]
+    summary = run_study(load_study(path), str(db), "cpu", trials=done + 1, log_file=tmp_path / "ax.log")
+    assert summary.completed == 1 and rows(db, "select * from rt_study_locks") == []
+    indices = [i for (i,) in rows(db, "select trial_index from rt_trials")]
+    assert len(indices) == len(set(indices)) == done + 2  # plus the interrupted one
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
+    store = Store(str(tmp_path / "runs.db"))
+    study = store.create_study("held", "f", {})
+    with store.engine.begin() as connection:  # a live process on another host, seen just now
+        connection.execute(study_locks.insert().values(study_id=study.id, token="other", pid=4321,
+                                                       host="elsewhere", heartbeat_at=now()))
+    with pytest.raises(UserError, match=r"study held is being run by process 4321 on host elsewhere \(last seen"):
+        store.lock_study(study)
+    with store.engine.begin() as connection:  # ... that has not been seen for ten minutes
+        connection.execute(study_locks.update().values(
+            heartbeat_at=now() - dt.timedelta(minutes=10)))
+    lock = store.lock_study(study)
+    assert rows(tmp_path / "runs.db", "select pid from rt_study_locks") == [(os.getpid(),)]
+    assert store.create_study("held", "other fingerprint", {}).fingerprint == "f"  # creation cannot overwrite
+    lock.release()
+    assert rows(tmp_path / "runs.db", "select * from rt_study_locks") == []
