@@ -1,0 +1,99 @@
+"""Bad input and files: nothing the user has is replaced, nothing is created by reading, one line and exit 2."""
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+
+from pipeline.data.manifest import Manifest, write_manifest
+from pipeline.errors import UserError
+from pipeline.models import build_model
+from pipeline.params import TRAINING_PARAMS
+from pipeline.methods import parse_method
+from pipeline.store import Store
+from pipeline.study_config import load_study
+
+from test_report import add_study
+from test_study import study_file
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    """A real SQLite database holding one study with one completed trial."""
+    path = tmp_path / "x.db"
+    add_study(Store(str(path)), "s", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75))])
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_report_out_never_replaces_the_database_or_an_existing_file(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = db.read_bytes()
+    for out in ("x.db", str(db), "./sub/../x.db"):  # the issue's command, and the same file spelled otherwise
+        code, out_text, err = cli("report", "--db", f"sqlite:///{db}", "--format", "csv", "--out", out, "--force")
+        assert code == 2 and "is the database itself" in one_line(err) and out_text == ""
+    assert db.read_bytes() == before
+    other_db = tmp_path / "other.db"
+    sqlite3.connect(other_db).execute("create table t (x)").connection.close()
+    code, _, err = cli("report", "--db", str(db), "--format", "csv", "--out", str(other_db), "--force")
+    assert code == 2 and "is a SQLite database" in one_line(err)
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, _, err = cli("report", "--db", str(db), "--format", "csv", "--out", str(notes))
+    assert code == 2 and "already exists; pass --force" in one_line(err)
+    assert notes.read_text() == "my notes\n"
+    code, _, err = cli("report", "--db", str(db), "--format", "csv", "--out", str(notes), "--force")
+    assert code == 0 and notes.read_text().startswith("data set,network,method")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "other.db", "x.db"]  # no temporary left
+    assert db.read_bytes() == before
+
+
+def test_report_out_into_a_missing_folder_is_one_line(cli, db, tmp_path):
+    code, _, err = cli("report", "--db", str(db), "--out", str(tmp_path / "missing" / "table.md"))
+    assert code == 2 and "does not exist" in one_line(err)
+    assert not (tmp_path / "missing").exists()
+    code, _, err = cli("report", "--db", str(db), "--out", str(tmp_path))
+    assert code == 2 and "is a folder" in one_line(err)
+
+
+def test_a_malformed_database_url_is_refused_and_creates_nothing(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for command in (["studies"], ["report"], ["run", str(study_file(tmp_path))]):
+        code, _, err = cli(*command, "--db", "sqlite:/x//")
+        assert code == 2 and "malformed database URL 'sqlite:/x//'" in one_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+
+
+@pytest.mark.parametrize("form", ["path", "url"])
+def test_reading_commands_create_nothing_for_a_path_or_a_url(cli, tmp_path, form):
+    missing = tmp_path / "none" / "runs.db"
+    db = str(missing) if form == "path" else f"sqlite:///{missing}"
+    for command in ("report", "studies"):
+        code, _, err = cli(command, "--db", db)
+        assert code == 2 and f"no database at {missing}" in one_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reading_a_database_without_the_tools_tables_changes_nothing(cli, tmp_path):
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("create table notes (x)").connection.close()
+    before = other.read_bytes()
+    for db in (str(other), f"sqlite:///{other}"):
+        for command in ("report", "studies"):
+            code, _, err = cli(command, "--db", db)
+            assert code == 2 and "holds no robust-tune studies" in one_line(err)
+    assert other.read_bytes() == before
+    tables = sqlite3.connect(other).execute("select name from sqlite_master").fetchall()
+    assert tables == [("notes",)]
