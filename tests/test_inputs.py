@@ -97,3 +97,35 @@ def test_reading_a_database_without_the_tools_tables_changes_nothing(cli, tmp_pa
     assert other.read_bytes() == before
     tables = sqlite3.connect(other).execute("select name from sqlite_master").fetchall()
     assert tables == [("notes",)]
+
+
+@pytest.mark.parametrize("bad_path", ["../../etc/passwd", "/etc/passwd", "a/../../outside.png"])
+def test_a_manifest_image_path_outside_the_root_is_refused_naming_the_line(cli, tmp_path, bad_path):
+    root = tmp_path / "images"
+    (root / "a").mkdir(parents=True)
+    manifest = Manifest(("a", "b"), ("a/1.png", "a/2.png", bad_path, "a/3.png"), (0, 0, 1, 1),
+                        (True, True, True, False), root)
+    write_manifest(tmp_path / "split", manifest)
+    secret = tmp_path / "outside.png"
+    secret.write_text("not yours")
+    code, out, err = cli("train", "--dataset", "images", "--manifest", str(tmp_path / "split"), "--image-size", "8")
+    line = one_line(err)
+    assert code == 2 and out == ""
+    assert "images.txt, line 3" in line and f"image path {bad_path!r} is outside the image root" in line
+    assert not (tmp_path / "runs").exists()  # nothing decoded or cached
+
+
+def test_data_prepare_never_writes_into_the_raw_data_folder(cli, tmp_path):
+    from conftest import MVTEC_POOLS, make_mvtec_tree
+
+    root = make_mvtec_tree(tmp_path / "mvtec", "wood", MVTEC_POOLS["wood"])
+    before = snapshot(root)
+    for out in (root, root / "splits", root / "wood" / ".." / "x"):
+        code, _, err = cli("data", "prepare", "mvtec", "--root", str(root), "--category", "wood", "--out", str(out),
+                           "--force")
+        assert code == 2 and "is inside the raw data folder" in one_line(err)
+    assert snapshot(root) == before and not (root / "splits").exists()
+    code, _, err = cli("data", "prepare", "mvtec", "--root", str(root), "--category", "wood",
+                       "--out", str(tmp_path / "splits"))
+    assert code == 0, err
+    assert (tmp_path / "splits" / "wood" / "images.txt").is_file()
