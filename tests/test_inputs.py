@@ -10,7 +10,7 @@ import torchvision
 from pipeline.data.manifest import Manifest, write_manifest
 from pipeline.errors import UserError
 from pipeline.models import build_model
-from pipeline.params import TRAINING_PARAMS
+from pipeline.params import HParam
 from pipeline.methods import parse_method
 from pipeline.store import Store
 from pipeline.study_config import load_study
@@ -129,3 +129,19 @@ def test_data_prepare_never_writes_into_the_raw_data_folder(cli, tmp_path):
                        "--out", str(tmp_path / "splits"))
     assert code == 0, err
     assert (tmp_path / "splits" / "wood" / "images.txt").is_file()
+
+
+def test_every_integer_parameter_has_an_upper_bound_and_a_huge_value_is_refused(cli, tmp_path):
+    every = {p.name: p for name in ("gils+hws",) for p in parse_method(name).params}
+    integers = [p for p in every.values() if p.kind == "int"]
+    assert {p.name for p in integers} == {"epochs", "batch_size", "lr_step", "T"}
+    for p in integers:
+        with pytest.raises(UserError, match=f"{p.name} must be in"):
+            p.coerce(10**9)
+    with pytest.raises(ValueError, match="needs a finite upper bound"):
+        HParam("steps", "int", 1, "[1, inf)", "a declaration without a bound")
+    code, out, err = cli("train", "--param", "epochs=1000000000")
+    assert code == 2 and out == "" and "epochs must be in [1, 1000]" in one_line(err)
+    code, _, err = cli("run", str(study_file(tmp_path, params="epochs = 1_000_000_000")), "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "params.epochs: value: parameter epochs must be in [1, 1000]" in one_line(err)
+    assert not (tmp_path / "r.db").exists()
