@@ -17,6 +17,7 @@ from pipeline.config import DataConfig, resolve_device
 from pipeline.data import Dataset, load_dataset
 from pipeline.errors import UserError
 from pipeline.library_logs import quiet_libraries
+from pipeline.models import check_weights
 from pipeline.store import Store
 from pipeline.study_config import StudyConfig
 from pipeline.trainer import Progress, train
@@ -112,6 +113,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     budget = trials or study.budget.trials
     data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
     _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
+    check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
     store = Store(db)
     stored = store.study(study.name)
     if stored and stored.fingerprint != study.fingerprint():

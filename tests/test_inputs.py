@@ -145,3 +145,34 @@ def test_every_integer_parameter_has_an_upper_bound_and_a_huge_value_is_refused(
     code, _, err = cli("run", str(study_file(tmp_path, params="epochs = 1_000_000_000")), "--db", str(tmp_path / "r.db"))
     assert code == 2 and "params.epochs: value: parameter epochs must be in [1, 1000]" in one_line(err)
     assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"a,b\n1,2\n", "is not a file written by torch.save"),  # a CSV file: torch.load raised IndexError
+    (b"", "is empty"),
+    ("list", "holds a list, not a state_dict"),
+    ("text values", "its entry 'conv1.weight' is not a tensor but str"),
+    ("resnet34", "do not fit the backbone"),
+    ("pickled model", "a whole pickled model?"),
+])
+def test_a_bad_weights_file_is_named_before_a_study_takes_its_name(cli, tmp_path, content, message):
+    weights = tmp_path / "weights.pt"
+    if content == "list":
+        torch.save([1, 2, 3], weights)
+    elif content == "text values":
+        torch.save({"conv1.weight": "not a tensor"}, weights)
+    elif content == "pickled model":
+        torch.save(torchvision.models.resnet18(), weights)
+    elif content == "resnet34":
+        torch.save(torchvision.models.resnet34().state_dict(), weights)
+    else:
+        weights.write_bytes(content)
+    path = study_file(tmp_path, params="epochs = 1")
+    path.write_text(path.read_text().replace("[method]", f'[model]\nbackbone = "resnet18"\nweights = "{weights}"\n'
+                                                        "[method]"))
+    db = tmp_path / "runs.db"
+    code, out, err = cli("run", str(path), "--db", str(db), "--log-file", str(tmp_path / "ax.log"))
+    assert code == 2 and str(weights) in one_line(err) and message in one_line(err)
+    assert not db.exists()  # checked before the database is touched: the study's name is still free
+    code, _, err = cli("train", "--backbone", "resnet18", "--weights", str(weights), "--param", "epochs=1")
+    assert code == 2 and message in one_line(err)
