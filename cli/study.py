@@ -128,7 +128,7 @@ def run(
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
-    study = load_study(study_file, overrides)
+    study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     from pipeline.study import run_study
 
     view = StudyView()

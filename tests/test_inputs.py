@@ -176,3 +176,39 @@ def test_a_bad_weights_file_is_named_before_a_study_takes_its_name(cli, tmp_path
     assert not db.exists()  # checked before the database is touched: the study's name is still free
     code, _, err = cli("train", "--backbone", "resnet18", "--weights", str(weights), "--param", "epochs=1")
     assert code == 2 and message in one_line(err)
+
+
+def test_switching_the_quickstart_to_a_baseline_drops_what_the_baseline_does_not_take(cli, tmp_path):
+    quickstart = Path(__file__).parents[1] / "studies" / "quickstart.toml"
+    notes: list[str] = []
+    erm = load_study(quickstart, ["method.name=erm"], on_note=notes.append)
+    assert notes == ["erm does not take alpha, eta, T, gamma; dropped"]
+    assert erm.method == "erm" and set(erm.search) == {"epochs"} and erm.fixed["lr_step"] == 5
+    ls = load_study(quickstart, ["method.name=ls"], on_note=notes.append)
+    assert notes[-1] == "ls does not take eta, T, gamma; dropped" and set(ls.search) == {"alpha", "epochs"}
+    for overrides, message in [
+        (["method.name=erm", "params.beta=3"], "params.beta: unknown parameter for method erm"),  # asked for: a typo
+        (["method.name=erm", "params.epochs=3"], "nothing to search"),  # really nothing left to search
+        (["params.betta=3"], "params.betta: unknown parameter for method gils"),  # no switch, no dropping
+    ]:
+        with pytest.raises(UserError, match=message):
+            load_study(quickstart, overrides)
+    own = tmp_path / "own.toml"
+    own.write_text('name = "own"\n[method]\nname = "erm"\n[params]\nalpha = 0.1\n')
+    with pytest.raises(UserError, match="params.alpha: unknown parameter for method erm"):
+        load_study(own)  # a study file naming a parameter its own method lacks is a typo
+
+    code, out, err = cli("run", str(quickstart), "--set", "method.name=erm", "--set", "name=erm-quick",
+                         "--set", "budget.trials=1", "--set", "budget.initial=1", "--set", "params.epochs={low=1,high=2}",
+                         "--db", str(tmp_path / "runs.db"), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert "note: erm does not take alpha, eta, T, gamma; dropped" in err and "1 trial(s) completed" in out
+    (trial,) = Store(str(tmp_path / "runs.db")).trials(Store(str(tmp_path / "runs.db")).study("erm-quick").id)
+    assert set(trial.parameters) == {"epochs"} and trial.status == "completed"
+
+
+def test_a_choice_of_one_value_repeated_is_nothing_to_search(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[method]\nname = "hws"\n[params]\nimportance_sampling = { values = [true, true] }\n')
+    with pytest.raises(UserError, match="at least two different choices"):
+        load_study(path)
