@@ -1,5 +1,4 @@
 """Bad input and files: nothing the user has is replaced, nothing is created by reading, one line and exit 2."""
-import os
 import sqlite3
 from pathlib import Path
 
@@ -9,12 +8,10 @@ import torchvision
 
 from pipeline.data.manifest import Manifest, write_manifest
 from pipeline.errors import UserError
-from pipeline.models import build_model
-from pipeline.params import HParam
 from pipeline.methods import parse_method
+from pipeline.params import HParam
 from pipeline.store import Store
 from pipeline.study_config import load_study
-
 from test_report import add_study
 from test_study import study_file
 
