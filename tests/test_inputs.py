@@ -139,7 +139,8 @@ def test_every_integer_parameter_has_an_upper_bound_and_a_huge_value_is_refused(
         HParam("steps", "int", 1, "[1, inf)", "a declaration without a bound")
     code, out, err = cli("train", "--param", "epochs=1000000000")
     assert code == 2 and out == "" and "epochs must be in [1, 1000]" in one_line(err)
-    code, _, err = cli("run", str(study_file(tmp_path, params="epochs = 1_000_000_000")), "--db", str(tmp_path / "r.db"))
+    huge = study_file(tmp_path, params="epochs = 1_000_000_000")
+    code, _, err = cli("run", str(huge), "--db", str(tmp_path / "r.db"))
     assert code == 2 and "params.epochs: value: parameter epochs must be in [1, 1000]" in one_line(err)
     assert not (tmp_path / "r.db").exists()
 
@@ -196,7 +197,8 @@ def test_switching_the_quickstart_to_a_baseline_drops_what_the_baseline_does_not
         load_study(own)  # a study file naming a parameter its own method lacks is a typo
 
     code, out, err = cli("run", str(quickstart), "--set", "method.name=erm", "--set", "name=erm-quick",
-                         "--set", "budget.trials=1", "--set", "budget.initial=1", "--set", "params.epochs={low=1,high=2}",
+                         "--set", "budget.trials=1", "--set", "budget.initial=1",
+                         "--set", "params.epochs={low=1,high=2}",
                          "--db", str(tmp_path / "runs.db"), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
     assert "note: erm does not take alpha, eta, T, gamma; dropped" in err and "1 trial(s) completed" in out
