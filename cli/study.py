@@ -15,8 +15,9 @@ from rich.text import Text
 from cli.main import app
 from cli.render import stderr
 from pipeline.errors import UserError
+from pipeline.output_file import write_output
 from pipeline.report import FORMATS, Table, best_table, render_text, trials_table
-from pipeline.store import DEFAULT_DB, Store
+from pipeline.store import DEFAULT_DB, Store, sqlite_file
 from pipeline.study_config import load_study
 from pipeline.trainer import BatchEnd, EpochEnd
 
@@ -96,7 +97,9 @@ def _rich_table(t: Table, console: Console) -> RichTable:
     return cards
 
 
-def _print_tables(tables: list[Table], fmt: str, out: Path | None) -> None:
+def _print_tables(tables: list[Table], fmt: str, out: Path | None, force: bool = False,
+                  database: Path | None = None) -> None:
+    """Tables to the terminal, or to `out` (never over `database`, over an existing file only with `force`)."""
     if fmt == "table" and out is None:
         for t in tables:
             stdout.print(_rich_table(t, stdout))
@@ -107,8 +110,7 @@ def _print_tables(tables: list[Table], fmt: str, out: Path | None) -> None:
     if out is None:
         print(text, end="")
     else:
-        out.write_text(text)
-        stderr.print(f"wrote {out}")
+        stderr.print(f"wrote {write_output(out, text, force, database)}")
 
 
 @app.command()
@@ -126,7 +128,7 @@ def run(
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
-    study = load_study(study_file, overrides)
+    study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     from pipeline.study import StudyInterrupted, run_study
 
     view = StudyView()
@@ -164,7 +166,9 @@ def report(
     = None,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
     format_: Annotated[str, typer.Option("--format", help=f"One of {', '.join(FORMATS)}.")] = "table",
-    out: Annotated[Optional[Path], typer.Option(help="Write to this file instead of the terminal.")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        help="Write to this file instead of the terminal (never over a database).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Let --out replace an existing file.")] = False,
     list_trials: Annotated[bool, typer.Option("--trials", help="Also list every trial of each study.")] = False,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
@@ -176,7 +180,7 @@ def report(
     tables = [best_table(store, studies)]
     if list_trials:
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
-    _print_tables(tables, format_, out)
+    _print_tables(tables, format_, out, force, sqlite_file(store.url))
 
 
 @app.command("studies")

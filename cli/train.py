@@ -13,7 +13,7 @@ from cli.render import params_line, result_table, stderr, training_progress
 from pipeline.config import DataConfig, TrainConfig, resolve_device
 from pipeline.data import load_dataset
 from pipeline.methods import SAMPLERS, SOURCES, UPDATES, parse_method
-from pipeline.models import BACKBONES
+from pipeline.models import BACKBONES, check_weights
 from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
 
 stdout = Console()
@@ -69,6 +69,7 @@ def train(
     parse_method(method).resolve(config.params)  # validate before loading anything
     with stderr.status(f"loading {dataset}"):
         data = load_dataset(config.data, resolve_device(device))
+    check_weights(backbone, weights, data.in_channels)  # a bad weights file is named before training starts
     from pipeline.trainer import train as run_training
 
     with training_progress(f"{method} on {dataset}") as on_event:

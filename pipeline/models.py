@@ -6,6 +6,7 @@ Weights: "none", "imagenet" (torchvision's weights, from its local cache) or a p
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -76,17 +77,32 @@ def _imagenet_state_dict(backbone: str) -> dict[str, torch.Tensor]:
 
 
 def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
+    """The state_dict in a file written by torch.save; anything else is a UserError saying what the file is."""
     if not Path(path).is_file():
         raise UserError(f"weights file not found: {path} (use none, imagenet or a path to a state_dict)")
+    if Path(path).stat().st_size == 0:
+        raise UserError(f"weights file {path} is empty")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols; the outcome is what matters
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as error:
+        raise UserError(f"cannot read weights file {path}: {error.strerror or error}") from None
     except Exception as error:
-        raise UserError(f"cannot read weights file {path}: {error.__class__.__name__}") from None
+        if "Unsupported global" in str(error):  # torch.save(model) rather than torch.save(model.state_dict())
+            raise UserError(f"weights file {path} holds Python objects, not only tensors (a whole pickled "
+                            "model?); save model.state_dict() instead") from None
+        raise UserError(f"weights file {path} is not a file written by torch.save; "
+                        "give a state_dict saved with torch.save(model.state_dict(), path)") from None
     for key in ("state_dict", "model"):  # common checkpoint wrappers
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
     if not isinstance(state, dict):
-        raise UserError(f"weights file {path} does not hold a state_dict")
+        raise UserError(f"weights file {path} holds a {type(state).__name__}, not a state_dict")
+    odd = next((key for key, value in state.items() if not isinstance(value, torch.Tensor)), None)
+    if odd is not None:
+        raise UserError(f"weights file {path} is not a state_dict: its entry {odd!r} is not a tensor but "
+                        f"{type(state[odd]).__name__}")
     return state
 
 
@@ -101,8 +117,8 @@ def _load_into(module: nn.Module, state: dict[str, torch.Tensor], source: str) -
     try:
         module.load_state_dict(state, strict=False)
     except RuntimeError as error:
-        detail = str(error).splitlines()[1].strip()
-        raise UserError(f"weights from {source} do not fit the backbone: {detail}") from None
+        details = [line.strip() for line in str(error).splitlines() if line.strip()]
+        raise UserError(f"weights from {source} do not fit the backbone: {details[-1]}") from None
 
 
 def build_model(backbone: str, weights: str, in_channels: int, num_classes: int) -> Classifier:
@@ -125,6 +141,12 @@ def build_model(backbone: str, weights: str, in_channels: int, num_classes: int)
     resnet.fc = nn.Identity()  # the trunk now ends in the flat, pooled feature map
     features = nn.Sequential(RepeatChannels(), resnet) if in_channels == 1 else resnet
     return Classifier(features, feature_dim, num_classes)
+
+
+def check_weights(backbone: str, weights: str, in_channels: int) -> None:
+    """Load `weights` into `backbone` once, so a file that is not a fitting state_dict stops a command
+    with what is wrong before it trains or touches a database."""
+    build_model(backbone, weights, in_channels, num_classes=2)
 
 
 def make_optimizer(model: Classifier, params: dict) -> tuple[torch.optim.SGD, torch.optim.lr_scheduler.StepLR]:

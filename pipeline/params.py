@@ -68,6 +68,10 @@ class HParam:
     help: str
     search: Range | Choice | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind == "int" and math.isinf(Interval.parse(self.valid).high):
+            raise ValueError(f"integer parameter {self.name} needs a finite upper bound (a typo must not run forever)")
+
     def coerce(self, raw: Any) -> Value:
         """Turn a value from the command line (str), a TOML file or Ax into this parameter's type."""
         try:
@@ -139,13 +143,15 @@ def parse_assignment(text: str) -> tuple[str, str]:
 
 # Settings of the shared trainer, searchable like any method's parameters. The schedule is the
 # GI-LS paper's: 1e-2 for the head, 1e-3 for the feature extractor, x0.3 every 20 epochs.
+# Integer upper bounds stop a typo (epochs = 10**9) from running until killed while leaving far more
+# room than the papers use: they train 21-60 epochs with batches of tens of images.
 TRAINING_PARAMS = (
-    HParam("epochs", "int", 30, "[1, inf)", "passes over the training set", Range(21, 60)),
-    HParam("batch_size", "int", 32, "[1, inf)", "examples per mini-batch"),
+    HParam("epochs", "int", 30, "[1, 1000]", "passes over the training set", Range(21, 60)),
+    HParam("batch_size", "int", 32, "[1, 8192]", "examples per mini-batch"),
     HParam("lr_head", "float", 1e-2, "(0, inf)", "learning rate of the linear head"),
     HParam("lr_backbone", "float", 1e-3, "[0, inf)", "learning rate of the feature extractor"),
     HParam("lr_decay", "float", 0.3, "(0, 1]", "factor applied to both learning rates every lr_step epochs"),
-    HParam("lr_step", "int", 20, "[1, inf)", "epochs between learning-rate decays"),
+    HParam("lr_step", "int", 20, "[1, 1000]", "epochs between learning-rate decays"),
     HParam("momentum", "float", 0.9, "[0, 1)", "SGD momentum"),
     HParam("weight_decay", "float", 0.0, "[0, inf)", "SGD weight decay (L2 penalty)"),
 )

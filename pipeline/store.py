@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import socket
 import threading
 import uuid
@@ -95,14 +96,31 @@ class TrialRecord:
 
 
 def database_url(db: str | None, create: bool = True) -> str:
-    """A SQLAlchemy URL; a plain path means a SQLite file (created with its folder when `create`)."""
+    """A SQLAlchemy URL for `db`: a plain path means a SQLite file. With `create` the file's folder
+    is made; without it a SQLite file that does not exist is a UserError and nothing is created."""
     db = db or DEFAULT_DB
-    if "://" in db:
-        return db
-    if not create and not Path(db).is_file():
-        raise UserError(f"no database at {db}; run a study first, or name one with --db")
-    Path(db).parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{db}"
+    is_path = not re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", db)  # a one-letter scheme is a Windows drive
+    try:
+        url = sa.engine.make_url(f"sqlite:///{db}" if is_path else db)
+    except sa.exc.ArgumentError:
+        raise UserError(f"malformed database URL {db!r}: expected dialect://..., e.g. sqlite:///runs/x.db "
+                        "(a file whose name has a ':' is written ./NAME)") from None
+    if is_path and url.database != db:
+        raise UserError(f"database path {db!r} cannot be written as a SQLite URL; rename it without '?' or '#'")
+    file = sqlite_file(url)
+    if file is not None and not create and not file.is_file():
+        raise UserError(f"no database at {file}; run a study first, or name one with --db")
+    if file is not None and create:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{db}" if is_path else db
+
+
+def sqlite_file(url: str | sa.engine.URL) -> Path | None:
+    """The file of a SQLite URL; None for an in-memory SQLite database or another database server."""
+    url = sa.engine.make_url(url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
 
 
 def _now() -> dt.datetime:
@@ -113,16 +131,18 @@ class Store:
     """Studies and trials in one database; every write is its own transaction."""
 
     def __init__(self, db: str | None = None, create: bool = True) -> None:
-        """Open (or, when `create`, create) the database; readers pass create=False."""
+        """Open (or, when `create`, create) the database. Readers pass create=False: then nothing is
+        created, neither a file nor a table, and a database without the tool's tables is a UserError."""
         self.url = database_url(db, create)
+        shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)
         try:
             self.engine = sa.create_engine(self.url)
             if create:
                 metadata.create_all(self.engine)
             elif not sa.inspect(self.engine).has_table(studies.name):
-                raise UserError(f"no studies in {self.url} yet; run one with `robust-tune run STUDY.toml`")
+                raise UserError(f"{shown} holds no robust-tune studies; run a study first, or name one with --db")
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
-            raise UserError(f"cannot open database {self.url}: {str(error).splitlines()[0]}") from None
+            raise UserError(f"cannot open database {shown}: {str(error).splitlines()[0]}") from None
 
     def study(self, name: str) -> StudyRecord | None:
         with self.engine.connect() as connection:

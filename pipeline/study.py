@@ -19,6 +19,7 @@ from pipeline.config import DataConfig, resolve_device
 from pipeline.data import Dataset, load_dataset
 from pipeline.errors import UserError
 from pipeline.library_logs import quiet_libraries
+from pipeline.models import check_weights
 from pipeline.report import best_trial
 from pipeline.store import Store, StudyRecord
 from pipeline.study_config import StudyConfig
@@ -153,6 +154,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     budget = trials or study.budget.trials
     data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
     _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
+    check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
     store = Store(db)
     stored = store.study(study.name) or store.create_study(study.name, study.fingerprint(),
                                                            _jsonish(study.to_dict()))

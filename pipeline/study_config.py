@@ -27,7 +27,7 @@ import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipeline.config import DataConfig, TrainConfig
 from pipeline.errors import UserError
@@ -150,9 +150,12 @@ def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice 
         return coerce(spec, "value")
     keys = set(spec)
     if keys == {"values"}:
-        if not isinstance(spec["values"], list) or len(spec["values"]) < 2:
-            fields.fail(where, "values must be a list of at least two choices")
-        return Choice(tuple(coerce(v, "value") for v in spec["values"]))
+        if not isinstance(spec["values"], list):
+            fields.fail(where, "values must be a list of at least two different choices")
+        values = tuple(dict.fromkeys(coerce(v, "value") for v in spec["values"]))
+        if len(values) < 2:
+            fields.fail(where, "values must be a list of at least two different choices")
+        return Choice(values)
     if keys in ({"low", "high"}, {"low", "high", "log"}):
         if hparam.kind not in ("float", "int"):
             fields.fail(where, f"a {hparam.kind} parameter is searched with values = [...], not a range")
@@ -213,7 +216,8 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
         else:
             fixed[hparam.name] = entry
     if not search:
-        params.fail("params", "nothing to search: every parameter is fixed")
+        params.fail("params", "nothing to search: every parameter is fixed; search one, "
+                              "e.g. epochs = { low = 21, high = 60 }")
 
     budget_fields = _Fields(source, "budget", top.take("budget", dict, {}))
     budget = Budget(**{f.name: budget_fields.take(f.name, int, f.default) for f in dataclasses.fields(Budget)})
@@ -249,8 +253,29 @@ def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, An
     return raw
 
 
-def load_study(path: str | Path, overrides: list[str] = ()) -> StudyConfig:
-    """Read and validate a study file; any problem is a one-line UserError."""
+def drop_params_the_method_lacks(raw: dict[str, Any], keep: set[str] = frozenset()) -> list[str]:
+    """Remove from `raw`'s [params] what its method does not take (except names in `keep`); returns
+    the names removed. For a study whose method was switched: a GI-LS study run as ERM drops alpha."""
+    method, params = raw.get("method"), raw.get("params")
+    if not isinstance(method, dict) or not isinstance(params, dict):
+        return []
+    try:
+        declared = {p.name for p in parse_method(str(method.get("name"))).params}
+    except UserError:
+        return []  # parse_study names the unknown method
+    dropped = [key for key in params if key not in declared and key not in keep]
+    for key in dropped:
+        del params[key]
+    return dropped
+
+
+def load_study(path: str | Path, overrides: list[str] = (),
+               on_note: Callable[[str], None] = lambda note: None) -> StudyConfig:
+    """Read and validate a study file; any problem is a one-line UserError.
+
+    `--set method.name=NAME` switches the method: the study's parameters NAME does not take are
+    dropped, with a note; a parameter the file names for its own method, or sets with --set params.X,
+    must still be one the method takes (a typo is refused, not dropped)."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"study file not found: {path}")
@@ -260,4 +285,12 @@ def load_study(path: str | Path, overrides: list[str] = ()) -> StudyConfig:
         raise UserError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file") from None
-    return parse_study(apply_overrides(raw, list(overrides)), str(path))
+    raw = apply_overrides(raw, list(overrides))
+    keys = [text.partition("=")[0].strip() for text in overrides]
+    dropped = []
+    if "method.name" in keys:  # the method was switched: what it does not take is dropped, not refused
+        dropped = drop_params_the_method_lacks(raw, {key.removeprefix("params.") for key in keys})
+    study = parse_study(raw, str(path))
+    if dropped:
+        on_note(f"{study.method} does not take {', '.join(dropped)}; dropped")
+    return study

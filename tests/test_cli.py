@@ -46,7 +46,7 @@ def test_methods_lists_every_parameter(cli):
     (["--method", "sgd"], "unknown method 'sgd'"),
     (["--dataset", "mnist"], "unknown data set 'mnist'"),
     (["--method", "gils", "--param", "alpha=1.0"], "alpha must be in [0, 1)"),
-    (["--method", "gils", "--param", "T=-1"], "T must be in [0, inf)"),
+    (["--method", "gils", "--param", "T=-1"], "T must be in [0, 100]"),
     (["--method", "gils", "--param", "eta=0"], "eta must be in (0, inf)"),
     (["--method", "ls", "--param", "beta=3"], "unknown parameter 'beta'"),
     (["--param", "alpha"], "malformed --param 'alpha'"),

@@ -56,7 +56,7 @@ def test_imagenet_weights_come_from_torchvisions_local_cache(tmp_path, monkeypat
 @pytest.mark.parametrize("weights, message", [
     ("missing.pt", "weights file not found"),
     ("wrong", "do not fit the backbone"),
-    ("garbage", "cannot read weights file"),
+    ("garbage", "is not a file written by torch.save"),
 ])
 def test_bad_weights_are_one_line_errors(tmp_path, weights, message):
     path = tmp_path / "w.pt"

@@ -17,13 +17,13 @@ def test_defaults_are_filled_and_values_coerced():
 @pytest.mark.parametrize("given, message", [
     ({"alpha": 1.0}, "alpha must be in [0, 1)"),
     ({"alpha": -0.1}, "alpha must be in [0, 1)"),
-    ({"T": -1}, "T must be in [0, inf)"),
+    ({"T": -1}, "T must be in [0, 100]"),
     ({"T": 2.5}, "T must be an integer"),
     ({"eta": 0}, "eta must be in (0, inf)"),
     ({"eta": "fast"}, "eta must be a number"),
     ({"perturb": "pixels"}, "perturb must be one of input, feature"),
     ({"alpah": 0.1}, "unknown parameter 'alpah' for method gils"),
-    ({"epochs": 0}, "epochs must be in [1, inf)"),
+    ({"epochs": 0}, "epochs must be in [1, 1000]"),
 ])
 def test_bad_values_name_the_parameter(given, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):

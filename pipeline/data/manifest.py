@@ -12,8 +12,10 @@ be versioned without it and the raw images can live anywhere.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from pipeline.errors import UserError
 
@@ -65,7 +67,8 @@ def read_manifest(folder: Path, root: Path | None = None) -> Manifest:
     missing = [name for name in MANIFEST_FILES if not (folder / name).is_file()]
     if missing:
         raise UserError(f"manifest folder {folder} lacks {', '.join(missing)}")
-    paths = _read_table(folder / "images.txt")
+    root = root or manifest_root(folder)
+    paths = _read_table(folder / "images.txt", _stays_inside(root or folder.resolve()))
     class_ids = {i: _to_int(value, folder / "image_class_labels.txt", f"image {i}")
                  for i, value in _read_table(folder / "image_class_labels.txt").items()}
     flags = _read_table(folder / "train_test_split.txt")
@@ -84,7 +87,7 @@ def read_manifest(folder: Path, root: Path | None = None) -> Manifest:
     ids = sorted(paths)
     return Manifest(class_names=tuple(classes[c] for c in sorted(classes)),
                     paths=tuple(paths[i] for i in ids), labels=tuple(class_ids[i] - 1 for i in ids),
-                    is_train=tuple(flags[i] == "1" for i in ids), root=root or manifest_root(folder))
+                    is_train=tuple(flags[i] == "1" for i in ids), root=root)
 
 
 def manifest_root(folder: Path) -> Path | None:
@@ -96,8 +99,24 @@ def manifest_root(folder: Path) -> Path | None:
     return (folder / text).resolve() if text else None
 
 
-def _read_table(file: Path) -> dict[int, str]:
-    """`<id> <value>` lines as {id: value}; blank lines are skipped, duplicate ids are errors."""
+def _stays_inside(root: Path) -> Callable[[str], str | None]:
+    """A check that an image path stays inside `root`: not absolute, no '..' that climbs out of it.
+
+    The check is on the path as written (normalised, not resolved), so a link the user placed inside
+    the root is still followed, while a manifest cannot name /etc/passwd or ../../anything.
+    """
+    root = Path(os.path.abspath(root))
+
+    def problem(path: str) -> str | None:
+        inside = Path(os.path.normpath(root / path)).is_relative_to(root) and not Path(path).is_absolute()
+        return None if inside else f"image path {path!r} is outside the image root {root}"
+
+    return problem
+
+
+def _read_table(file: Path, check: Callable[[str], str | None] = lambda value: None) -> dict[int, str]:
+    """`<id> <value>` lines as {id: value}; blank lines are skipped, duplicate ids and values that fail
+    `check` (which returns what is wrong) are errors naming the line."""
     table: dict[int, str] = {}
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -108,6 +127,8 @@ def _read_table(file: Path) -> dict[int, str]:
         image_id = _to_int(key, file, f"line {number}")
         if image_id in table:
             raise UserError(f"{file}, line {number}: id {image_id} appears twice")
+        if problem := check(value.strip()):
+            raise UserError(f"{file}, line {number}: {problem}")
         table[image_id] = value.strip()
     return table
 

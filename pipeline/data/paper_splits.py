@@ -84,7 +84,11 @@ def draw_split(split: str, pools: dict[str, Pool], table: Counts, seed: int, roo
 
 
 def write_splits(out: Path, manifests: dict[str, Manifest], force: bool = False) -> list[Path]:
-    """Write each manifest to out/<split name>; an existing non-empty folder is refused unless `force`."""
+    """Write each manifest to out/<split name>; an existing non-empty folder is refused unless `force`,
+    and `out` inside the raw data folder always (the raw data is never written to)."""
+    for manifest in manifests.values():
+        if manifest.root is not None and out.resolve().is_relative_to(manifest.root.resolve()):
+            raise UserError(f"--out {out} is inside the raw data folder {manifest.root}; write the splits elsewhere")
     targets = [out / name for name in manifests]
     for target in targets:
         if target.exists() and not target.is_dir():

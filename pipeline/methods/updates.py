@@ -75,7 +75,8 @@ class GilsUpdate(ErmUpdate):
 
     PARAMS = (
         ALPHA,
-        HParam("T", "int", 5, "[0, inf)", "gradient-ascent steps that generate each perturbed example", Range(1, 15)),
+        HParam("T", "int", 5, "[0, 100]", "gradient-ascent steps per perturbed example (the paper searches "
+               "1-15; each costs a forward and backward pass)", Range(1, 15)),
         HParam("eta", "float", 2.0, "(0, inf)", "gradient-ascent step size", Range(1.5, 3.0)),
         HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (paper: 1e-3)"),
         HParam("perturb", "choice", "input", ("input", "feature"),

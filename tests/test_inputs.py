@@ -1,0 +1,213 @@
+"""Bad input and files: nothing the user has is replaced, nothing is created by reading, one line and exit 2."""
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+
+from pipeline.data.manifest import Manifest, write_manifest
+from pipeline.errors import UserError
+from pipeline.methods import parse_method
+from pipeline.params import HParam
+from pipeline.store import Store
+from pipeline.study_config import load_study
+from test_report import add_study
+from test_study import study_file
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    """A real SQLite database holding one study with one completed trial."""
+    path = tmp_path / "x.db"
+    add_study(Store(str(path)), "s", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75))])
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_report_out_never_replaces_the_database_or_an_existing_file(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = db.read_bytes()
+    for out in ("x.db", str(db), "./sub/../x.db"):  # the issue's command, and the same file spelled otherwise
+        code, out_text, err = cli("report", "--db", f"sqlite:///{db}", "--format", "csv", "--out", out, "--force")
+        assert code == 2 and "is the database itself" in one_line(err) and out_text == ""
+    assert db.read_bytes() == before
+    other_db = tmp_path / "other.db"
+    sqlite3.connect(other_db).execute("create table t (x)").connection.close()
+    code, _, err = cli("report", "--db", str(db), "--format", "csv", "--out", str(other_db), "--force")
+    assert code == 2 and "is a SQLite database" in one_line(err)
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, _, err = cli("report", "--db", str(db), "--format", "csv", "--out", str(notes))
+    assert code == 2 and "already exists; pass --force" in one_line(err)
+    assert notes.read_text() == "my notes\n"
+    code, _, err = cli("report", "--db", str(db), "--format", "csv", "--out", str(notes), "--force")
+    assert code == 0 and notes.read_text().startswith("data set,network,method")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "other.db", "x.db"]  # no temporary left
+    assert db.read_bytes() == before
+
+
+def test_report_out_into_a_missing_folder_is_one_line(cli, db, tmp_path):
+    code, _, err = cli("report", "--db", str(db), "--out", str(tmp_path / "missing" / "table.md"))
+    assert code == 2 and "does not exist" in one_line(err)
+    assert not (tmp_path / "missing").exists()
+    code, _, err = cli("report", "--db", str(db), "--out", str(tmp_path))
+    assert code == 2 and "is a folder" in one_line(err)
+
+
+def test_a_malformed_database_url_is_refused_and_creates_nothing(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for command in (["studies"], ["report"], ["run", str(study_file(tmp_path))]):
+        code, _, err = cli(*command, "--db", "sqlite:/x//")
+        assert code == 2 and "malformed database URL 'sqlite:/x//'" in one_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+
+
+@pytest.mark.parametrize("form", ["path", "url"])
+def test_reading_commands_create_nothing_for_a_path_or_a_url(cli, tmp_path, form):
+    missing = tmp_path / "none" / "runs.db"
+    db = str(missing) if form == "path" else f"sqlite:///{missing}"
+    for command in ("report", "studies"):
+        code, _, err = cli(command, "--db", db)
+        assert code == 2 and f"no database at {missing}" in one_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reading_a_database_without_the_tools_tables_changes_nothing(cli, tmp_path):
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("create table notes (x)").connection.close()
+    before = other.read_bytes()
+    for db in (str(other), f"sqlite:///{other}"):
+        for command in ("report", "studies"):
+            code, _, err = cli(command, "--db", db)
+            assert code == 2 and "holds no robust-tune studies" in one_line(err)
+    assert other.read_bytes() == before
+    tables = sqlite3.connect(other).execute("select name from sqlite_master").fetchall()
+    assert tables == [("notes",)]
+
+
+@pytest.mark.parametrize("bad_path", ["../../etc/passwd", "/etc/passwd", "a/../../outside.png"])
+def test_a_manifest_image_path_outside_the_root_is_refused_naming_the_line(cli, tmp_path, bad_path):
+    root = tmp_path / "images"
+    (root / "a").mkdir(parents=True)
+    manifest = Manifest(("a", "b"), ("a/1.png", "a/2.png", bad_path, "a/3.png"), (0, 0, 1, 1),
+                        (True, True, True, False), root)
+    write_manifest(tmp_path / "split", manifest)
+    secret = tmp_path / "outside.png"
+    secret.write_text("not yours")
+    code, out, err = cli("train", "--dataset", "images", "--manifest", str(tmp_path / "split"), "--image-size", "8")
+    line = one_line(err)
+    assert code == 2 and out == ""
+    assert "images.txt, line 3" in line and f"image path {bad_path!r} is outside the image root" in line
+    assert not (tmp_path / "runs").exists()  # nothing decoded or cached
+
+
+def test_data_prepare_never_writes_into_the_raw_data_folder(cli, tmp_path):
+    from conftest import MVTEC_POOLS, make_mvtec_tree
+
+    root = make_mvtec_tree(tmp_path / "mvtec", "wood", MVTEC_POOLS["wood"])
+    before = snapshot(root)
+    for out in (root, root / "splits", root / "wood" / ".." / "x"):
+        code, _, err = cli("data", "prepare", "mvtec", "--root", str(root), "--category", "wood", "--out", str(out),
+                           "--force")
+        assert code == 2 and "is inside the raw data folder" in one_line(err)
+    assert snapshot(root) == before and not (root / "splits").exists()
+    code, _, err = cli("data", "prepare", "mvtec", "--root", str(root), "--category", "wood",
+                       "--out", str(tmp_path / "splits"))
+    assert code == 0, err
+    assert (tmp_path / "splits" / "wood" / "images.txt").is_file()
+
+
+def test_every_integer_parameter_has_an_upper_bound_and_a_huge_value_is_refused(cli, tmp_path):
+    every = {p.name: p for name in ("gils+hws",) for p in parse_method(name).params}
+    integers = [p for p in every.values() if p.kind == "int"]
+    assert {p.name for p in integers} == {"epochs", "batch_size", "lr_step", "T"}
+    for p in integers:
+        with pytest.raises(UserError, match=f"{p.name} must be in"):
+            p.coerce(10**9)
+    with pytest.raises(ValueError, match="needs a finite upper bound"):
+        HParam("steps", "int", 1, "[1, inf)", "a declaration without a bound")
+    code, out, err = cli("train", "--param", "epochs=1000000000")
+    assert code == 2 and out == "" and "epochs must be in [1, 1000]" in one_line(err)
+    huge = study_file(tmp_path, params="epochs = 1_000_000_000")
+    code, _, err = cli("run", str(huge), "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "params.epochs: value: parameter epochs must be in [1, 1000]" in one_line(err)
+    assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"a,b\n1,2\n", "is not a file written by torch.save"),  # a CSV file: torch.load raised IndexError
+    (b"", "is empty"),
+    ("list", "holds a list, not a state_dict"),
+    ("text values", "its entry 'conv1.weight' is not a tensor but str"),
+    ("resnet34", "do not fit the backbone"),
+    ("pickled model", "a whole pickled model?"),
+])
+def test_a_bad_weights_file_is_named_before_a_study_takes_its_name(cli, tmp_path, content, message):
+    weights = tmp_path / "weights.pt"
+    if content == "list":
+        torch.save([1, 2, 3], weights)
+    elif content == "text values":
+        torch.save({"conv1.weight": "not a tensor"}, weights)
+    elif content == "pickled model":
+        torch.save(torchvision.models.resnet18(), weights)
+    elif content == "resnet34":
+        torch.save(torchvision.models.resnet34().state_dict(), weights)
+    else:
+        weights.write_bytes(content)
+    path = study_file(tmp_path, params="epochs = 1")
+    path.write_text(path.read_text().replace("[method]", f'[model]\nbackbone = "resnet18"\nweights = "{weights}"\n'
+                                                        "[method]"))
+    db = tmp_path / "runs.db"
+    code, out, err = cli("run", str(path), "--db", str(db), "--log-file", str(tmp_path / "ax.log"))
+    assert code == 2 and str(weights) in one_line(err) and message in one_line(err)
+    assert not db.exists()  # checked before the database is touched: the study's name is still free
+    code, _, err = cli("train", "--backbone", "resnet18", "--weights", str(weights), "--param", "epochs=1")
+    assert code == 2 and message in one_line(err)
+
+
+def test_switching_the_quickstart_to_a_baseline_drops_what_the_baseline_does_not_take(cli, tmp_path):
+    quickstart = Path(__file__).parents[1] / "studies" / "quickstart.toml"
+    notes: list[str] = []
+    erm = load_study(quickstart, ["method.name=erm"], on_note=notes.append)
+    assert notes == ["erm does not take alpha, eta, T, gamma; dropped"]
+    assert erm.method == "erm" and set(erm.search) == {"epochs"} and erm.fixed["lr_step"] == 5
+    ls = load_study(quickstart, ["method.name=ls"], on_note=notes.append)
+    assert notes[-1] == "ls does not take eta, T, gamma; dropped" and set(ls.search) == {"alpha", "epochs"}
+    for overrides, message in [
+        (["method.name=erm", "params.beta=3"], "params.beta: unknown parameter for method erm"),  # asked for: a typo
+        (["method.name=erm", "params.epochs=3"], "nothing to search"),  # really nothing left to search
+        (["params.betta=3"], "params.betta: unknown parameter for method gils"),  # no switch, no dropping
+    ]:
+        with pytest.raises(UserError, match=message):
+            load_study(quickstart, overrides)
+    own = tmp_path / "own.toml"
+    own.write_text('name = "own"\n[method]\nname = "erm"\n[params]\nalpha = 0.1\n')
+    with pytest.raises(UserError, match="params.alpha: unknown parameter for method erm"):
+        load_study(own)  # a study file naming a parameter its own method lacks is a typo
+
+    code, out, err = cli("run", str(quickstart), "--set", "method.name=erm", "--set", "name=erm-quick",
+                         "--set", "budget.trials=1", "--set", "budget.initial=1",
+                         "--set", "params.epochs={low=1,high=2}",
+                         "--db", str(tmp_path / "runs.db"), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert "note: erm does not take alpha, eta, T, gamma; dropped" in err and "1 trial(s) completed" in out
+    (trial,) = Store(str(tmp_path / "runs.db")).trials(Store(str(tmp_path / "runs.db")).study("erm-quick").id)
+    assert set(trial.parameters) == {"epochs"} and trial.status == "completed"
+
+
+def test_a_choice_of_one_value_repeated_is_nothing_to_search(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[method]\nname = "hws"\n[params]\nimportance_sampling = { values = [true, true] }\n')
+    with pytest.raises(UserError, match="at least two different choices"):
+        load_study(path)
