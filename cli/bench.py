@@ -9,7 +9,6 @@ from rich.table import Table
 
 from cli.main import app
 from cli.render import stderr
-from pipeline.benchmark import SETTINGS, Row, benchmark, machine
 from pipeline.errors import UserError
 
 stdout = Console()
@@ -17,7 +16,7 @@ stdout = Console()
 
 @app.command()
 def bench(
-    setting: Annotated[Optional[list[str]], typer.Option(help=f"Which set-up: {', '.join(SETTINGS)} (repeat; "
+    setting: Annotated[Optional[list[str]], typer.Option(help="Which set-up: digits or resnet18 (repeat; "
                                                                 "default all).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
@@ -26,6 +25,8 @@ def bench(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
 ) -> None:
     """Measure the step time of every method as a ratio to ERM, side by side in one process."""
+    from pipeline.benchmark import SETTINGS, Row, benchmark, machine
+
     chosen = setting or list(SETTINGS)
     for name in chosen:
         if name not in SETTINGS:
