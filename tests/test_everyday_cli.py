@@ -151,3 +151,12 @@ def test_delete_removes_one_study_and_ax_records_and_the_name_runs_again_from_sc
     assert "study a: budget 2 trials\n" in again.stderr  # from scratch, not resumed
     assert [t.trial_index for t in Store(db).trials(Store(db).study("a").id)] == [0, 1]
     assert robust_tune("studies", "delete", "nope", "--yes", env=env).returncode == 2
+
+
+def test_startup_measurement_times_each_reading_command_against_the_baseline(stored):
+    """The figures are for the README; here only that every command was timed in its own process."""
+    from pipeline.startup import BASELINE, measure_startup
+
+    seconds = measure_startup(stored, rounds=1)
+    assert set(seconds) == {BASELINE, "robust-tune --help", "robust-tune report", "robust-tune studies"}
+    assert all(value > 0 for value in seconds.values())
