@@ -9,7 +9,6 @@ from rich.table import Table
 
 from cli.main import app
 from cli.render import stderr
-from pipeline.benchmark import SETTINGS, Row, benchmark, machine
 from pipeline.errors import UserError
 
 stdout = Console()
@@ -17,15 +16,24 @@ stdout = Console()
 
 @app.command()
 def bench(
-    setting: Annotated[Optional[list[str]], typer.Option(help=f"Which set-up: {', '.join(SETTINGS)} (repeat; "
+    setting: Annotated[Optional[list[str]], typer.Option(help="Which set-up: digits or resnet18 (repeat; "
                                                                 "default all).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
     steps: Annotated[int, typer.Option(min=1, help="Training steps per round and method.")] = 10,
     batch_size: Annotated[int, typer.Option(min=2)] = 32,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
+    startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, report and studies answer, "
+                                                            "as ratios to a bare `import typer, rich`.")] = False,
+    db: Annotated[Optional[str], typer.Option(envvar="ROBUST_TUNE_DB",
+                                              help="With --startup: the database report and studies read.")] = None,
 ) -> None:
     """Measure the step time of every method as a ratio to ERM, side by side in one process."""
+    if startup:
+        _print_startup(db or "runs/robust-tune.db", rounds)
+        return
+    from pipeline.benchmark import SETTINGS, Row, benchmark, machine
+
     chosen = setting or list(SETTINGS)
     for name in chosen:
         if name not in SETTINGS:
@@ -48,3 +56,13 @@ def bench(
     for row in rows:
         table.add_row(row.setting, row.case, f"{row.step_ms:.1f}", f"{row.ratio:.2f}x", row.expected)
     stdout.print(table)
+
+
+def _print_startup(db: str, rounds: int) -> None:
+    from pipeline.startup import BASELINE, measure_startup
+
+    with stderr.status("measuring start-up"):
+        seconds = measure_startup(db, rounds)
+    print(f"| command | start-up (s) | ratio to `import typer, rich` |\n|---|---:|---:|")
+    for name, value in seconds.items():
+        print(f"| `{name}` | {value:.2f} | {value / seconds[BASELINE]:.1f}x |")

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cli.main import app
-from pipeline.data.manifest import Manifest
-from pipeline.data.paper_splits import MVTEC, magnetic_tile_splits, mvtec_split, write_splits
+
+if TYPE_CHECKING:  # pipeline.data loads torch: imported by the commands, not by --help
+    from pipeline.data.manifest import Manifest
 
 stdout = Console()
 
@@ -34,25 +35,31 @@ Force = Annotated[bool, typer.Option(
 @prepare_app.command("mt")
 def prepare_mt(root: Root, out: Out, seed: Seed = 0, force: Force = False) -> None:
     """MT-Defect and MT (Table 1) from the Magnetic Tile defect repository (MT_<Class>/Imgs/*.jpg)."""
+    from pipeline.data.paper_splits import magnetic_tile_splits
+
     _write(out, magnetic_tile_splits(root, seed), force)
 
 
 @prepare_app.command("mvtec")
 def prepare_mvtec(
     root: Annotated[Path, typer.Option(help="The MVTec AD folder that holds <category>/train and /test.")],
-    category: Annotated[str, typer.Option(help=f"{' or '.join(MVTEC)}.")],
+    category: Annotated[str, typer.Option(help="wood or carpet.")],
     out: Out, seed: Seed = 0, force: Force = False,
 ) -> None:
     """Wood or Carpet (Table 2) from MVTec AD; 'Free' is drawn from train/good and test/good together."""
+    from pipeline.data.paper_splits import mvtec_split
+
     _write(out, mvtec_split(root, category, seed), force)
 
 
-def _write(out: Path, manifests: dict[str, Manifest], force: bool) -> None:
+def _write(out: Path, manifests: dict[str, "Manifest"], force: bool) -> None:
+    from pipeline.data.paper_splits import write_splits
+
     for folder, manifest in zip(write_splits(out, manifests, force), manifests.values()):
         stdout.print(_counts_table(folder, manifest))
 
 
-def _counts_table(folder: Path, manifest: Manifest) -> Table:
+def _counts_table(folder: Path, manifest: "Manifest") -> Table:
     """Images per class and split, as in the paper's tables, titled with where the manifest went."""
     counts = manifest.counts()
     table = Table(title=f"{folder.name}: {len(manifest.paths)} images, manifest in {folder}", title_justify="left")

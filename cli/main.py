@@ -1,7 +1,13 @@
-"""Entry point of `robust-tune`: the Typer app and the one place bad input becomes exit code 2."""
+"""Entry point of `robust-tune`: the Typer app and the one place bad input becomes exit code 2.
+
+Nothing here or in the command modules imports torch or Ax at the top: `--help`, `report`,
+`studies` and `methods` answer at once, and the commands that train import them when they run.
+"""
 from __future__ import annotations
 
 import sys
+from importlib.metadata import version as package_version
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -13,8 +19,23 @@ app = typer.Typer(
     help="Tune robust training methods (GI-LS, hardness-weighted DRO) with Bayesian optimisation, "
          "and compare them honestly against plain training.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    # Plain help: typer's Rich help panels print every flag as `--json <bool>`, as if it took a value.
+    rich_markup_mode=None,
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"robust-tune {package_version('robust-tune')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                   help="Print the version and exit.")] = False) -> None:
+    pass
+
 
 from cli import train, study, data, bench  # noqa: E402, F401, I001  (each registers its commands, in this order)
 
@@ -32,6 +53,9 @@ def main(argv: list[str] | None = None) -> None:
         errors.print(f"[bold red]training failed:[/] {error}", markup=True, soft_wrap=True)
         sys.exit(1)
     except typer.TyperException as error:  # usage errors from the argument parser
+        if type(error).__name__ == "NoArgsIsHelpError":  # a bare group (`robust-tune`, `robust-tune data`)
+            print(error.format_message())  # its help, which is the whole message
+            sys.exit(2)
         errors.print(f"[bold red]error:[/] {error.format_message()} (see robust-tune --help)",
                      markup=True, soft_wrap=True)
         sys.exit(error.exit_code)

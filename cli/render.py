@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from pipeline.report import percent
-from pipeline.trainer import BatchEnd, EpochEnd, TrainResult
+
+if TYPE_CHECKING:
+    from pipeline.trainer import TrainResult
 
 stderr = Console(stderr=True)
 
 
-def result_table(result: TrainResult) -> Table:
+def result_table(result: "TrainResult") -> Table:
     """Accuracy per split, then per class, so a gain in the mean cannot hide a lost class."""
     settings = result.settings
     title = (f"{settings['method']} on {settings['data']['name']} with {settings['backbone']} "
@@ -32,20 +34,22 @@ def result_table(result: TrainResult) -> Table:
     return table
 
 
-def params_line(result: TrainResult) -> str:
+def params_line(result: "TrainResult") -> str:
     return "parameters: " + ", ".join(f"{k}={v}" for k, v in result.settings["params"].items())
 
 
 @contextmanager
 def training_progress(description: str) -> Iterator:
     """A progress bar over epochs and batches on stderr; yields the callback for the trainer."""
+    from pipeline.trainer import BatchEnd
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[status]}"), TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as bar:
         epochs = bar.add_task(description, total=None, status="")
         batches = bar.add_task("  batches", total=None, status="")
 
-        def on_event(event: EpochEnd | BatchEnd) -> None:
+        def on_event(event: Any) -> None:  # the trainer's EpochEnd or BatchEnd
             if isinstance(event, BatchEnd):
                 bar.update(batches, total=event.batches, completed=event.batch)
             else:

@@ -1,57 +1,94 @@
 """`robust-tune run`, `report` and `studies`: Bayesian-optimisation studies and their tables."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.measure import Measurement
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table as RichTable
 from rich.text import Text
 
 from cli.main import app
 from cli.render import stderr
 from pipeline.errors import UserError
+from pipeline.report import FORMATS, Table, best_table, fold_constant_columns, render_text, studies_table, \
+    trials_table
 from pipeline.output_file import write_output
-from pipeline.report import FORMATS, Table, best_table, render_text, trials_table
 from pipeline.store import DEFAULT_DB, Store, sqlite_file
-from pipeline.study_config import load_study
-from pipeline.trainer import BatchEnd, EpochEnd
 
 stdout = Console()
-DB_HELP = f"Database: a SQLite file path or any SQLAlchemy URL (default {DEFAULT_DB})."
+Db = Annotated[Optional[str], typer.Option(
+    envvar="ROBUST_TUNE_DB",
+    help=f"Database: a SQLite file path or any SQLAlchemy URL (default {DEFAULT_DB}).")]
 
 
 def _params_text(parameters: dict[str, Any]) -> str:
     return "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in parameters.items())
 
 
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
 class StudyView:
-    """The live view of a running study: trial k of N, the trial's epochs, the best so far."""
+    """The live view of a running study, and the plain lines that replace it when stderr is not a
+    terminal. A trial is named by its index everywhere (as in the tables); `k of N` is progress."""
 
-    def __init__(self) -> None:
-        self.header = Text("starting")
-        self.best = Text("")
-        self.recent: list[tuple[str, str, str, str]] = []
-        self.parameters: dict[str, Any] = {}
+    def __init__(self, fixed_epochs: int | None = None) -> None:
+        self.fixed_epochs = fixed_epochs  # a study that does not search epochs trains this many
+        self.name, self.budget, self.ran = "", 0, 0
+        self.started = self.trial_started = time.monotonic()
+        self.trial: tuple[int, int, dict[str, Any]] | None = None  # index, k, parameters
+        self.ended_seconds: list[float] = []  # of trials that ended in this run
+        self.best = ""
+        self.rows: list[tuple[str, str, str, str, str]] = []
         self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=stderr)
-        self.epochs = self.bars.add_task("epochs", total=None, status="")
-        self.batches = self.bars.add_task("batches", total=None, status="")
+                             TextColumn("{task.fields[status]}"), console=stderr)
+        self.epochs = self.bars.add_task("epoch  ", total=None, status="")
+        self.batches = self.bars.add_task("batch  ", total=None, status="")
 
-    def render(self) -> Group:
-        recent = RichTable(box=None, show_header=bool(self.recent), pad_edge=False)
-        for column in ("trial", "status", "objective", "parameters or error"):
-            recent.add_column(column)
-        for row in self.recent[-5:]:
-            recent.add_row(*row)
-        return Group(self.header, self.bars, self.best, recent)
+    def eta(self) -> str:
+        """Time left from the mean time of the trials that ended in this run; '?' before the first."""
+        if not self.ended_seconds:
+            return "?"
+        mean = sum(self.ended_seconds) / len(self.ended_seconds)
+        running = time.monotonic() - self.trial_started if self.trial else 0.0
+        return "~" + _clock(max(0.0, mean * (self.budget - self.ran) - min(running, mean)))
 
-    def on_event(self, event: Any) -> None:
+    def status_line(self) -> Text:
+        now = time.monotonic()
+        line = f"study {self.name}: elapsed {_clock(now - self.started)}, left {self.eta()}"
+        if self.trial:
+            index, k, parameters = self.trial
+            line += (f"\ntrial {index} ({k} of {self.budget}), running {_clock(now - self.trial_started)}: "
+                     f"{_params_text(parameters)}")
+        return Text(line)
+
+    def trials_grid(self, last: int | None = None) -> RichTable:
+        """The trials that ended in this run (the last `last` of them while it runs)."""
+        grid = RichTable(box=None, show_header=bool(self.rows), pad_edge=False)
+        for column in ("trial", "status", "objective", "seconds", "parameters or error"):
+            grid.add_column(column, no_wrap=column != "parameters or error",
+                            justify="right" if column in ("trial", "objective", "seconds") else "left")
+        for row in self.rows[-last:] if last else self.rows:
+            grid.add_row(*row)
+        return grid
+
+    def __rich__(self) -> Group:  # re-read on every refresh, so the clocks move
+        return Group(self.status_line(), self.bars, Text(self.best), self.trials_grid(last=5))
+
+    def on_event(self, event: Any) -> str | None:
+        """Update the view; returns the plain line a log shows for the event, if any."""
         from pipeline.study import StudyStarted, TrialEnded, TrialStarted
+        from pipeline.trainer import BatchEnd, EpochEnd
 
         if isinstance(event, BatchEnd):
             self.bars.update(self.batches, total=event.batches, completed=event.batch)
@@ -59,36 +96,59 @@ class StudyView:
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
                              status=f"loss {event.train_loss:.3f}  val acc {100 * event.val_accuracy:.1f}%")
         elif isinstance(event, StudyStarted):
+            self.name, self.budget, self.ran = event.name, event.budget, event.ran
             resumed = f", resuming after {event.ran} trial(s)" if event.resumed else ""
             again = f"; {len(event.requeued)} interrupted trial(s) run again" if event.requeued else ""
-            self.header = Text(f"study {event.name}: budget {event.budget} trials{resumed}{again}")
+            return f"study {event.name}: budget {event.budget} trials{resumed}{again}"
         elif isinstance(event, TrialStarted):
-            self.header = Text(f"trial {event.number} of {event.budget} (Ax trial {event.trial_index}): "
-                               f"{_params_text(event.parameters)}")
-            self.parameters = event.parameters
-            self.bars.reset(self.epochs, total=None, status="")
+            self.trial = (event.trial_index, event.number, event.parameters)
+            self.trial_started = time.monotonic()
+            self.bars.reset(self.epochs, total=event.parameters.get("epochs", self.fixed_epochs), status="")
             self.bars.reset(self.batches, total=None)
         elif isinstance(event, TrialEnded):
+            seconds = time.monotonic() - self.trial_started
+            self.ended_seconds.append(seconds)
+            self.ran += 1
+            index, k, parameters = self.trial or (event.trial_index, self.ran, {})
+            self.trial = None
             objective = "-" if event.objective is None else f"{100 * event.objective:.1f}%"
-            self.recent.append((str(event.trial_index), event.status, objective,
-                                event.error or _params_text(self.parameters)))
+            self.rows.append((str(index), event.status, objective, f"{seconds:.1f}",
+                              event.error or _params_text(parameters)))
             if event.best:
-                value, index, parameters = event.best
-                self.best = Text(f"best so far: {100 * value:.1f}% (trial {index}: {_params_text(parameters)})")
+                value, best_index, best_parameters = event.best
+                self.best = f"best so far: {100 * value:.1f}% (trial {best_index}: {_params_text(best_parameters)})"
+            best = f"; best {100 * event.best[0]:.1f}% (trial {event.best[1]})" if event.best else ""
+            return (f"trial {index} ({k} of {self.budget}) {event.status}: objective {objective}, "
+                    f"{seconds:.1f} s, {event.error or _params_text(parameters)}{best}")
+        return None
+
+
+def _grid(t: Table, columns: list[int], error_width: int | None = None) -> RichTable:
+    grid = RichTable(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+                     pad_edge=False)  # no vertical rules and one space between columns: narrow
+    for i in columns:
+        header = t.headers[i]
+        if header == "error":  # cut, never wrapped: one failed trial must not widen the table
+            grid.add_column(header, no_wrap=True, overflow="ellipsis", max_width=error_width)
+        else:
+            grid.add_column(header, no_wrap=True, justify="right" if i > 2 and header != "study" else "left")
+    for row in t.rows:
+        grid.add_row(*(row[i] for i in columns))
+    return grid
 
 
 def _rich_table(t: Table, console: Console) -> RichTable:
-    """The table as a grid, or one block of `header: value` lines per row when the terminal is too narrow."""
-    grid = RichTable(title=t.title, title_justify="left")
-    for i, header in enumerate(t.headers):
-        grid.add_column(header, no_wrap=header not in ("data set", "error"), justify="right" if i > 2 else "left")
-    for row in t.rows:
-        grid.add_row(*row)
-    if Measurement.get(console, console.options.update_width(10_000), grid).maximum <= console.width:
-        return grid
+    """The table as a grid that fits the terminal, the error text cut to the room left; one block of
+    `header: value` lines per row only when even that does not fit. Nothing in the grid is cut but errors."""
+    t = fold_constant_columns(t)
+    others = [i for i, header in enumerate(t.headers) if header != "error"]
+    width = Measurement.get(console, console.options.update_width(10_000), _grid(t, others)).maximum
+    if width <= console.width:
+        room = console.width - width - 3  # the error column's padding and border
+        return _grid(t, list(range(len(t.headers))), error_width=room) if room >= 10 else _grid(t, others)
     cards = RichTable(title=t.title, title_justify="left", show_header=False, box=None)
     cards.add_column(style="dim")
-    cards.add_column()
+    cards.add_column(overflow="fold")
     for row in t.rows:
         for header, cell in zip(t.headers, row):
             cards.add_row(header, cell)
@@ -118,7 +178,7 @@ def run(
     study_file: Annotated[Path, typer.Argument(help="A study file (TOML), e.g. studies/quickstart.toml.")],
     trials: Annotated[Optional[int], typer.Option(
         min=1, help="Run until this many trials have run, completed or failed (default: the study's budget).")] = None,
-    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
+    db: Db = None,
     device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
     seed: Annotated[Optional[int], typer.Option(help="Override the study's seed.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
@@ -127,17 +187,23 @@ def run(
         Path("runs/robust-tune.log"),
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
+    from pipeline.study import StudyInterrupted, run_study
+    from pipeline.study_config import load_study
+
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
-    from pipeline.study import StudyInterrupted, run_study
-
-    view = StudyView()
+    view = StudyView(study.fixed.get("epochs"))
     try:
-        with Live(view.render(), console=stderr, refresh_per_second=4, transient=True) as live:
+        if stderr.is_terminal:
+            with Live(view, console=stderr, refresh_per_second=4, transient=True):
+                summary = run_study(study, db, device, trials, log_file, view.on_event)
+            if view.rows:
+                stderr.print(view.trials_grid())  # the run's trials stay on screen
+        else:  # a log (nohup, CI): one plain line per study start and per trial end
             def on_event(event: Any) -> None:
-                view.on_event(event)
-                if not isinstance(event, BatchEnd):
-                    live.update(view.render())
+                line = view.on_event(event)
+                if line:
+                    stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
             summary = run_study(study, db, device, trials, log_file, on_event)
     except KeyboardInterrupt as stop:
@@ -164,7 +230,7 @@ def run(
 def report(
     studies: Annotated[Optional[list[str]], typer.Argument(help="Study names (default: all in the database).")]
     = None,
-    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
+    db: Db = None,
     format_: Annotated[str, typer.Option("--format", help=f"One of {', '.join(FORMATS)}.")] = "table",
     out: Annotated[Optional[Path], typer.Option(
         help="Write to this file instead of the terminal (never over a database).")] = None,
@@ -183,22 +249,35 @@ def report(
     _print_tables(tables, format_, out, force, sqlite_file(store.url))
 
 
-@app.command("studies")
-def list_studies(db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None) -> None:
-    """The studies in the database and how far each has come."""
-    store = Store(db, create=False)
-    table = RichTable(title=f"Studies in {store.url}", title_justify="left")
-    for column in ("study", "method", "data", "network", "completed", "failed", "running", "best", "objective"):
-        table.add_column(column)
-    from pipeline.report import best_trial, dataset_label
+studies_app = typer.Typer(help="The studies in the database; `studies delete NAME` removes one.")
+app.add_typer(studies_app, name="studies")
 
-    for study in store.all_studies():
-        trials = store.trials(study.id)
-        counts = {s: sum(t.status == s for t in trials) for s in ("completed", "failed", "running")}
-        best = best_trial(study, trials)
-        config = study.config
-        table.add_row(study.name, config["method"], dataset_label(config["data"]), config["backbone"],
-                      f"{counts['completed']}/{config['budget']['trials']}", str(counts["failed"]),
-                      str(counts["running"]),
-                      "-" if best is None else f"{100 * best.metrics[config['objective']]:.1f}%", config["objective"])
-    stdout.print(table)
+
+@studies_app.callback(invoke_without_command=True)
+def list_studies(ctx: typer.Context, db: Db = None) -> None:
+    """The studies in the database and how far each has come."""
+    if ctx.invoked_subcommand is None:
+        _print_tables([studies_table(Store(db, create=False))], "table", None)
+
+
+@studies_app.command("delete")
+def delete_study(
+    name: Annotated[str, typer.Argument(help="The study to delete.")],
+    db: Db = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    log_file: Annotated[Path, typer.Option(help="Where Ax's messages go.")] = Path("runs/robust-tune.log"),
+) -> None:
+    """Delete one study: its trials, curves and Ax's records of it. Other studies are not touched."""
+    from pipeline.forget import delete_study as forget
+
+    store = Store(db, create=False)
+    study = store.study(name)
+    if study is None:
+        known = ", ".join(s.name for s in store.all_studies()) or "none"
+        raise UserError(f"no study named {name!r} in {store.url}; known: {known}")
+    count = len(store.trials(study.id))
+    if not yes and not typer.confirm(f"Delete study {name} and its {count} trial(s) from {store.url}?"):
+        stderr.print("nothing was deleted")
+        raise typer.Exit(1)
+    forget(store, name, log_file)
+    stdout.print(f"deleted study {name} and its {count} trial(s)")

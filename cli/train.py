@@ -10,10 +10,9 @@ from rich.table import Table
 
 from cli.main import app
 from cli.render import params_line, result_table, stderr, training_progress
-from pipeline.config import DataConfig, TrainConfig, resolve_device
-from pipeline.data import load_dataset
-from pipeline.methods import SAMPLERS, SOURCES, UPDATES, parse_method
-from pipeline.models import BACKBONES, check_weights
+from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
+from pipeline.methods import SOURCES, parse_method
+from pipeline.methods.declarations import SAMPLER_PARAMS, UPDATE_PARAMS
 from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
 
 stdout = Console()
@@ -67,8 +66,12 @@ def train(
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device)
     parse_method(method).resolve(config.params)  # validate before loading anything
+    from pipeline.data import load_dataset
+
     with stderr.status(f"loading {dataset}"):
         data = load_dataset(config.data, resolve_device(device))
+    from pipeline.models import check_weights
+
     check_weights(backbone, weights, data.in_channels)  # a bad weights file is named before training starts
     from pipeline.trainer import train as run_training
 
@@ -85,8 +88,8 @@ def train(
 def methods() -> None:
     """List the training methods and the hyper-parameters each one takes."""
     sections = [("every method: the shared trainer", TRAINING_PARAMS)]
-    sections += [(f"{name}: {SOURCES[name]}", UPDATES[name].PARAMS) for name in ("erm", "ls", "gils")]
-    sections.append((f"hws: {SOURCES['hws']}", SAMPLERS["hws"].PARAMS))
+    sections += [(f"{name}: {SOURCES[name]}", UPDATE_PARAMS[name]) for name in ("erm", "ls", "gils")]
+    sections.append((f"hws: {SOURCES['hws']}", SAMPLER_PARAMS["hws"]))
     for title, params in sections:
         table = Table(title=title, title_justify="left")
         for column in ("parameter", "default", "valid", "study range"):

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import UserError
 
 
+if TYPE_CHECKING:
+    import torch
+
 NORMALIZATIONS = ("auto", "imagenet", "dataset")
+BACKBONES = ("small_cnn", "resnet18", "resnet34", "resnet50")  # built by pipeline.models
 # Where the imbalance applies. "train": the hardness paper's protocol, only training loses examples of
 # the rare class and validation and test keep the natural distribution (so a rare class can be seen
 # by the objective). "train+val": validation is skewed too, for data whose validation images come
@@ -93,8 +95,11 @@ class TrainConfig:
         return asdict(self)
 
 
-def resolve_device(name: str) -> torch.device:
-    """auto -> cuda when available, else cpu; asking for cuda without a GPU is a UserError."""
+def resolve_device(name: str) -> "torch.device":
+    """auto -> cuda when available, else cpu; asking for cuda without a GPU is a UserError.
+    torch is imported here, not at the top, so reading configurations never loads it."""
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():

@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torchvision
 
+from pipeline.config import BACKBONES
 from pipeline.errors import UserError
 
 
@@ -53,7 +54,7 @@ RESNETS: dict[str, tuple[Callable[..., torchvision.models.ResNet], torchvision.m
     "resnet34": (torchvision.models.resnet34, torchvision.models.ResNet34_Weights.IMAGENET1K_V1),
     "resnet50": (torchvision.models.resnet50, torchvision.models.ResNet50_Weights.IMAGENET1K_V1),
 }
-BACKBONES = ("small_cnn", *RESNETS)
+assert BACKBONES == ("small_cnn", *RESNETS), "pipeline.config.BACKBONES names every network built here"
 
 
 def imagenet_cache_path(backbone: str) -> Path:

@@ -33,6 +33,14 @@ class Table:
     records: list[dict[str, Any]] = field(default_factory=list)  # the same rows as data, for JSON
 
 
+# Columns that describe a study rather than a result: when every row has the same value, the
+# terminal table says it once in its title (`fold_constant_columns`).
+DESCRIPTIVE = ("data set", "network", "method", "selected on")
+OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
+                    "val_balanced_accuracy": "val balanced", "test_balanced_accuracy": "test balanced",
+                    "val_worst_class_accuracy": "val worst", "test_worst_class_accuracy": "test worst"}
+
+
 def dataset_label(data: dict[str, Any]) -> str:
     """A short name for a data set as configured, with its imbalance and where it applies, if any."""
     label = Path(data["manifest"]).name if data.get("manifest") else (
@@ -41,6 +49,19 @@ def dataset_label(data: dict[str, Any]) -> str:
         where = data.get("imbalance_in", "train+val")  # studies stored before the option were skewed in both
         label += f" (class {data['imbalance_class']} at {100 * data['imbalance_keep']:g}% in {where})"
     return label
+
+
+def fold_constant_columns(table: Table, foldable: tuple[str, ...] = DESCRIPTIVE) -> Table:
+    """The same table with each `foldable` column whose value every row shares moved into the title,
+    so a terminal grid stays narrow; the data (records) are unchanged."""
+    constant = [i for i, h in enumerate(table.headers)
+                if h in foldable and table.rows and len({row[i] for row in table.rows}) == 1]
+    if not constant:
+        return table
+    said = ", ".join(f"{table.headers[i]} {table.rows[0][i]}" for i in constant)
+    keep = [i for i in range(len(table.headers)) if i not in constant]
+    return Table(f"{table.title}: {said}", [table.headers[i] for i in keep],
+                 [[row[i] for i in keep] for row in table.rows], table.notes, table.records)
 
 
 def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
@@ -128,6 +149,28 @@ def trials_table(store: Store, name: str) -> Table:
                            "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",
                            (t.error or "").splitlines()[0][:80] if t.error else ""])
         table.records.append({k: v for k, v in asdict(t).items() if k != "id"})
+    return table
+
+
+def studies_table(store: Store) -> Table:
+    """Every study in the database: what it trains, how far it has come, its best objective so far."""
+    table = Table(f"Studies in {store.url}", ["study", "method", "data set", "network", "trials", "failed",
+                                              "best", "objective"], [])
+    for study in store.all_studies():
+        trials = store.trials(study.id)
+        config = study.config
+        best = best_trial(study, trials)
+        completed = sum(t.status == "completed" for t in trials)
+        running = sum(t.status == "running" for t in trials)
+        table.rows.append([study.name, config["method"], dataset_label(config["data"]), config["backbone"],
+                           f"{completed}/{config['budget']['trials']}" + (f" +{running} running" if running else ""),
+                           str(sum(t.status == "failed" for t in trials)),
+                           "-" if best is None else percent(best.metrics[config["objective"]]),
+                           OBJECTIVE_LABELS.get(config["objective"], config["objective"])])
+        table.records.append({"study": study.name, "method": config["method"], "completed": completed,
+                              "running": running, "budget": config["budget"]["trials"],
+                              "objective": config["objective"],
+                              "best": None if best is None else best.metrics[config["objective"]]})
     return table
 
 

@@ -238,6 +238,19 @@ class Store:
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])]) for r in rows]
 
+    def delete_study(self, name: str) -> bool:
+        """Remove one study's rows (its per-epoch curves, trials and record) in one transaction;
+        False when there is no such study. Other studies are not touched."""
+        with self.engine.begin() as connection:
+            study_id = connection.execute(sa.select(studies.c.id).where(studies.c.name == name)).scalar()
+            if study_id is None:
+                return False
+            its_trials = sa.select(trials.c.id).where(trials.c.study_id == study_id)
+            connection.execute(epochs.delete().where(epochs.c.trial_id.in_(its_trials)))
+            connection.execute(trials.delete().where(trials.c.study_id == study_id))
+            connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
+            connection.execute(studies.delete().where(studies.c.id == study_id))
+        return True
 
 def _alive(pid: int) -> bool:
     """Whether a process with this id exists on this host."""

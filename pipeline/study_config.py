@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.config import DataConfig, TrainConfig
+from pipeline.config import BACKBONES, DataConfig, TrainConfig
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.models import BACKBONES
 from pipeline.params import Choice, HParam, Range, Value
 
 OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")

@@ -13,7 +13,9 @@ from pipeline.config import TrainConfig, resolve_device
 from pipeline.data import Dataset, Split
 from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
-from pipeline.methods import SAMPLERS, UPDATES, parse_method
+from pipeline.methods import parse_method
+from pipeline.methods.samplers import SAMPLERS
+from pipeline.methods.updates import UPDATES
 from pipeline.metrics import SplitMetrics, evaluate, predict, split_metrics
 from pipeline.models import build_model, make_optimizer
 

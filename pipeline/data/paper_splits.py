@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from pipeline.data.manifest import Manifest, write_manifest
 from pipeline.errors import UserError
 
@@ -65,6 +63,8 @@ def mvtec_split(root: Path, category: str, seed: int) -> dict[str, Manifest]:
 
 def draw_split(split: str, pools: dict[str, Pool], table: Counts, seed: int, root: Path) -> Manifest:
     """Draw each class's train and test images from its pool, without overlap; a short pool is a UserError."""
+    import torch  # here, not at the top: `robust-tune data --help` should not load it
+
     generator = torch.Generator().manual_seed(seed)
     paths: list[str] = []
     labels: list[int] = []

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pipeline.errors import UserError
-from pipeline.methods.samplers import HardnessWeightedSampler, UniformSampler
-from pipeline.methods.updates import ErmUpdate, GilsUpdate, LabelSmoothingUpdate
+from pipeline.methods.declarations import SAMPLER_PARAMS, UPDATE_PARAMS
 from pipeline.params import TRAINING_PARAMS, HParam, Value, resolve
 
-UPDATES = {"erm": ErmUpdate, "ls": LabelSmoothingUpdate, "gils": GilsUpdate}
-SAMPLERS = {"uniform": UniformSampler, "hws": HardnessWeightedSampler}
+# The torch code (updates.UPDATES, samplers.SAMPLERS) is imported by the trainer only, so reading
+# the declarations here stays free of torch.
 
 # Where each method comes from, for --help and the README.
 SOURCES = {
@@ -38,7 +37,7 @@ class Method:
     @property
     def params(self) -> tuple[HParam, ...]:
         """Every hyper-parameter this method takes: the trainer's, the update's and the sampler's."""
-        return TRAINING_PARAMS + UPDATES[self.update].PARAMS + SAMPLERS[self.sampler].PARAMS
+        return TRAINING_PARAMS + UPDATE_PARAMS[self.update] + SAMPLER_PARAMS[self.sampler]
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Value]:
         """Validated parameter values with defaults filled in."""
@@ -49,10 +48,10 @@ def parse_method(name: str) -> Method:
     """`gils`, `hws`, `gils+hws`, ... -> Method; an unknown name is a UserError."""
     parts = name.strip().lower().split("+")
     known = ", ".join([*SOURCES, "ls+hws", "gils+hws"])
-    if len(parts) == 1 and parts[0] in UPDATES:
+    if len(parts) == 1 and parts[0] in UPDATE_PARAMS:
         return Method(parts[0], parts[0], "uniform")
     if len(parts) == 1 and parts[0] == "hws":
         return Method("hws", "erm", "hws")
-    if len(parts) == 2 and parts[0] in UPDATES and parts[1] == "hws":
+    if len(parts) == 2 and parts[0] in UPDATE_PARAMS and parts[1] == "hws":
         return Method(name.strip().lower(), parts[0], "hws")
     raise UserError(f"unknown method {name!r}; known: {known}")

@@ -11,7 +11,8 @@ from typing import Iterator
 
 import torch
 
-from pipeline.params import Choice, HParam, Range
+from pipeline.methods.declarations import SAMPLER_PARAMS
+from pipeline.params import HParam
 
 IMPORTANCE_WEIGHT_CLIP = (0.1, 10.0)  # w_min, w_max of the hardness paper (appendix 8.1)
 
@@ -44,12 +45,7 @@ class HardnessWeightedSampler:
     the drawn examples' stale losses are replaced by their fresh losses. beta -> 0 is ERM.
     """
 
-    PARAMS = (
-        HParam("beta", "float", 10.0, "(0, inf)", "robustness: batches are drawn from softmax(beta * stale losses)",
-               Range(0.1, 1000.0, log=True)),
-        HParam("importance_sampling", "bool", False, "", "weight losses by exp(beta * (loss - stale loss)), "
-               "clipped to [0.1, 10]", Choice((False, True))),
-    )
+    PARAMS = SAMPLER_PARAMS["hws"]
 
     def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
                  initial_loss: float = 0.0) -> None:
@@ -77,3 +73,6 @@ class HardnessWeightedSampler:
 def importance_weights(losses: torch.Tensor, stale_losses: torch.Tensor, beta: float) -> torch.Tensor:
     """w_i = exp(beta * (loss_i - L_i)) clipped to [0.1, 10] (Algorithm 1, lines 9-10)."""
     return torch.exp(beta * (losses - stale_losses)).clamp(*IMPORTANCE_WEIGHT_CLIP)
+
+
+SAMPLERS = {"uniform": UniformSampler, "hws": HardnessWeightedSampler}

@@ -13,13 +13,10 @@ import torch
 import torch.nn as nn
 
 from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets, weighted_mean
-from pipeline.params import HParam, Range
+from pipeline.methods.declarations import UPDATE_PARAMS
+from pipeline.params import HParam
 
 Weigh = Callable[[torch.Tensor], torch.Tensor | None]
-
-ALPHA = HParam("alpha", "float", 0.1, "[0, 1)", "label smoothing (eq. 3): true class 1 - alpha, others alpha / (k - 1)",
-               Range(0.0, 0.5))
-
 
 def descend(optimizer: torch.optim.Optimizer, losses: torch.Tensor, weights: torch.Tensor | None) -> None:
     """One optimiser step on the (weighted) mean of per-example losses."""
@@ -59,7 +56,7 @@ class ErmUpdate:
 class LabelSmoothingUpdate(ErmUpdate):
     """ERM on the eq. 3 smoothed targets."""
 
-    PARAMS = (ALPHA,)
+    PARAMS = UPDATE_PARAMS["ls"]
 
 
 class GilsUpdate(ErmUpdate):
@@ -73,15 +70,7 @@ class GilsUpdate(ErmUpdate):
     descent step moves the head; one backbone pass then serves both descent steps.
     """
 
-    PARAMS = (
-        ALPHA,
-        HParam("T", "int", 5, "[0, 100]", "gradient-ascent steps per perturbed example (the paper searches "
-               "1-15; each costs a forward and backward pass)", Range(1, 15)),
-        HParam("eta", "float", 2.0, "(0, inf)", "gradient-ascent step size", Range(1.5, 3.0)),
-        HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (paper: 1e-3)"),
-        HParam("perturb", "choice", "input", ("input", "feature"),
-               "ascend on the image (Algorithm 1 as written) or on the feature map z (nearly free)"),
-    )
+    PARAMS = UPDATE_PARAMS["gils"]
 
     def __init__(self, params: dict) -> None:
         super().__init__(params)
@@ -148,3 +137,6 @@ class GilsUpdate(ErmUpdate):
         losses = self.loss(model.head(features), labels)
         descend(optimizer, losses, weights)
         return losses.detach()
+
+
+UPDATES = {"erm": ErmUpdate, "ls": LabelSmoothingUpdate, "gils": GilsUpdate}
