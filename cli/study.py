@@ -180,7 +180,9 @@ def run(
         min=1, help="Run until this many trials have run, completed or failed (default: the study's budget).")] = None,
     db: Db = None,
     device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
-    seed: Annotated[Optional[int], typer.Option(help="Override the study's seed.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Override the study's training seed (every trial's).")] = None,
+    search_seed: Annotated[Optional[int], typer.Option(
+        help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
         "--set", help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
@@ -190,7 +192,8 @@ def run(
     from pipeline.study import StudyInterrupted, run_study
     from pipeline.study_config import load_study
 
-    overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
+    overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else []) + (
+        [f"search_seed={search_seed}"] if search_seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     view = StudyView(study.fixed.get("epochs"))
     try:

@@ -32,9 +32,13 @@ def train(
     seed: Annotated[int, typer.Option(help="Training seed (model initialisation and batch order).")] = 0,
     split_seed: Annotated[int, typer.Option(help="Seed of the train/validation/test split.")] = 0,
     imbalance_class: Annotated[Optional[str], typer.Option(
-        help="Keep only a fraction of this class in training and validation (test unchanged).")] = None,
+        help="Keep only a fraction of this class in training (and validation with --imbalance-in train+val); "
+             "the test split is unchanged.")] = None,
     imbalance_keep: Annotated[float, typer.Option(
         help="Fraction of --imbalance-class kept (at least one example).")] = 0.01,
+    imbalance_in: Annotated[str, typer.Option(
+        help="train (validation keeps the natural class shares, the hardness paper's protocol) or train+val.")]
+    = "train",
     val_fraction: Annotated[float, typer.Option(
         help="Share of the images held out for validation (with --manifest: of its training images).")] = 0.2,
     test_fraction: Annotated[float, typer.Option(
@@ -60,7 +64,8 @@ def train(
     """Train and evaluate one configuration; the same code path a study trial runs."""
     config = TrainConfig(
         data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
-                        imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, root=root, manifest=manifest,
+                        imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
+                        root=root, manifest=manifest,
                         image_size=image_size, cache_dir=cache_dir, augment_flip=flip,
                         augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,

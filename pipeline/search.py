@@ -62,6 +62,11 @@ def generation_strategy(initial_trials: int, seed: int) -> GenerationStrategy:
     ])
 
 
+def study_strategy(study: StudyConfig) -> GenerationStrategy:
+    """The study's strategy, seeded by its search seed (the training seed is the trials' own)."""
+    return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed)
+
+
 def use_database(url: str) -> StorageConfig:
     """Point Ax's process-wide SQL session at `url` and create its tables there."""
     factory = ax_db.SESSION_FACTORY
@@ -73,17 +78,17 @@ def use_database(url: str) -> StorageConfig:
 
 def new_client(study: StudyConfig, url: str) -> Client:
     """Create the study's Ax experiment in the database."""
-    client = Client(storage_config=use_database(url), random_seed=study.seed)
+    client = Client(storage_config=use_database(url), random_seed=study.search_seed)
     client.configure_experiment(parameters=parameter_configs(study), name=study.name)
     client.configure_optimization(objective=study.objective)
-    client.set_generation_strategy(generation_strategy(min(study.budget.initial, study.budget.trials), study.seed))
+    client.set_generation_strategy(study_strategy(study))
     return client
 
 
 def load_client(study: StudyConfig, url: str) -> Client:
     """Reload the study's Ax experiment and generation strategy from the database."""
     client = Client.load_from_database(experiment_name=study.name, storage_config=use_database(url))
-    client._random_seed = study.seed  # not restored by load_from_database
+    client._random_seed = study.search_seed  # not restored by load_from_database
     return client
 
 
@@ -97,7 +102,7 @@ def open_client(study: StudyConfig, url: str) -> Client:
     if client._experiment.optimization_config is None:
         client.configure_optimization(objective=study.objective)
     if client._maybe_generation_strategy is None:
-        client.set_generation_strategy(generation_strategy(min(study.budget.initial, study.budget.trials), study.seed))
+        client.set_generation_strategy(study_strategy(study))
     return client
 
 

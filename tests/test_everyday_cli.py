@@ -121,8 +121,12 @@ def test_version_flags_and_bare_groups_print_help_without_an_error_line():
         done = robust_tune(*args)
         assert done.returncode in (0, 2) and "Usage: robust-tune" in done.stdout + done.stderr
         assert "error" not in done.stderr
-    completion = robust_tune("--show-completion", "bash")
-    assert completion.returncode == 0 and "_ROBUST_TUNE_COMPLETE" in completion.stdout
+    # what `--install-completion` writes for bash (the shell is named, not detected from the parent process)
+    script = robust_tune(env={"_ROBUST_TUNE_COMPLETE": "source_bash"})
+    assert script.returncode == 0 and "complete_bash" in script.stdout
+    completed = robust_tune(env={"_ROBUST_TUNE_COMPLETE": "complete_bash", "COMP_WORDS": "robust-tune stu",
+                                 "COMP_CWORD": "1"})
+    assert completed.stdout.split() == ["studies"]
 
 
 def test_delete_removes_one_study_and_ax_records_and_the_name_runs_again_from_scratch(tmp_path):
