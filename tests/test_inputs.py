@@ -176,8 +176,30 @@ def test_a_bad_weights_file_is_named_before_a_study_takes_its_name(cli, tmp_path
     assert code == 2 and message in one_line(err)
 
 
+GILS_QUICKSTART = """
+name = "quickstart"
+[data]
+name = "digits"
+imbalance_class = "3"
+imbalance_keep = 0.05
+[method]
+name = "gils"
+[params]
+alpha = { low = 0.0, high = 0.5 }
+eta = { low = 1.5, high = 3.0 }
+T = { low = 1, high = 5 }
+epochs = { low = 4, high = 12 }
+gamma = 1e-3
+lr_step = 5
+[budget]
+trials = 8
+initial = 4
+"""
+
+
 def test_switching_the_quickstart_to_a_baseline_drops_what_the_baseline_does_not_take(cli, tmp_path):
-    quickstart = Path(__file__).parents[1] / "studies" / "quickstart.toml"
+    quickstart = tmp_path / "gils-quick.toml"  # a GI-LS study like the first quickstart
+    quickstart.write_text(GILS_QUICKSTART)
     notes: list[str] = []
     erm = load_study(quickstart, ["method.name=erm"], on_note=notes.append)
     assert notes == ["erm does not take alpha, eta, T, gamma; dropped"]
