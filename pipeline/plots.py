@@ -137,6 +137,7 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
     figure.suptitle(f"{s.study.name}: Gaussian process over {x} and {y}" + (f" (at the best trial's {fixed})"
                                                                             if fixed else ""), fontsize=10)
     label = s.objective.replace("_", " ")
+    anywhere = " (others at any value)" if fixed else ""  # trials need not lie on the slice drawn
     if ya.choice and not xa.choice:  # one curve per value of the choice
         for panel, grid, what in ((panels[0], mean, f"mean of {label} (%)"), (panels[1], se, "standard error (%)")):
             for row, value in enumerate(ya.values):
@@ -147,7 +148,7 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
             marker = "osD^v"[row % 5]
             at = [(px, obj) for px, py, obj in trials if py == value]
             panels[0].plot([p for p, _ in at], [o for _, o in at], marker, color="black", markerfacecolor=f"C{row}",
-                           linestyle="none", label=f"trials, {y}={value} (others at any value)")
+                           linestyle="none", label=f"trials, {y}={value}{anywhere}")
         panels[0].legend(fontsize=7)
     else:
         def position(axis, value):  # choices sit at their index
@@ -159,7 +160,7 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
                                     grid, shading="nearest", cmap=cmap)
             figure.colorbar(mesh, ax=panel, label=what)
             panel.scatter([position(xa, px) for px, _, _ in trials], [position(ya, py) for _, py, _ in trials],
-                          c="black", s=18, label="trials (others at any value)")
+                          c="black", s=18, label=f"trials{anywhere}")
             for axis, set_scale, set_ticks in ((xa, panel.set_xscale, panel.set_xticks),
                                                (ya, panel.set_yscale, panel.set_yticks)):
                 if axis.log:
