@@ -201,7 +201,8 @@ def map_pictures(s: StudyData) -> list[Picture]:
         kind = f"map-{x}-{y}"
         if s.model is None:
             completed = sum(t.status == "completed" for t in s.trials)
-            note = f"no model: {completed} completed trial(s), a Gaussian process needs 3 and Ax's records"
+            note = (f"no Gaussian process: {completed} completed trial(s); "
+                    "a model needs 3 and Ax's records of the study")
             pictures.append(Picture(s.study.name, kind, scatter_figure(s, x, y, note), {"note": note}))
         else:
             figure, data = map_figure(s, x, y)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -26,7 +27,7 @@ MIN_TRIALS = 3  # completed trials below which a GP over the searched parameters
 def read_only_url(url: str) -> str:
     """`url` itself, or for a SQLite file the same file opened read-only (any write raises)."""
     file = sqlite_file(url)
-    return url if file is None else f"sqlite:///file:{file.resolve()}?mode=ro&uri=true"
+    return url if file is None else f"sqlite:///file:{quote(str(file.resolve()))}?mode=ro&uri=true"
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,8 @@ class StudyModel:
 
 
 def load_study_model(name: str, url: str, objective: str) -> StudyModel | None:
-    """The GP of study `name` stored at `url`; None when Ax has no record of it or it has fewer than
-    MIN_TRIALS completed trials. Reading never changes the database."""
+    """The GP of study `name` stored at `url`; None when Ax has no record of it, it has fewer than
+    MIN_TRIALS completed trials or the GP cannot be fitted. Reading never changes the database."""
     from ax.exceptions.core import ObjectNotFoundError
 
     ax_db.init_engine_and_session_factory(url=read_only_url(url), force_init=True)
@@ -85,5 +86,8 @@ def load_study_model(name: str, url: str, objective: str) -> StudyModel | None:
     if len({int(i) for i in data.df["trial_index"]}) < MIN_TRIALS:
         return None
     gp_step = generation_strategy(1, 0)._nodes[-1].generator_specs[0]  # the study's own GP, unfitted
-    gp_step.fit(experiment=experiment, data=data)
+    try:
+        gp_step.fit(experiment=experiment, data=data)
+    except Exception:  # noqa: BLE001  (a model that cannot be fitted leaves the trials to speak alone)
+        return None
     return StudyModel(gp_step.fitted_adapter, dict(experiment.search_space.parameters), objective)

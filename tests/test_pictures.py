@@ -128,6 +128,19 @@ def test_a_study_name_unsafe_in_file_names_gets_a_safe_file_name_and_a_scatter_w
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ax.log", "odd.db", "pictures"]  # nothing outside
 
 
+def test_studies_of_one_data_set_also_share_one_trace_with_a_line_each(tmp_path):
+    from pipeline.plots import draw, load_studies
+
+    store = Store(str(tmp_path / "two.db"))
+    add_study(store, "r18", backbone="resnet18", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.7)),
+                                                       ({"alpha": 0.2, "T": 4, "eta": 2.1}, (0.85, 0.7))])
+    add_study(store, "r50", backbone="resnet50", runs=[({"alpha": 0.3, "T": 5, "eta": 1.9}, (0.75, 0.7))])
+    shared = [p for p in draw(load_studies(store, None, tmp_path / "ax.log")) if p.file_name == "digits-trace.png"]
+    (trace,) = shared
+    lines = {line.get_gid(): list(line.get_ydata()) for line in trace.figure.axes[0].lines if line.get_gid()}
+    assert lines == {"objective:r18": [80.0, 85.0], "objective:r50": [75.0]}
+
+
 def test_plots_from_a_missing_database_is_one_line_and_creates_nothing(cli, tmp_path):
     code, _, err = cli("report", "--db", str(tmp_path / "none.db"), "--plots", str(tmp_path / "pictures"))
     assert code == 2 and "no database" in one_line(err)
