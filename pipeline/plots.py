@@ -291,8 +291,8 @@ def draw(studies: list[StudyData]) -> list[Picture]:
 
 def write_pictures(pictures: list[Picture], folder: Path, force: bool = False,
                    database: Path | None = None) -> list[Path]:
-    """Write each picture as `folder/<file name>`, made if missing; an existing file is replaced only
-    with `force`, and then nothing is written unless every file can be."""
+    """Write each picture as `folder/<file name>` (the folder made if missing), each atomically; an
+    existing file is replaced only with `force`, checked for every file before any is written."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"--plots {folder} is a file; name a folder")
     targets = [folder / p.file_name for p in pictures]
