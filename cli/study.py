@@ -17,8 +17,8 @@ from rich.text import Text
 from cli.main import app
 from cli.render import stderr
 from pipeline.errors import UserError
-from pipeline.report import FORMATS, Table, best_table, fold_constant_columns, render_text, studies_table, \
-    trials_table
+from pipeline.report import FORMATS, Table, best_table, fold_constant_columns, output_format, render_text, \
+    studies_table, trials_table
 from pipeline.output_file import write_output
 from pipeline.store import DEFAULT_DB, Store, sqlite_file
 
@@ -158,15 +158,16 @@ def _rich_table(t: Table, console: Console) -> RichTable:
 
 
 def _print_tables(tables: list[Table], fmt: str, out: Path | None, force: bool = False,
-                  database: Path | None = None) -> None:
-    """Tables to the terminal, or to `out` (never over `database`, over an existing file only with `force`)."""
+                  database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None) -> None:
+    """Tables to the terminal, or to `out` (never over `database`, over an existing file only with `force`);
+    HTML also embeds `images`, (caption, PNG) pairs per study."""
     if fmt == "table" and out is None:
         for t in tables:
             stdout.print(_rich_table(t, stdout))
             for note in t.notes:
                 stdout.print(note, style="dim")
         return
-    text = render_text(tables, "markdown" if fmt == "table" else fmt)
+    text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
     if out is None:
         print(text, end="")
     else:
@@ -234,22 +235,40 @@ def report(
     studies: Annotated[Optional[list[str]], typer.Argument(help="Study names (default: all in the database).")]
     = None,
     db: Db = None,
-    format_: Annotated[str, typer.Option("--format", help=f"One of {', '.join(FORMATS)}.")] = "table",
+    format_: Annotated[Optional[str], typer.Option("--format", help=(
+        f"One of {', '.join(FORMATS)} (default: what --out's extension names, else table); "
+        "html is one self-contained page with every study's trials and pictures."))] = None,
     out: Annotated[Optional[Path], typer.Option(
         help="Write to this file instead of the terminal (never over a database).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Let --out replace an existing file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Let --out and --plots replace existing files.")] = False,
     list_trials: Annotated[bool, typer.Option("--trials", help="Also list every trial of each study.")] = False,
+    plots: Annotated[Optional[Path], typer.Option(help=(
+        "Also write each study's pictures as PNG files into this folder: trace, parameter maps, "
+        "curves, per class."))] = None,
+    log_file: Annotated[Path, typer.Option(help="Where Ax's messages go while pictures are drawn.")] =
+        Path("runs/robust-tune.log"),
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
-    if format_ not in FORMATS:
-        raise UserError(f"unknown format {format_!r}; known: {', '.join(FORMATS)}")
+    fmt = output_format(format_, out)
     store = Store(db, create=False)
     if not store.all_studies():
         raise UserError(f"no studies in {store.url} yet; run one with `robust-tune run STUDY.toml`")
     tables = [best_table(store, studies)]
-    if list_trials:
+    if list_trials or fmt == "html":
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
-    _print_tables(tables, format_, out, force, sqlite_file(store.url))
+    images = None
+    if plots is not None or fmt == "html":
+        from pipeline.plots import draw, load_studies, write_pictures  # matplotlib and Ax only when drawing
+
+        started = time.perf_counter()
+        pictures = draw(load_studies(store, studies, log_file))
+        if plots is not None:
+            written = write_pictures(pictures, plots, force, sqlite_file(store.url))
+            stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
+        images = {}
+        for picture in pictures:
+            images.setdefault(picture.study, []).append((picture.file_name, picture.png))
+    _print_tables(tables, fmt, out, force, sqlite_file(store.url), images)
 
 
 studies_app = typer.Typer(help="The studies in the database; `studies delete NAME` removes one.")

@@ -16,35 +16,37 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 SQLITE_SIDE_FILES = ("", "-journal", "-wal", "-shm")  # a SQLite database and the files it keeps beside it
 
 
-def write_output(path: Path, text: str, force: bool = False, database: Path | None = None) -> Path:
-    """Write `text` to `path` atomically; refuses `database` (and its side files) and any SQLite file
-    always, an existing file unless `force`, and a folder that does not exist. Returns the path."""
+def write_output(path: Path, content: str | bytes, force: bool = False, database: Path | None = None,
+                 option: str = "--out") -> Path:
+    """Write `content` (text as UTF-8, or bytes) to `path` atomically; refuses `database` (and its side
+    files) and any SQLite file always, an existing file unless `force`, and a folder that does not
+    exist. Errors name `option`, the command-line option that gave the path. Returns the path."""
     target = path.resolve()
     if database is not None and target in {Path(f"{database.resolve()}{suffix}") for suffix in SQLITE_SIDE_FILES}:
-        raise UserError(f"--out {path} is the database itself; write the report to another file")
+        raise UserError(f"{option} {path} is the database itself; write the report to another file")
     if target.is_dir():
-        raise UserError(f"--out {path} is a folder; name a file in it")
+        raise UserError(f"{option} {path} is a folder; name a file in it")
     if not target.parent.is_dir():
-        raise UserError(f"--out {path}: folder {path.parent} does not exist")
+        raise UserError(f"{option} {path}: folder {path.parent} does not exist")
     if target.exists() and _is_sqlite(target):
-        raise UserError(f"--out {path} is a SQLite database; a report never replaces one")
+        raise UserError(f"{option} {path} is a SQLite database; a report never replaces one")
     if target.exists() and not force:
-        raise UserError(f"--out {path} already exists; pass --force to replace it")
+        raise UserError(f"{option} {path} already exists; pass --force to replace it")
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         # O_EXCL: never write through a file or link that is already there; mode 0o666 lets the umask decide.
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as error:
-        raise UserError(f"cannot write --out {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write {option} {path}: {error.strerror or error}") from None
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(content.encode("utf-8") if isinstance(content, str) else content)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, target)
     except OSError as error:
         temporary.unlink(missing_ok=True)
-        raise UserError(f"cannot write --out {path}: {error.strerror or error}") from None
+        raise UserError(f"cannot write {option} {path}: {error.strerror or error}") from None
     return path
 
 

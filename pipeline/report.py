@@ -1,7 +1,7 @@
 """Paper-style tables from the store: the best combination per (data set, network, method).
 
 Reads only the tool's own tables (not Ax). Builds plain tables (headers + rows of text) that
-the CLI renders with Rich or writes as Markdown, CSV, LaTeX or JSON.
+the CLI renders with Rich or writes as Markdown, CSV, LaTeX, JSON or one HTML page.
 """
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ from pipeline.store import Store, StudyRecord, TrialRecord
 PARAM_ORDER = ("alpha", "T", "eta", "epochs", "beta", "importance_sampling")
 PARAM_HEADERS = {"alpha": "alpha", "T": "T", "eta": "eta", "epochs": "epoch", "beta": "beta",
                  "importance_sampling": "IS"}
-FORMATS = ("table", "markdown", "csv", "latex", "json")
+FORMATS = ("table", "markdown", "csv", "latex", "json", "html")
+# File extensions that name a format: `--out` with one of them must agree with `--format`.
+EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".tex": "latex", ".json": "json",
+              ".html": "html", ".htm": "html"}
 
 
 @dataclass
@@ -174,8 +177,33 @@ def studies_table(store: Store) -> Table:
     return table
 
 
-def render_text(tables: list[Table], fmt: str) -> str:
-    """Markdown, CSV, LaTeX or JSON text for `tables` (the Rich table is drawn by the CLI)."""
+def output_format(fmt: str | None, out: Path | None) -> str:
+    """The format to write: `fmt`, else the one `out`'s extension names, else the terminal table.
+    A `fmt` that differs from what the extension names is a UserError (the table goes to files as
+    Markdown, so .md suits it)."""
+    named = EXTENSIONS.get(out.suffix.lower()) if out is not None else None
+    if fmt is None:
+        return named or "table"
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if named is not None and named != fmt and not (fmt == "table" and named == "markdown"):
+        raise UserError(f"--out {out} names a {named} file but --format is {fmt}; "
+                        f"pass --format {named} or give the file a .{fmt_extension(fmt)} name")
+    return fmt
+
+
+def fmt_extension(fmt: str) -> str:
+    """The usual file extension of a format, without the dot."""
+    return {"table": "md", "markdown": "md", "latex": "tex"}.get(fmt, fmt)
+
+
+def render_text(tables: list[Table], fmt: str, images: dict[str, list[tuple[str, bytes]]] | None = None) -> str:
+    """Markdown, CSV, LaTeX, JSON or HTML text for `tables` (the Rich table is drawn by the CLI);
+    only HTML shows `images`, the (caption, PNG) pairs under each study's name."""
+    if fmt == "html":
+        from pipeline.html_report import html_page
+
+        return html_page(tables, images)
     if fmt == "json":
         return json.dumps([{"title": t.title, "rows": t.records, "notes": t.notes} for t in tables], indent=2)
     parts = []

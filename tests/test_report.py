@@ -84,7 +84,7 @@ def test_report_through_the_cli(store, cli, tmp_path):
     out_file = tmp_path / "table.md"
     code, _, err = cli("report", "--db", str(tmp_path / "report.db"), "--format", "markdown", "--out", str(out_file))
     assert code == 0 and "| digits | resnet18 | gils |" in out_file.read_text()
-    assert cli("report", "--db", str(tmp_path / "report.db"), "--format", "html")[0] == 2
+    assert cli("report", "--db", str(tmp_path / "report.db"), "--format", "pdf")[0] == 2  # html is a format now
     code, _, err = cli("report", "nope", "--db", str(tmp_path / "report.db"))
     assert code == 2 and "no study named 'nope'" in err
 

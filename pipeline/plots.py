@@ -1,0 +1,303 @@
+"""Pictures of stored studies: the optimisation trace, parameter maps, learning curves, per-class accuracy.
+
+The GI-LS paper's Figures 3-7 for any study. Each kind of picture is one function in PICTURES, from
+a study's stored records to Pictures (a matplotlib Figure plus the data it plots, so tests can read
+what is drawn); a new kind is one more function there. Figures are drawn off screen (Agg, no
+pyplot state) and only by the commands that draw: importing this module imports matplotlib.
+"""
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from matplotlib.figure import Figure
+
+from pipeline.errors import UserError
+from pipeline.output_file import write_output
+from pipeline.report import _select, best_trial, dataset_label
+from pipeline.store import Store, StudyRecord, TrialRecord
+
+
+@dataclass
+class Picture:
+    """One figure of one study (or of several studies of one data set) and the data it plots."""
+
+    study: str
+    kind: str  # trace, map-<param>-<param>, curves, per-class
+    figure: Figure
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def file_name(self) -> str:
+        return f"{safe_file_stem(self.study)}-{self.kind}.png"
+
+    @functools.cached_property
+    def png(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=80, metadata={"Software": None})
+        return buffer.getvalue()
+
+
+@dataclass
+class StudyData:
+    """What a picture may draw from: the study, its trials in order, its best trial and its GP."""
+
+    study: StudyRecord
+    trials: list[TrialRecord]
+    model: Any = None  # surrogate.StudyModel, or None with too few trials or no Ax record
+
+    @property
+    def objective(self) -> str:
+        return self.study.config["objective"]
+
+    @property
+    def best(self) -> TrialRecord | None:
+        return best_trial(self.study, self.trials)
+
+
+def safe_file_stem(name: str) -> str:
+    """`name` with every run of characters other than letters, digits, '_', '-' and '.' made one '_',
+    and none at either end (no hidden file, no option look-alike)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._-") or "study"
+
+
+def _percent_label(objective: str) -> str:
+    return f"{objective.replace('_', ' ')} (%)"
+
+
+def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str, Any]]:
+    """The objective of every trial in order, one line per study, failed trials as red crosses at the
+    bottom, the best so far as a step line; the Sobol trials shaded when the studies share their number."""
+    figure = Figure(figsize=(7, 4), layout="constrained")
+    axes = figure.add_subplot()
+    data: dict[str, Any] = {}
+    for i, s in enumerate(studies):
+        color = f"C{i}"
+        label = s.study.name if len(studies) == 1 else f"{s.study.config['backbone']} ({s.study.name})"
+        done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
+                if t.status == "completed" and t.metrics and s.objective in t.metrics]
+        failed = [t.trial_index for t in s.trials if t.status == "failed"]
+        best_so_far = list(itertools.accumulate((v for _, v in done), max))
+        axes.plot([i for i, _ in done], [v for _, v in done], "o", color=color, label=f"{label}: trial",
+                  gid=f"objective:{s.study.name}")
+        axes.step([i for i, _ in done], best_so_far, where="post", color=color, label=f"{label}: best so far")
+        if failed:
+            axes.plot(failed, [0.03] * len(failed), "x", color="red", markersize=8,
+                      transform=axes.get_xaxis_transform(), label=f"{label}: failed")
+        data[s.study.name] = {"trial_index": [i for i, _ in done], "objective": [v for _, v in done],
+                              "failed": failed, "best_so_far": best_so_far}
+    initial = {s.study.config["budget"].get("initial") for s in studies}
+    if len(initial) == 1 and None not in initial:
+        sobol = initial.pop()
+        axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {sobol} trials)")
+        axes.text(sobol - 0.4, 0.5, "Gaussian process →", transform=axes.get_xaxis_transform(),
+                  va="center", fontsize=8, color="grey")
+    axes.set(title=title, xlabel="trial (Ax's index, in the order run)",
+             ylabel=_percent_label(studies[0].objective))
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.legend(fontsize=7, loc="lower right")
+    return figure, data
+
+
+def trace_pictures(s: StudyData) -> list[Picture]:
+    figure, data = trace_figure([s], f"{s.study.name}: objective of every trial")
+    return [Picture(s.study.name, "trace", figure, data[s.study.name])]
+
+
+def _trial_points(s: StudyData, x: str, y: str | None = None) -> list[tuple[Any, Any, float]]:
+    """(x value, y value or objective %, objective %) of each completed trial."""
+    return [(t.parameters[x], t.parameters[y] if y else 100 * t.metrics[s.objective], 100 * t.metrics[s.objective])
+            for t in s.trials if t.status == "completed" and t.metrics and s.objective in t.metrics]
+
+
+def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
+    """The GP's mean and standard error over parameters x and y, the others at the best trial's values,
+    with the trials as black points. A choice parameter is drawn as one curve per value; two choices
+    as a grid of cells."""
+    best = dict(s.best.parameters)
+    model = s.model
+    xa, ya = model.axis(x, include=best[x]), model.axis(y, include=best[y])
+    if xa.choice and not ya.choice:  # the continuous one across
+        xa, ya, x, y = ya, xa, y, x
+    points = [{**best, x: vx, y: vy} for vy in ya.values for vx in xa.values]
+    mean, se = model.predict(points)
+    width = len(xa.values)
+    mean = [[100 * m for m in mean[r * width:(r + 1) * width]] for r in range(len(ya.values))]
+    se = [[100 * e for e in se[r * width:(r + 1) * width]] for r in range(len(ya.values))]
+    figure = Figure(figsize=(10, 4), layout="constrained")
+    panels = figure.subplots(1, 2)
+    trials = _trial_points(s, x, y)
+    fixed = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items()
+                      if k not in (x, y))
+    figure.suptitle(f"{s.study.name}: Gaussian process over {x} and {y}" + (f" (at the best trial's {fixed})"
+                                                                            if fixed else ""), fontsize=10)
+    label = s.objective.replace("_", " ")
+    anywhere = " (others at any value)" if fixed else ""  # trials need not lie on the slice drawn
+    if ya.choice and not xa.choice:  # one curve per value of the choice
+        for panel, grid, what in ((panels[0], mean, f"mean of {label} (%)"), (panels[1], se, "standard error (%)")):
+            for row, value in enumerate(ya.values):
+                panel.plot(xa.values, grid[row], color=f"C{row}", label=f"{y}={value}")
+            panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=what, title=what)
+            panel.set_xscale("log" if xa.log else "linear")
+        for row, value in enumerate(ya.values):
+            marker = "osD^v"[row % 5]
+            at = [(px, obj) for px, py, obj in trials if py == value]
+            panels[0].plot([p for p, _ in at], [o for _, o in at], marker, color="black", markerfacecolor=f"C{row}",
+                           linestyle="none", label=f"trials, {y}={value}{anywhere}")
+        panels[0].legend(fontsize=7)
+    else:
+        def position(axis, value):  # choices sit at their index
+            return axis.values.index(value) if axis.choice else value
+
+        for panel, grid, what, cmap in ((panels[0], mean, f"mean of {label} (%)", "viridis"),
+                                        (panels[1], se, "standard error (%)", "magma")):
+            mesh = panel.pcolormesh([position(xa, v) for v in xa.values], [position(ya, v) for v in ya.values],
+                                    grid, shading="nearest", cmap=cmap)
+            figure.colorbar(mesh, ax=panel, label=what)
+            panel.scatter([position(xa, px) for px, _, _ in trials], [position(ya, py) for _, py, _ in trials],
+                          c="black", s=18, label=f"trials{anywhere}")
+            for axis, set_scale, set_ticks in ((xa, panel.set_xscale, panel.set_xticks),
+                                               (ya, panel.set_yscale, panel.set_yticks)):
+                if axis.log:
+                    set_scale("log")
+                if axis.choice:
+                    set_ticks(range(len(axis.values)), [str(v) for v in axis.values])
+            panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=y + (" (log scale)" if ya.log else ""),
+                      title=what)
+    data = {"x": x, "y": y, "x_values": xa.values, "y_values": ya.values, "mean": mean, "se": se, "best": best}
+    return figure, data
+
+
+def scatter_figure(s: StudyData, x: str, y: str, note: str) -> Figure:
+    """Trials over x and y coloured by their objective, for a study without a model."""
+    figure = Figure(figsize=(5, 4), layout="constrained")
+    axes = figure.add_subplot()
+    trials = _trial_points(s, x, y)
+    codes = {v: i for i, v in enumerate(sorted({str(p[k]) for p in trials for k in (0, 1)}))}
+
+    def coordinate(value):
+        return codes[str(value)] if isinstance(value, (bool, str)) else value
+
+    dots = axes.scatter([coordinate(p[0]) for p in trials], [coordinate(p[1]) for p in trials],
+                        c=[p[2] for p in trials], cmap="viridis", edgecolors="black")
+    figure.colorbar(dots, ax=axes, label=_percent_label(s.objective))
+    axes.set(xlabel=x, ylabel=y, title=f"{s.study.name}: trials over {x} and {y}\n{note}")
+    axes.title.set_fontsize(9)
+    return figure
+
+
+def map_pictures(s: StudyData) -> list[Picture]:
+    """Two panels (GP mean, standard error) per pair of searched parameters, or the trials alone and a note."""
+    searched = list(s.study.config["search"])
+    if s.best is None:
+        return []
+    pictures = []
+    for x, y in itertools.combinations(searched, 2):
+        kind = f"map-{x}-{y}"
+        if s.model is None:
+            completed = sum(t.status == "completed" for t in s.trials)
+            note = (f"no Gaussian process: {completed} completed trial(s); "
+                    "a model needs 3 and Ax's records of the study")
+            pictures.append(Picture(s.study.name, kind, scatter_figure(s, x, y, note), {"note": note}))
+        else:
+            figure, data = map_figure(s, x, y)
+            pictures.append(Picture(s.study.name, kind, figure, data))
+    return pictures
+
+
+def curves_pictures(s: StudyData) -> list[Picture]:
+    """The best trial's training loss and validation accuracy per epoch."""
+    best = s.best
+    if best is None or not best.epoch_train_loss:
+        return []
+    figure = Figure(figsize=(9, 3.5), layout="constrained")
+    loss, accuracy = figure.subplots(1, 2)
+    epochs = list(range(1, len(best.epoch_train_loss) + 1))
+    loss.plot(epochs, best.epoch_train_loss, "o-")
+    loss.set(xlabel="epoch", ylabel="training loss (cross-entropy, nats)", title="training loss")
+    accuracy.plot(epochs, [100 * a for a in best.epoch_val_accuracy], "o-", color="C2")
+    accuracy.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation accuracy")
+    for axes in (loss, accuracy):
+        axes.xaxis.get_major_locator().set_params(integer=True)
+    figure.suptitle(f"{s.study.name}: best trial {best.trial_index}", fontsize=10)
+    return [Picture(s.study.name, "curves", figure,
+                    {"train_loss": best.epoch_train_loss, "val_accuracy": best.epoch_val_accuracy})]
+
+
+def per_class_pictures(s: StudyData) -> list[Picture]:
+    """The best trial's test accuracy per class; the worst class in red, the rare class named."""
+    best = s.best
+    if best is None or not best.per_class or not best.per_class.get("test"):
+        return []
+    classes = list(best.per_class["test"])
+    values = [100 * best.per_class["test"][c] for c in classes]
+    rare = s.study.config["data"].get("imbalance_class")
+    worst = min(values)
+    figure = Figure(figsize=(max(5, 0.45 * len(classes) + 2), 3.5), layout="constrained")
+    axes = figure.add_subplot()
+    bars = axes.bar(classes, values, color=["C3" if v == worst else "C0" for v in values])
+    if rare is not None and str(rare) in classes:
+        bars[classes.index(str(rare))].set_hatch("//")
+        axes.annotate("rare in training", (classes.index(str(rare)), values[classes.index(str(rare))]),
+                      textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
+    axes.axhline(sum(values) / len(values), color="grey", linestyle="--", label="mean over classes")
+    axes.set(ylim=(0, 105), xlabel="class", ylabel="test accuracy (%)",
+             title=f"{s.study.name}: test accuracy per class, best trial {best.trial_index} (worst in red)")
+    axes.title.set_fontsize(9)
+    axes.legend(fontsize=7, loc="lower right")
+    return [Picture(s.study.name, "per-class", figure, {"classes": classes, "test_accuracy": values})]
+
+
+# Every kind of picture drawn for each study, in the order files are written and shown.
+PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, map_pictures, curves_pictures,
+                                                         per_class_pictures]
+
+
+def load_studies(store: Store, names: list[str] | None, log_file: str | Path) -> list[StudyData]:
+    """Each named study (all by default) with its trials and its GP fitted read-only from Ax's records."""
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries(log_file)
+    from pipeline.surrogate import MIN_TRIALS, load_study_model
+
+    loaded = []
+    for study in _select(store, names):
+        trials = store.trials(study.id)
+        searched = len(study.config["search"]) >= 2
+        completed = sum(t.status == "completed" for t in trials)
+        model = (load_study_model(study.name, store.url, study.config["objective"])
+                 if searched and completed >= MIN_TRIALS else None)
+        loaded.append(StudyData(study, trials, model))
+    return loaded
+
+
+def draw(studies: list[StudyData]) -> list[Picture]:
+    """Every picture of every study, and one trace per data set shared by several studies."""
+    pictures = [p for s in studies for kind in PICTURES for p in kind(s)]
+    by_dataset: dict[str, list[StudyData]] = {}
+    for s in studies:
+        by_dataset.setdefault(dataset_label(s.study.config["data"]), []).append(s)
+    for dataset, group in by_dataset.items():
+        if len(group) > 1:
+            figure, data = trace_figure(group, f"{dataset}: objective of every trial, one line per study")
+            pictures.append(Picture(dataset, "trace", figure, data))
+    return pictures
+
+
+def write_pictures(pictures: list[Picture], folder: Path, force: bool = False,
+                   database: Path | None = None) -> list[Path]:
+    """Write each picture as `folder/<file name>` (the folder made if missing), each atomically; an
+    existing file is replaced only with `force`, checked for every file before any is written."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--plots {folder} is a file; name a folder")
+    targets = [folder / p.file_name for p in pictures]
+    taken = [t for t in targets if t.exists()]
+    if taken and not force:
+        raise UserError(f"--plots: {taken[0]} already exists; pass --force to replace it")
+    folder.mkdir(parents=True, exist_ok=True)
+    return [write_output(target, p.png, force, database, option="--plots") for target, p in zip(targets, pictures)]

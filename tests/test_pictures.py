@@ -1,0 +1,156 @@
+"""Pictures and the HTML report from a real 6-trial digits study: real Ax, real PyTorch, real SQLite."""
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from pipeline.store import Store
+from pipeline.study import run_study
+from pipeline.study_config import load_study
+from test_inputs import one_line
+from test_report import add_study
+from test_study import study_file
+
+# Three searched parameters: a log range, a linear range and a choice, so every kind of map is drawn.
+HWS = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
+       'lr_head = { low = 0.01, high = 0.1 }\nimportance_sampling = { values = [false, true] }')
+NAME = "six"
+EXPECTED = {f"{NAME}-{kind}.png" for kind in ("trace", "map-lr_head-beta", "map-beta-importance_sampling",
+                                              "map-lr_head-importance_sampling", "curves", "per-class")}
+
+
+@pytest.fixture(scope="module")
+def study_db(tmp_path_factory) -> Path:
+    """A real 6-trial hws study on the digits (3 Sobol trials, then the GP), 1 epoch per trial."""
+    folder = tmp_path_factory.mktemp("pictures")
+    path = study_file(folder, name=NAME, method="hws", params=HWS, trials=6)
+    path.write_text(path.read_text().replace("initial = 2", "initial = 3"))
+    db = folder / "six.db"
+    run_study(load_study(path), str(db), "cpu", log_file=folder / "ax.log")
+    return db
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def pictures(study_db):
+    from pipeline.plots import draw, load_studies
+
+    return {p.file_name: p for p in draw(load_studies(Store(str(study_db), create=False), None,
+                                                      study_db.parent / "ax.log"))}
+
+
+def test_report_plots_writes_every_picture_as_a_png_and_changes_nothing_stored(study_db, cli, tmp_path):
+    before = digest(study_db)
+    code, out, err = cli("report", "--db", str(study_db), "--plots", str(tmp_path / "pictures"),
+                         "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert "wrote 6 pictures" in err and "INFO" not in err and "Warning" not in err  # Ax kept to its log
+    assert {p.name for p in (tmp_path / "pictures").iterdir()} == EXPECTED
+    for png in (tmp_path / "pictures").iterdir():
+        with Image.open(png) as image:
+            assert image.format == "PNG" and image.width > 100
+            image.verify()
+    assert digest(study_db) == before  # reading Ax's records and fitting its model wrote nothing
+
+    code, _, err = cli("report", "--db", str(study_db), "--plots", str(tmp_path / "pictures"))
+    assert code == 2 and "already exists; pass --force" in one_line(err)
+    code, _, err = cli("report", "--db", str(study_db), "--plots", str(tmp_path / "pictures"), "--force",
+                       "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == sorted(EXPECTED)  # no temporary left
+    assert digest(study_db) == before
+
+
+def test_the_trace_plots_the_stored_objectives_in_trial_order(study_db, pictures):
+    study = Store(str(study_db), create=False).study(NAME)
+    trials = Store(str(study_db), create=False).trials(study.id)
+    completed = [t for t in trials if t.status == "completed"]
+    trace = pictures[f"{NAME}-trace.png"]
+    (line,) = [line for line in trace.figure.axes[0].lines if line.get_gid() == f"objective:{NAME}"]
+    assert list(line.get_xdata()) == [t.trial_index for t in completed]
+    assert list(line.get_ydata()) == [100 * t.metrics["val_accuracy"] for t in completed]
+    assert trace.data["failed"] == [t.trial_index for t in trials if t.status == "failed"]
+    assert trace.data["best_so_far"][-1] == max(line.get_ydata())
+
+
+def test_a_map_passes_through_the_models_prediction_at_the_best_trial(study_db, pictures, tmp_path):
+    from pipeline.report import best_trial
+    from pipeline.surrogate import load_study_model
+
+    store = Store(str(study_db), create=False)
+    best = best_trial(store.study(NAME), store.trials(store.study(NAME).id))
+    (mean,), (se,) = load_study_model(NAME, store.url, "val_accuracy").predict([best.parameters])
+    for name in EXPECTED - {f"{NAME}-{k}.png" for k in ("trace", "curves", "per-class")}:
+        data = pictures[name].data
+        at = data["mean"][data["y_values"].index(best.parameters[data["y"]])][
+            data["x_values"].index(best.parameters[data["x"]])]
+        assert at == pytest.approx(100 * mean, abs=0.5), name
+        assert min(min(row) for row in data["se"]) >= 0
+    # the GP was fitted on the stored results: near the best trial's own objective, not far off
+    assert abs(mean - best.metrics["val_accuracy"]) < 0.25
+
+
+def test_the_html_report_holds_every_table_and_one_embedded_image_per_picture(study_db, cli, tmp_path):
+    page = tmp_path / "report.html"
+    code, _, err = cli("report", "--db", str(study_db), "--out", str(page), "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err  # the format comes from the extension
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<table>") == 2
+    assert "Best combination of hyper-parameters" in text and f"Trials of {NAME}" in text
+    assert text.count("data:image/png;base64,") == len(EXPECTED)
+    assert "http" not in text and "src=\"" not in text.replace('src="data:image/png', "")
+
+
+def test_out_whose_extension_names_another_format_is_refused(study_db, cli, tmp_path):
+    code, out, err = cli("report", "--db", str(study_db), "--out", str(tmp_path / "x.csv"), "--format", "markdown")
+    assert code == 2 and "names a csv file but --format is markdown" in one_line(err) and out == ""
+    assert list(tmp_path.iterdir()) == []
+    code, _, err = cli("report", "--db", str(study_db), "--out", str(tmp_path / "x.md"))
+    assert code == 0 and (tmp_path / "x.md").read_text().startswith("**Best combination")
+
+
+def test_a_study_name_unsafe_in_file_names_gets_a_safe_file_name_and_a_scatter_without_a_model(cli, tmp_path):
+    db = tmp_path / "odd.db"
+    add_study(Store(str(db)), "../odd name:1", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75)),
+                                                      ({"alpha": 0.3, "T": 5, "eta": 1.7}, None)])
+    folder = tmp_path / "pictures"
+    code, _, err = cli("report", "--db", str(db), "--plots", str(folder), "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    names = {p.name for p in folder.iterdir()}
+    assert names == {f"odd_name_1-{kind}.png" for kind in ("trace", "map-alpha-T", "map-alpha-eta", "map-T-eta",
+                                                            "curves", "per-class")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ax.log", "odd.db", "pictures"]  # nothing outside
+
+
+def test_studies_of_one_data_set_also_share_one_trace_with_a_line_each(tmp_path):
+    from pipeline.plots import draw, load_studies
+
+    store = Store(str(tmp_path / "two.db"))
+    add_study(store, "r18", backbone="resnet18", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.7)),
+                                                       ({"alpha": 0.2, "T": 4, "eta": 2.1}, (0.85, 0.7))])
+    add_study(store, "r50", backbone="resnet50", runs=[({"alpha": 0.3, "T": 5, "eta": 1.9}, (0.75, 0.7))])
+    shared = [p for p in draw(load_studies(store, None, tmp_path / "ax.log")) if p.file_name == "digits-trace.png"]
+    (trace,) = shared
+    lines = {line.get_gid(): list(line.get_ydata()) for line in trace.figure.axes[0].lines if line.get_gid()}
+    assert lines == {"objective:r18": [80.0, 85.0], "objective:r50": [75.0]}
+
+
+def test_plots_from_a_missing_database_is_one_line_and_creates_nothing(cli, tmp_path):
+    code, _, err = cli("report", "--db", str(tmp_path / "none.db"), "--plots", str(tmp_path / "pictures"))
+    assert code == 2 and "no database" in one_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_without_pictures_never_imports_matplotlib(study_db):
+    probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+             "    code = e.code\nprint(code, sorted(m for m in ('matplotlib', 'torch', 'ax') if m in sys.modules),"
+             " file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe, "report", "--trials", "--db", str(study_db)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stderr.splitlines()[-1] == "0 []", done.stderr
