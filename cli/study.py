@@ -1,6 +1,7 @@
 """`robust-tune run`, `report` and `studies`: Bayesian-optimisation studies and their tables."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -19,7 +20,7 @@ from cli.render import stderr
 from pipeline.errors import UserError
 from pipeline.report import FORMATS, Table, best_table, fold_constant_columns, output_format, render_text, \
     studies_table, trials_table
-from pipeline.output_file import write_output
+from pipeline.output_file import check_output, write_output
 from pipeline.store import DEFAULT_DB, Store, sqlite_file
 
 stdout = Console()
@@ -245,12 +246,15 @@ def report(
     plots: Annotated[Optional[Path], typer.Option(help=(
         "Also write each study's pictures as PNG files into this folder: trace, parameter maps, "
         "curves, per class."))] = None,
-    log_file: Annotated[Path, typer.Option(help="Where Ax's messages go while pictures are drawn.")] =
-        Path("runs/robust-tune.log"),
+    log_file: Annotated[Path, typer.Option(
+        help="Where Ax's messages go while pictures are drawn (default: discarded; a report writes nothing "
+             "it was not asked for).")] = Path(os.devnull),
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     fmt = output_format(format_, out)
     store = Store(db, create=False)
+    if out is not None:
+        check_output(out, force, sqlite_file(store.url))  # before drawing: a refused --out wastes no work
     if not store.all_studies():
         raise UserError(f"no studies in {store.url} yet; run one with `robust-tune run STUDY.toml`")
     tables = [best_table(store, studies)]

@@ -21,6 +21,11 @@ def write_output(path: Path, content: str | bytes, force: bool = False, database
     """Write `content` (text as UTF-8, or bytes) to `path` atomically; refuses `database` (and its side
     files) and any SQLite file always, an existing file unless `force`, and a folder that does not
     exist. Errors name `option`, the command-line option that gave the path. Returns the path."""
+    return _write(path, check_output(path, force, database, option), content, option)
+
+
+def check_output(path: Path, force: bool = False, database: Path | None = None, option: str = "--out") -> Path:
+    """The refusals of `write_output`, on their own: check before slow work whose result goes to `path`."""
     target = path.resolve()
     if database is not None and target in {Path(f"{database.resolve()}{suffix}") for suffix in SQLITE_SIDE_FILES}:
         raise UserError(f"{option} {path} is the database itself; write the report to another file")
@@ -32,6 +37,10 @@ def write_output(path: Path, content: str | bytes, force: bool = False, database
         raise UserError(f"{option} {path} is a SQLite database; a report never replaces one")
     if target.exists() and not force:
         raise UserError(f"{option} {path} already exists; pass --force to replace it")
+    return target
+
+
+def _write(path: Path, target: Path, content: str | bytes, option: str) -> Path:
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         # O_EXCL: never write through a file or link that is already there; mode 0o666 lets the umask decide.

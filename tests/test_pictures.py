@@ -141,6 +141,19 @@ def test_studies_of_one_data_set_also_share_one_trace_with_a_line_each(tmp_path)
     assert lines == {"objective:r18": [80.0, 85.0], "objective:r50": [75.0]}
 
 
+def test_a_refused_out_draws_nothing_and_the_default_log_goes_nowhere(study_db, cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a default runs/robust-tune.log would appear
+    (tmp_path / "report.md").write_text("the user's own notes\n")
+    code, _, err = cli("report", "--db", str(study_db), "--plots", "pictures", "--out", "report.md")
+    assert code == 2 and "already exists" in one_line(err)
+    assert not (tmp_path / "pictures").exists() or not any((tmp_path / "pictures").iterdir())
+    assert (tmp_path / "report.md").read_text() == "the user's own notes\n"
+    (tmp_path / "pictures").mkdir(exist_ok=True)
+    code, _, err = cli("report", "--db", str(study_db), "--plots", "pictures")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pictures", "report.md"]  # no runs/ folder, no log
+
+
 def test_plots_from_a_missing_database_is_one_line_and_creates_nothing(cli, tmp_path):
     code, _, err = cli("report", "--db", str(tmp_path / "none.db"), "--plots", str(tmp_path / "pictures"))
     assert code == 2 and "no database" in one_line(err)
