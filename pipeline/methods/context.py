@@ -18,20 +18,6 @@ class PartContext:
     pixel_mean: tuple[float, ...]  # normalised = (pixel - mean) / std, per channel, pixels in [0, 1]
     pixel_std: tuple[float, ...]
 
-    def to_pixels(self, images: torch.Tensor) -> torch.Tensor:
-        """Normalised images -> [0, 1] pixels (clipped: the attacks require the range)."""
-        mean, std = self._stats(images)
-        return (images * std + mean).clamp(0, 1)
-
-    def from_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        mean, std = self._stats(pixels)
-        return (pixels - mean) / std
-
-    def _stats(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = (1, -1, 1, 1)
-        return (torch.tensor(self.pixel_mean, device=images.device).view(shape),
-                torch.tensor(self.pixel_std, device=images.device).view(shape))
-
 
 @contextmanager
 def global_rng_from(generator: torch.Generator) -> Iterator[None]:

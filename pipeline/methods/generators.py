@@ -76,8 +76,9 @@ class GilsAscent:
 
 
 class Attack:
-    """A torchattacks attack as a generator: the batch goes to [0, 1] pixels (clipped), the attack sees the
-    data set's normalisation declared to it, and its random draws come from the run's generator."""
+    """A torchattacks attack as a generator. The data set's normalisation is declared to the attack, which
+    takes and returns normalised images and perturbs in [0, 1] pixel space between (clipping there);
+    its random draws come from the run's generator."""
 
     def __init__(self, params: dict, context: PartContext, model: nn.Module) -> None:
         self.attack = self.build(model, params)
@@ -90,8 +91,7 @@ class Attack:
     def generate(self, model: nn.Module, images: torch.Tensor,
                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         with global_rng_from(self.context.generator):
-            pixels = self.attack(self.context.to_pixels(images.detach()), labels)
-        return self.context.from_pixels(pixels), None
+            return self.attack(images.detach(), labels), None
 
 
 class PgdAttack(Attack):
