@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pipeline.errors import UserError
-from pipeline.methods.declarations import FAMILIES, GENERATORS, LOSSES, MIXERS, PARTS, SAMPLERS
+from pipeline.methods.declarations import FAMILIES, PARTS
 from pipeline.params import TRAINING_PARAMS, HParam, Value, resolve
 
 # The torch code (the part classes) is imported by the trainer only, so reading the declarations
@@ -81,12 +81,3 @@ def parse_method(name: str) -> Method:
     shown = [*ordered, *([mixer] if mixer else []), *(["ls"] if loss == "ls" and "gils" not in ordered else []),
              *(["hws"] if sampler == "hws" else [])]
     return Method("+".join(shown) or loss, loss, sampler, mixer, ordered)
-
-
-def method_parts_help() -> str:
-    """One line per family for --help and `robust-tune methods`."""
-    return "; ".join(f"{family}: {', '.join(registry)}" for family, registry in FAMILIES.items())
-
-
-SOURCES = {name: part.source for name, part in PARTS.items()}
-__all__ = ["Method", "parse_method", "SOURCES", "GENERATORS", "LOSSES", "MIXERS", "SAMPLERS"]
