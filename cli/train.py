@@ -11,8 +11,8 @@ from rich.table import Table
 from cli.main import app
 from cli.render import params_line, result_table, stderr, training_progress
 from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
-from pipeline.methods import SOURCES, parse_method
-from pipeline.methods.declarations import SAMPLER_PARAMS, UPDATE_PARAMS
+from pipeline.methods import EXAMPLES, parse_method
+from pipeline.methods.declarations import FAMILIES
 from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
 
 stdout = Console()
@@ -22,7 +22,8 @@ stdout = Console()
 def train(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="digits (built in) or images (your own: --root "
                                                                  "and/or --manifest).")] = "digits",
-    method: Annotated[str, typer.Option("--method", "-m", help="erm, ls, gils, hws, ls+hws or gils+hws.")] = "erm",
+    method: Annotated[str, typer.Option("--method", "-m", help=f"Parts joined with +, for example {EXAMPLES}; "
+                                                         "see `robust-tune methods`.")] = "erm",
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
     backbone: Annotated[str, typer.Option(help=f"One of {', '.join(BACKBONES)}.")] = "small_cnn",
@@ -93,8 +94,8 @@ def train(
 def methods() -> None:
     """List the training methods and the hyper-parameters each one takes."""
     sections = [("every method: the shared trainer", TRAINING_PARAMS)]
-    sections += [(f"{name}: {SOURCES[name]}", UPDATE_PARAMS[name]) for name in ("erm", "ls", "gils")]
-    sections.append((f"hws: {SOURCES['hws']}", SAMPLER_PARAMS["hws"]))
+    sections += [(f"{family} {part.name}: {part.source}", part.params)
+                 for family, registry in FAMILIES.items() for part in registry.values()]
     for title, params in sections:
         table = Table(title=title, title_justify="left")
         for column in ("parameter", "default", "valid", "study range"):
@@ -104,7 +105,9 @@ def methods() -> None:
             valid = " | ".join(p.valid) if isinstance(p.valid, tuple) else p.valid or "true | false"
             table.add_row(p.name, str(p.default), valid, _search_text(p.search), p.help)
         stdout.print(table if params else f"{title}\n  (no parameters of its own)")
-    stdout.print("Compose an update with hardness-weighted sampling: ls+hws, gils+hws.")
+    stdout.print("A method joins parts with + in any order: one loss (default erm; gils implies ls), one sampler "
+                 "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack). "
+                 f"For example: {EXAMPLES}.")
 
 
 def _search_text(search: Range | Choice | None) -> str:

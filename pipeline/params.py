@@ -67,6 +67,7 @@ class HParam:
     valid: str | tuple[str, ...]  # an Interval for numbers, the allowed values for a choice
     help: str
     search: Range | Choice | None = None
+    column: str | None = None  # its header in the best table, shown even when fixed (the papers' columns)
 
     def __post_init__(self) -> None:
         if self.kind == "int" and math.isinf(Interval.parse(self.valid).high):
@@ -146,7 +147,7 @@ def parse_assignment(text: str) -> tuple[str, str]:
 # Integer upper bounds stop a typo (epochs = 10**9) from running until killed while leaving far more
 # room than the papers use: they train 21-60 epochs with batches of tens of images.
 TRAINING_PARAMS = (
-    HParam("epochs", "int", 30, "[1, 1000]", "passes over the training set", Range(21, 60)),
+    HParam("epochs", "int", 30, "[1, 1000]", "passes over the training set", Range(21, 60), column="epoch"),
     HParam("batch_size", "int", 32, "[1, 8192]", "examples per mini-batch"),
     HParam("lr_head", "float", 1e-2, "(0, inf)", "learning rate of the linear head"),
     HParam("lr_backbone", "float", 1e-3, "[0, inf)", "learning rate of the feature extractor"),

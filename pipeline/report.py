@@ -13,12 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
+from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.store import Store, StudyRecord, TrialRecord
 
-# The GI-LS paper's Table 3 columns first, then the hardness-weighted sampling parameters.
-PARAM_ORDER = ("alpha", "T", "eta", "epochs", "beta", "importance_sampling")
-PARAM_HEADERS = {"alpha": "alpha", "T": "T", "eta": "eta", "epochs": "epoch", "beta": "beta",
-                 "importance_sampling": "IS"}
 FORMATS = ("table", "markdown", "csv", "latex", "json", "html")
 # File extensions that name a format: `--out` with one of them must agree with `--format`.
 EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".tex": "latex", ".json": "json",
@@ -112,14 +109,17 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         objective = config["objective"]
         if key not in best or trial.metrics[objective] > best[key][1].metrics[best[key][0].config["objective"]]:
             best[key] = (study, trial, completed)
-    columns = [p for p in PARAM_ORDER
-                if any(p in s.config["search"] or p in s.config["fixed"] for s, _, _ in best.values())]
-    headers = (["data set", "network", "method"] + [PARAM_HEADERS[p] for p in columns]
+    # Every searched parameter, and the papers' columns (alpha, T, eta, epoch, beta, IS) where fixed,
+    # in the registries' order.
+    columns = [p for p in ALL_PARAMS
+               if any(p.name in s.config["search"] or (p.column and p.name in s.config["fixed"])
+                      for s, _, _ in best.values())]
+    headers = (["data set", "network", "method"] + [p.column or p.name for p in columns]
                + ["val acc", "test acc", "worst class", "trials", "selected on", "study"])
     table = Table("Best combination of hyper-parameters", headers, [])
     for (dataset, network, method), (study, trial, completed) in sorted(best.items()):
         on_test = study.config["objective"].startswith("test_")
-        params = [_value(trial.parameters.get(p, study.config["fixed"].get(p, "-"))) for p in columns]
+        params = [_value(trial.parameters.get(p.name, study.config["fixed"].get(p.name, "-"))) for p in columns]
         table.rows.append([dataset, network, method, *params, percent(trial.metrics.get("val_accuracy")),
                            percent(trial.metrics.get("test_accuracy")),
                            percent(trial.metrics.get("test_worst_class_accuracy")),

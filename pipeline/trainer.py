@@ -14,8 +14,10 @@ from pipeline.data import Dataset, Split
 from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
 from pipeline.methods import parse_method
+from pipeline.methods.context import PartContext
+from pipeline.methods.mixers import MIXERS
 from pipeline.methods.samplers import SAMPLERS
-from pipeline.methods.updates import UPDATES
+from pipeline.methods.updates import build_update
 from pipeline.metrics import SplitMetrics, evaluate, predict, split_metrics
 from pipeline.models import build_model, make_optimizer
 
@@ -116,8 +118,9 @@ class Run:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    update: Any
-    sampler: Any
+    update: Any  # how a batch moves the model: one descent, or generate then two descents
+    sampler: Any  # which examples form each batch, and their loss weights
+    mixer: Any  # rewrites the drawn batch and its targets (the identity for most methods)
     params: dict[str, Any]
     device: torch.device
     augment: Augment  # applied to each training batch on the device (the identity unless configured)
@@ -137,8 +140,9 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
     sampler = SAMPLERS[method.sampler](len(dataset.train), params["batch_size"], params, generator,
                                        initial_loss=math.log(dataset.num_classes))
-    return Run(model, optimizer, scheduler, UPDATES[method.update](params), sampler, params, device,
-               make_augment(config.data, generator))
+    context = PartContext(generator, dataset.num_classes, dataset.pixel_mean, dataset.pixel_std)
+    return Run(model, optimizer, scheduler, build_update(method.generators, params, context, model), sampler,
+               MIXERS[method.mixer](params, context), params, device, make_augment(config.data, generator))
 
 
 def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda batch: None) -> float:
@@ -146,8 +150,8 @@ def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda b
     run.model.train()
     loss_sum, seen = torch.zeros((), device=run.device), 0
     for batch, indices in enumerate(run.sampler.epoch(), start=1):
-        images, labels = run.augment(split.images[indices]), split.labels[indices]
-        losses = run.update.step(run.model, run.optimizer, images, labels,
+        images, targets = run.mixer.mix(run.augment(split.images[indices]), split.labels[indices])
+        losses = run.update.step(run.model, run.optimizer, images, targets,
                                  lambda fresh, drawn=indices: run.sampler.weigh(drawn, fresh))
         loss_sum += losses.sum()
         seen += len(indices)

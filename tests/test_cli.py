@@ -81,8 +81,12 @@ def test_bench_measures_every_method_against_erm(cli):
     code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown")
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith("| small_cnn")]
-    assert len(rows) == 9 and "| erm | " in rows[0] and "1.00x" in rows[0]
+    from pipeline.benchmark import CASES
+
+    assert len(rows) == len(CASES) + 2 and "| erm | " in rows[0] and "1.00x" in rows[0]
     assert any("gils input T=15" in row and "ideal" in row for row in rows)
+    for part in ("mixup", "cutmix", "cutout", "fgsm", "pgd", "pgdl2", "cw", "gils+pgd"):  # a row per new part
+        assert any(f"| {part}" in row for row in rows), part
     assert any("plain DataLoader loop" in row for row in rows)
     assert cli("bench", "--setting", "vgg")[0] == 2
 

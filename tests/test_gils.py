@@ -6,13 +6,20 @@ import torch
 import torch.nn as nn
 
 from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
-from pipeline.methods.updates import GilsUpdate, LabelSmoothingUpdate, features_and_logits
+from pipeline.methods import parse_method
+from pipeline.methods.generators import GilsAscent, features_and_logits
+from pipeline.methods.updates import ErmUpdate, GeneratedUpdate
 from pipeline.models import build_model, make_optimizer
 from pipeline.params import TRAINING_PARAMS, resolve
 
 
-def gils(**given) -> GilsUpdate:
-    return GilsUpdate(resolve(GilsUpdate.PARAMS, given, "gils"))
+def ascent(**given) -> GilsAscent:
+    return GilsAscent(parse_method("gils").resolve(given))
+
+
+def gils(**given) -> GeneratedUpdate:
+    params = parse_method("gils").resolve(given)
+    return GeneratedUpdate(params, [GilsAscent(params)])
 
 
 def training_params(**given) -> dict:
@@ -41,7 +48,7 @@ def test_feature_ascent_first_step_matches_eq_16_closed_form():
     k, d, alpha, eta = 5, 7, 0.3, 2.0
     head = nn.Linear(d, k)
     z0, labels = torch.randn(6, d), torch.tensor([0, 1, 2, 3, 4, 0])
-    update = gils(alpha=alpha, T=1, eta=eta)
+    update = ascent(alpha=alpha, T=1, eta=eta)
     z1, _ = update.ascend(lambda z: (z, head(z)), z0, labels)  # autograd
     assert torch.allclose(update.ascend_features(head, z0, labels), z1, atol=1e-6)  # closed form
     p = torch.softmax(head(z0), dim=1)
@@ -62,7 +69,7 @@ def test_feature_ascent_includes_the_transport_cost_gradient(alpha):
     head = nn.Linear(3, 4)
     z0, labels = torch.randn(4, 3), torch.tensor([0, 1, 2, 3])
     gamma, eta = 0.5, 1.0
-    update = gils(T=3, eta=eta, gamma=gamma, alpha=alpha)
+    update = ascent(T=3, eta=eta, gamma=gamma, alpha=alpha)
     z3 = update.ascend_features(head, z0, labels)
     assert torch.allclose(update.ascend(lambda z: (z, head(z)), z0, labels)[0], z3, atol=1e-5)
     z = z0.clone()
@@ -77,7 +84,7 @@ def test_feature_ascent_includes_the_transport_cost_gradient(alpha):
 def test_input_ascent_is_batched_exactly_like_one_example_at_a_time():
     model = small_model()
     images, labels = torch.randn(5, 1, 8, 8), torch.tensor([0, 1, 2, 3, 0])
-    update = gils(T=3, eta=0.5, alpha=0.2, gamma=0.01)
+    update = ascent(T=3, eta=0.5, alpha=0.2, gamma=0.01)
     model.eval()
     forward = features_and_logits(model)
     batched, _ = update.ascend(forward, images, labels)
@@ -88,7 +95,7 @@ def test_input_ascent_is_batched_exactly_like_one_example_at_a_time():
 
 def test_input_step_ascends_without_touching_parameters_or_batchnorm_statistics():
     model = small_model()
-    update = gils(T=4, eta=1.0)
+    update = ascent(T=4, eta=1.0)
     bn = model.features[0][1]
     before = (bn.running_mean.clone(), [p.clone() for p in model.parameters()])
     model.eval()
@@ -102,7 +109,7 @@ def test_gils_with_T_zero_equals_two_clean_label_smoothing_steps():
     images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
     (a, opt_a), (b, opt_b) = twins(seed=3)
     gils(T=0, alpha=0.2).step(a, opt_a, images, labels, lambda losses: None)
-    ls = LabelSmoothingUpdate({"alpha": 0.2})
+    ls = ErmUpdate({"alpha": 0.2})
     for _ in range(2):
         ls.step(b, opt_b, images, labels, lambda losses: None)
     assert_same_parameters(a, b)
@@ -138,7 +145,7 @@ def test_feature_step_moves_only_the_head_on_the_generated_batch():
     gils(T=3, eta=2.0, alpha=0.1, perturb="feature").step(a, opt_a, images, labels, lambda losses: None)
 
     z = b.features(images)
-    generated, _ = gils(T=3, eta=2.0, alpha=0.1).ascend(lambda f: (f, b.head(f)), z, labels)  # autograd
+    generated, _ = ascent(T=3, eta=2.0, alpha=0.1).ascend(lambda f: (f, b.head(f)), z, labels)  # autograd
     opt_b.zero_grad(set_to_none=True)
     smoothed_cross_entropy(b.head(generated), labels, 0.1).mean().backward()
     assert all(p.grad is None for p in b.features.parameters())

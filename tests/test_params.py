@@ -30,12 +30,12 @@ def test_bad_values_name_the_parameter(given, message):
         parse_method("gils").resolve(given)
 
 
-def test_methods_compose_an_update_with_a_sampler():
+def test_methods_compose_a_generator_with_a_sampler():
     m = parse_method("gils+hws")
-    assert (m.update, m.sampler) == ("gils", "hws")
+    assert (m.loss, m.generators, m.sampler) == ("ls", ("gils",), "hws")
     assert {"alpha", "T", "beta", "importance_sampling", "epochs"} <= {p.name for p in m.params}
-    assert (parse_method("hws").update, parse_method("hws").sampler) == ("erm", "hws")
-    with pytest.raises(UserError, match="unknown method 'sgd'"):
+    assert (parse_method("hws").loss, parse_method("hws").sampler) == ("erm", "hws")
+    with pytest.raises(UserError, match="unknown method 'sgd': no part 'sgd'"):
         parse_method("sgd")
     with pytest.raises(UserError, match="unknown parameter 'beta'"):
         parse_method("gils").resolve({"beta": 1})

@@ -40,6 +40,10 @@ class Dataset:
     train: Split
     val: Split
     test: Split
+    # The normalisation applied: normalised = (pixel - mean) / std per channel, pixels in [0, 1]
+    # (attacks work in pixel space).
+    pixel_mean: tuple[float, ...] = (0.0,)
+    pixel_std: tuple[float, ...] = (1.0,)
 
     @property
     def num_classes(self) -> int:
@@ -50,7 +54,8 @@ class Dataset:
         return self.train.images.shape[1]
 
     def to(self, device: torch.device) -> "Dataset":
-        return Dataset(self.name, self.class_names, self.train.to(device), self.val.to(device), self.test.to(device))
+        return Dataset(self.name, self.class_names, self.train.to(device), self.val.to(device), self.test.to(device),
+                       self.pixel_mean, self.pixel_std)
 
 
 def _digits(config: DataConfig) -> Dataset:

@@ -23,4 +23,4 @@ def load_digits(config: DataConfig) -> Dataset:
     def split(indices: torch.Tensor) -> Split:
         return Split(images[indices].contiguous(), labels[indices].contiguous())
 
-    return Dataset("digits", class_names, split(train), split(val), split(test))
+    return Dataset("digits", class_names, split(train), split(val), split(test), (mean.item(),), (std.item(),))

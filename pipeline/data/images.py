@@ -55,7 +55,8 @@ def load_images(config: DataConfig) -> Dataset:
         images.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1))
         return Split(images, listing.labels[indices].contiguous())
 
-    return Dataset(listing.name, listing.class_names, split(train), split(val), split(listing.test))
+    return Dataset(listing.name, listing.class_names, split(train), split(val), split(listing.test),
+                   tuple(mean.tolist()), tuple(std.tolist()))
 
 
 def manifest_listing(config: DataConfig) -> Listing:

@@ -25,3 +25,21 @@ def smoothed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, alpha: fl
 def weighted_mean(losses: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """(1/b) sum_i w_i loss_i, the hardness paper's Algorithm 1 line 12; the plain mean without weights."""
     return losses.mean() if weights is None else (weights * losses).mean()
+
+
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Per-example cross-entropy against mixed one-hot `targets` (N, k), smoothed as eq. 3.
+
+    Eq. 3 is affine in the one-hot vector (y -> alpha / (k - 1) + (1 - alpha - alpha / (k - 1)) y), so
+    smoothing a mix of one-hot targets equals mixing their smoothed targets.
+    """
+    k = logits.shape[1]
+    smoothed = alpha / (k - 1) + (1 - alpha - alpha / (k - 1)) * targets.to(logits.dtype)
+    return -(smoothed * F.log_softmax(logits, dim=1)).sum(dim=1)
+
+
+def method_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The loss every method trains on: integer labels (N,) or a mixer's soft targets (N, k)."""
+    if targets.is_floating_point():
+        return soft_cross_entropy(logits, targets, alpha)
+    return smoothed_cross_entropy(logits, labels=targets, alpha=alpha)

@@ -2,7 +2,7 @@
 
 A sampler yields index tensors for one epoch and, after each forward pass, is shown the fresh
 per-example losses of its batch (`weigh`), which it may use to update its state and to return
-per-example weights for the loss. Any sampler composes with any update.
+per-example weights for the loss. Any sampler composes with any other part.
 """
 from __future__ import annotations
 
@@ -11,16 +11,12 @@ from typing import Iterator
 
 import torch
 
-from pipeline.methods.declarations import SAMPLER_PARAMS
-from pipeline.params import HParam
 
 IMPORTANCE_WEIGHT_CLIP = (0.1, 10.0)  # w_min, w_max of the hardness paper (appendix 8.1)
 
 
 class UniformSampler:
     """Every example once per epoch in a random order (plain SGD)."""
-
-    PARAMS: tuple[HParam, ...] = ()
 
     def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
                  initial_loss: float = 0.0) -> None:
@@ -44,8 +40,6 @@ class HardnessWeightedSampler:
     Keeps a stale loss per training example; batches are drawn from p = softmax(beta * L) and
     the drawn examples' stale losses are replaced by their fresh losses. beta -> 0 is ERM.
     """
-
-    PARAMS = SAMPLER_PARAMS["hws"]
 
     def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
                  initial_loss: float = 0.0) -> None:

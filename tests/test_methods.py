@@ -1,0 +1,93 @@
+"""Methods composed of registry parts: names, refusals, every part trained from the CLI, reproducibility."""
+import json
+
+import pytest
+
+from pipeline.methods import parse_method
+from pipeline.methods.declarations import FAMILIES, PARTS
+from pipeline.report import best_table
+from pipeline.store import Store
+from pipeline.study import run_study
+from pipeline.study_config import load_study
+
+EVERY_METHOD = [*PARTS, "gils+pgd", "mixup+hws"]
+FEWER_STEPS = {"gils": "T=1", "pgd": "pgd_steps=2", "pgdl2": "pgdl2_steps=2", "cw": "cw_steps=2"}  # keep tests small
+
+
+def test_todays_names_keep_their_meaning():
+    assert parse_method("gils").parts == ("ls", "gils", "uniform")
+    assert parse_method("hws").parts == ("erm", "hws")
+    assert parse_method("hws+gils").name == "gils+hws"
+    assert parse_method("ls+hws").parts == ("ls", "hws")
+    assert parse_method("pgd+gils").generators == ("gils", "pgd")
+    assert [p.name for p in parse_method("gils").params][-5:] == ["alpha", "T", "eta", "gamma", "perturb"]
+
+
+def test_every_parameter_name_belongs_to_one_part():
+    owners: dict[str, set] = {}
+    for part in PARTS.values():
+        for p in part.params:
+            owners.setdefault(p.name, set()).add(id(p))
+    assert all(len(ids) == 1 for ids in owners.values())  # shared only as the same declaration
+    assert set(FAMILIES) == {"loss", "sampler", "mixer", "generator"}
+
+
+@pytest.mark.parametrize("method, message", [
+    ("sgd", "unknown method 'sgd': no part 'sgd'"),
+    ("gils+adam", "no part 'adam'"),
+    ("mixup+cutmix", "one mixer at most"),
+    ("cutout+pgd", "the papers never combine them"),
+    ("pgd+fgsm", "one attack at most"),
+    ("erm+ls", "one loss at most"),
+    ("gils+gils", "names a part twice"),
+])
+def test_unknown_parts_and_senseless_combinations_are_one_line_and_exit_2(cli, method, message):
+    code, out, err = cli("train", "--method", method)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and message in lines[0]
+
+
+def test_an_attack_after_a_feature_ascent_is_refused(cli):
+    code, _, err = cli("train", "--method", "gils+pgd", "--param", "perturb=feature")
+    assert code == 2 and "needs perturb = input" in err
+
+
+@pytest.mark.parametrize("method", EVERY_METHOD)
+def test_every_part_trains_from_the_cli_and_the_same_seed_gives_identical_metrics(cli, method):
+    fewer = [arg for part in method.split("+") if part in FEWER_STEPS for arg in ("--param", FEWER_STEPS[part])]
+    args = ("train", "--dataset", "digits", "--method", method, "--param", "epochs=2", "--param", "batch_size=64",
+            *fewer, "--seed", "3", "--json")
+    first, second = cli(*args), cli(*args)
+    assert first[0] == 0, first[2]
+    result = json.loads(first[1])
+    assert result["settings"]["method"] == parse_method(method).name
+    assert len(result["epoch_train_loss"]) == 2 and 0 <= result["val_accuracy"] <= 1
+    assert json.loads(second[1]) == {**result, "train_seconds": json.loads(second[1])["train_seconds"]}
+
+
+STUDY = """
+name = "momentum"
+[data]
+name = "digits"
+[method]
+name = "mixup"
+[params]
+epochs = 1
+momentum = { low = 0.5, high = 0.9 }
+lr_head = { low = 0.01, high = 0.1, log = true }
+[budget]
+trials = 1
+"""
+
+
+def test_the_best_table_shows_searched_trainer_parameters(tmp_path):
+    path = tmp_path / "momentum.toml"
+    path.write_text(STUDY)
+    db = str(tmp_path / "s.db")
+    run_study(load_study(path), db, "cpu", log_file=tmp_path / "ax.log")
+    table = best_table(Store(db, create=False))
+    (row,) = table.rows
+    (trial,) = Store(db, create=False).trials(Store(db, create=False).study("momentum").id)
+    assert row[table.headers.index("momentum")] == f"{trial.parameters['momentum']:.4g}"
+    assert "lr_head" in table.headers and "epoch" in table.headers and "mix_alpha" in table.headers
+    assert "beta" not in table.headers  # no study takes it
