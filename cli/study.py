@@ -17,8 +17,8 @@ from rich.text import Text
 from cli.main import app
 from cli.render import stderr
 from pipeline.errors import UserError
-from pipeline.report import FORMATS, Table, best_table, fold_constant_columns, render_text, studies_table, \
-    trials_table
+from pipeline.report import FORMATS, Table, best_table, compare_table, fold_constant_columns, percent, render_text, \
+    studies_table, trials_table
 from pipeline.output_file import write_output
 from pipeline.store import DEFAULT_DB, Store, sqlite_file
 
@@ -94,7 +94,7 @@ class StudyView:
             self.bars.update(self.batches, total=event.batches, completed=event.batch)
         elif isinstance(event, EpochEnd):
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
-                             status=f"loss {event.train_loss:.3f}  val acc {100 * event.val_accuracy:.1f}%")
+                             status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
         elif isinstance(event, StudyStarted):
             self.name, self.budget, self.ran = event.name, event.budget, event.ran
             resumed = f", resuming after {event.ran} trial(s)" if event.resumed else ""
@@ -239,6 +239,11 @@ def report(
         help="Write to this file instead of the terminal (never over a database).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --out replace an existing file.")] = False,
     list_trials: Annotated[bool, typer.Option("--trials", help="Also list every trial of each study.")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="The evaluations (robust-tune evaluate): mean and 95% "
+                                                            "interval over seeds per variant, paired differences.")]
+    = False,
+    baseline: Annotated[Optional[str], typer.Option(
+        help="With --compare: the variant differences are taken to (default erm, when evaluated).")] = None,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     if format_ not in FORMATS:
@@ -246,7 +251,9 @@ def report(
     store = Store(db, create=False)
     if not store.all_studies():
         raise UserError(f"no studies in {store.url} yet; run one with `robust-tune run STUDY.toml`")
-    tables = [best_table(store, studies)]
+    if baseline and not compare:
+        raise UserError("--baseline goes with --compare")
+    tables = [compare_table(store, studies, baseline)] if compare else [best_table(store, studies)]
     if list_trials:
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
     _print_tables(tables, format_, out, force, sqlite_file(store.url))
