@@ -119,20 +119,24 @@ def train(
 _FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "as_json"}
 
 
+def _on_command_line(ctx: typer.Context, key: str) -> bool:
+    """Whether the user gave option `key` (not its default or an environment variable)."""
+    source = ctx.get_parameter_source(key)
+    return source is not None and source.name == "COMMANDLINE"  # typer bundles its own click: compare by name
+
+
 def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
                   given: TrainConfig) -> TrainConfig:
     """A stored trial's full configuration, with --param over its parameters and an explicit --seed."""
-    from click.core import ParameterSource
-
     from pipeline.evaluate import study_and_trial, trial_config
     from pipeline.store import Store
 
     clashing = [f"--{key.replace('_', '-')}" for key in ctx.params if key not in _FROM_STUDY_OPTIONS
-                and ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE]
+                and _on_command_line(ctx, key)]
     if clashing:
         raise UserError(f"{clashing[0]} does not go with --from-study: the data, network and method are the study's")
     config = trial_config(*study_and_trial(Store(db, create=False), name, trial))
-    seed = given.seed if ctx.get_parameter_source("seed") == ParameterSource.COMMANDLINE else config.seed
+    seed = given.seed if _on_command_line(ctx, "seed") else config.seed
     return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device)
 
 
