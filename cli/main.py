@@ -37,7 +37,7 @@ def _options(version: Annotated[bool, typer.Option("--version", callback=_print_
     pass
 
 
-from cli import train, study, data, bench  # noqa: E402, F401, I001  (each registers its commands, in this order)
+from cli import train, study, evaluate, data, bench  # noqa: E402, F401, I001  (each registers its commands, in this order)
 
 
 def main(argv: list[str] | None = None) -> None:

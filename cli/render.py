@@ -54,6 +54,6 @@ def training_progress(description: str) -> Iterator:
                 bar.update(batches, total=event.batches, completed=event.batch)
             else:
                 bar.update(epochs, total=event.epochs, completed=event.epoch,
-                           status=f"loss {event.train_loss:.3f}  val acc {100 * event.val_accuracy:.1f}%")
+                           status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
 
         yield on_event

@@ -18,8 +18,8 @@ from rich.text import Text
 from cli.main import app
 from cli.render import stderr
 from pipeline.errors import UserError
-from pipeline.report import FORMATS, Table, best_table, fold_constant_columns, output_format, render_text, \
-    studies_table, trials_table
+from pipeline.report import FORMATS, Table, best_table, compare_table, fold_constant_columns, output_format, \
+    percent, render_text, studies_table, trials_table
 from pipeline.output_file import check_output, write_output
 from pipeline.store import DEFAULT_DB, Store, sqlite_file
 
@@ -95,7 +95,7 @@ class StudyView:
             self.bars.update(self.batches, total=event.batches, completed=event.batch)
         elif isinstance(event, EpochEnd):
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
-                             status=f"loss {event.train_loss:.3f}  val acc {100 * event.val_accuracy:.1f}%")
+                             status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
         elif isinstance(event, StudyStarted):
             self.name, self.budget, self.ran = event.name, event.budget, event.ran
             resumed = f", resuming after {event.ran} trial(s)" if event.resumed else ""
@@ -249,6 +249,11 @@ def report(
     log_file: Annotated[Path, typer.Option(
         help="Where Ax's messages go while pictures are drawn (default: discarded; a report writes nothing "
              "it was not asked for).")] = Path(os.devnull),
+    compare: Annotated[bool, typer.Option("--compare", help="The evaluations (robust-tune evaluate): mean and 95% "
+                                                            "interval over seeds per variant, paired differences.")]
+    = False,
+    baseline: Annotated[Optional[str], typer.Option(
+        help="With --compare: the variant differences are taken to (default erm, when evaluated).")] = None,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     fmt = output_format(format_, out)
@@ -257,7 +262,9 @@ def report(
         check_output(out, force, sqlite_file(store.url))  # before drawing: a refused --out wastes no work
     if not store.all_studies():
         raise UserError(f"no studies in {store.url} yet; run one with `robust-tune run STUDY.toml`")
-    tables = [best_table(store, studies)]
+    if baseline and not compare:
+        raise UserError("--baseline goes with --compare")
+    tables = [compare_table(store, studies, baseline)] if compare else [best_table(store, studies)]
     if list_trials or fmt == "html":
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
     images = None

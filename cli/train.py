@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -11,6 +13,7 @@ from rich.table import Table
 from cli.main import app
 from cli.render import params_line, result_table, stderr, training_progress
 from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
+from pipeline.errors import UserError
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES
 from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
@@ -20,6 +23,7 @@ stdout = Console()
 
 @app.command()
 def train(
+    ctx: typer.Context,
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="digits (built in) or images (your own: --root "
                                                                  "and/or --manifest).")] = "digits",
     method: Annotated[str, typer.Option("--method", "-m", help=f"Parts joined with +, for example {EXAMPLES}; "
@@ -61,8 +65,22 @@ def train(
         help="Randomly shift training images by up to this many pixels (padded crop); 0 is off.",
         rich_help_panel="Augmentation")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON for scripts.")] = False,
+    from_study: Annotated[Optional[str], typer.Option(
+        help="Train a stored study's best configuration (its data, network, method and every parameter) at its "
+             "seed; --param, --seed and --device still apply.", rich_help_panel="From a study")] = None,
+    trial: Annotated[Optional[int], typer.Option(
+        help="With --from-study: this trial instead of the best.", rich_help_panel="From a study")] = None,
+    db: Annotated[Optional[str], typer.Option(envvar="ROBUST_TUNE_DB", help="With --from-study: the database.",
+                                              rich_help_panel="From a study")] = None,
+    save: Annotated[Optional[Path], typer.Option(
+        help="Write the trained weights and the settings that produced them (torch.save; loads with --weights).")]
+    = None,
 ) -> None:
     """Train and evaluate one configuration; the same code path a study trial runs."""
+    if save is not None and save.exists():
+        raise UserError(f"{save} exists; --save never replaces a file, give another name")
+    if from_study is None and trial is not None:
+        raise UserError("--trial goes with --from-study")
     config = TrainConfig(
         data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
                         imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
@@ -71,6 +89,9 @@ def train(
                         augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device)
+    if from_study is not None:
+        config = _study_config(ctx, from_study, trial, db, config)
+        dataset, method = config.data.name, config.method
     parse_method(method).resolve(config.params)  # validate before loading anything
     from pipeline.data import load_dataset
 
@@ -78,16 +99,46 @@ def train(
         data = load_dataset(config.data, resolve_device(device))
     from pipeline.models import check_weights
 
-    check_weights(backbone, weights, data.in_channels)  # a bad weights file is named before training starts
+    check_weights(config.backbone, config.weights, data.in_channels)  # a bad weights file is named before training starts
     from pipeline.trainer import train as run_training
 
     with training_progress(f"{method} on {dataset}") as on_event:
         result = run_training(config, data, on_event)
+    if save is not None:
+        import torch
+
+        torch.save({"state_dict": result.model.state_dict(), "settings": result.settings}, save)
+        stderr.print(f"wrote {save}")
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return
     stdout.print(result_table(result))
     stdout.print(params_line(result), style="dim")
+
+
+# With --from-study the configuration is the study's: options that would change it are refused, not ignored.
+_FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "as_json"}
+
+
+def _on_command_line(ctx: typer.Context, key: str) -> bool:
+    """Whether the user gave option `key` (not its default or an environment variable)."""
+    source = ctx.get_parameter_source(key)
+    return source is not None and source.name == "COMMANDLINE"  # typer bundles its own click: compare by name
+
+
+def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
+                  given: TrainConfig) -> TrainConfig:
+    """A stored trial's full configuration, with --param over its parameters and an explicit --seed."""
+    from pipeline.evaluate import study_and_trial, trial_config
+    from pipeline.store import Store
+
+    clashing = [f"--{key.replace('_', '-')}" for key in ctx.params if key not in _FROM_STUDY_OPTIONS
+                and _on_command_line(ctx, key)]
+    if clashing:
+        raise UserError(f"{clashing[0]} does not go with --from-study: the data, network and method are the study's")
+    config = trial_config(*study_and_trial(Store(db, create=False), name, trial))
+    seed = given.seed if _on_command_line(ctx, "seed") else config.seed
+    return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device)
 
 
 @app.command()

@@ -27,7 +27,8 @@ class DataConfig:
     name: str = "digits"
     split_seed: int = 0
     # Folder per class: both fractions of all images. Manifest: val_fraction of its training images
-    # (its test images are the manifest's own) and test_fraction is not used.
+    # (its test images are the manifest's own) and test_fraction is not used. val_fraction = 0 trains on
+    # the whole training split with an empty validation split (the GI-LS paper's protocol: ranked on test).
     val_fraction: float = 0.2
     test_fraction: float = 0.2
     imbalance_class: str | None = None  # keep only `imbalance_keep` of this class in the splits of imbalance_in
@@ -45,9 +46,8 @@ class DataConfig:
     augment_crop_padding: int = 0  # random crop of the same size from the image padded by this many pixels
 
     def __post_init__(self) -> None:
-        fractions = (self.val_fraction, self.test_fraction)
-        if not all(0 < f < 1 for f in fractions) or sum(fractions) >= 1:
-            raise UserError("val_fraction and test_fraction must each be in (0, 1) and sum to less than 1")
+        if not (0 <= self.val_fraction < 1 and 0 < self.test_fraction < 1) or self.val_fraction + self.test_fraction >= 1:
+            raise UserError("val_fraction must be in [0, 1) and test_fraction in (0, 1), summing to less than 1")
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
         if self.imbalance_in not in IMBALANCE_SPLITS:

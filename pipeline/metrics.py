@@ -13,11 +13,12 @@ EVAL_BATCH_SIZE = 256
 
 @dataclass(frozen=True)
 class SplitMetrics:
-    """Top-1 accuracy of one split, and per class (classes absent from the split are left out)."""
+    """Top-1 accuracy of one split, and per class (classes absent from the split are left out).
+    An empty split (no validation split: val_fraction = 0) has no accuracy: None, never a made-up 0."""
 
-    accuracy: float
-    balanced_accuracy: float
-    worst_class_accuracy: float
+    accuracy: float | None
+    balanced_accuracy: float | None
+    worst_class_accuracy: float | None
     per_class_accuracy: dict[str, float]
     examples: int
 
@@ -38,10 +39,12 @@ def split_metrics(predictions: torch.Tensor, labels: torch.Tensor, class_names: 
     correct = torch.bincount(labels[predictions == labels], minlength=k).cpu()
     total = torch.bincount(labels, minlength=k).cpu()
     per_class = {name: correct[i].item() / total[i].item() for i, name in enumerate(class_names) if total[i] > 0}
+    if not per_class:
+        return SplitMetrics(None, None, None, {}, 0)
     return SplitMetrics(
-        accuracy=correct.sum().item() / max(1, total.sum().item()),
-        balanced_accuracy=sum(per_class.values()) / max(1, len(per_class)),
-        worst_class_accuracy=min(per_class.values(), default=0.0),
+        accuracy=correct.sum().item() / total.sum().item(),
+        balanced_accuracy=sum(per_class.values()) / len(per_class),
+        worst_class_accuracy=min(per_class.values()),
         per_class_accuracy=per_class,
         examples=int(total.sum().item()),
     )

@@ -8,13 +8,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
-from pipeline.store import Store, StudyRecord, TrialRecord
+from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord
 
 FORMATS = ("table", "markdown", "csv", "latex", "json", "html")
 # File extensions that name a format: `--out` with one of them must agree with `--format`.
@@ -71,6 +73,13 @@ def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | N
     return max(completed, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
 
 
+def selection_label(config: dict[str, Any]) -> str:
+    """How a study's best trial was chosen: "val", or "test *" (optimistic), "test, no val split *"."""
+    if not config["objective"].startswith("test_"):
+        return "val"
+    return "test, no val split *" if config["data"].get("val_fraction") == 0 else "test *"
+
+
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
@@ -124,7 +133,7 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                            percent(trial.metrics.get("test_accuracy")),
                            percent(trial.metrics.get("test_worst_class_accuracy")),
                            f"{completed}/{study.config['budget']['trials']}",
-                           "test *" if on_test else "val", study.name])
+                           selection_label(study.config), study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
                               "metrics": trial.metrics, "completed_trials": completed,
@@ -169,11 +178,99 @@ def studies_table(store: Store) -> Table:
                            f"{completed}/{config['budget']['trials']}" + (f" +{running} running" if running else ""),
                            str(sum(t.status == "failed" for t in trials)),
                            "-" if best is None else percent(best.metrics[config["objective"]]),
-                           OBJECTIVE_LABELS.get(config["objective"], config["objective"])])
+                           OBJECTIVE_LABELS.get(config["objective"], config["objective"])
+                           + (" (no val split) *" if config["data"].get("val_fraction") == 0 else "")])
         table.records.append({"study": study.name, "method": config["method"], "completed": completed,
                               "running": running, "budget": config["budget"]["trials"],
                               "objective": config["objective"],
                               "best": None if best is None else best.metrics[config["objective"]]})
+    return table
+
+
+# What the compare table reports per variant: (metric key, column). "smallest_class_accuracy" is the test
+# accuracy of the class with the fewest training examples (the rare class of an imbalanced study).
+COMPARE_METRICS = (("test_accuracy", "test acc"), ("test_balanced_accuracy", "balanced"),
+                   ("test_worst_class_accuracy", "worst class"), ("smallest_class_accuracy", "smallest class"))
+COMPARE_DIFFERENCES = ("test_accuracy", "test_balanced_accuracy", "smallest_class_accuracy")  # shown as columns
+CONFIDENCE = 0.95
+
+
+def mean_interval(values: list[float]) -> tuple[float, float | None]:
+    """The mean and the half-width of its 95% Student t interval (t quantile from scipy.stats.t with
+    n - 1 degrees of freedom); no half-width from a single value."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    from scipy.stats import t  # here, not at the top: `report` without --compare does not need scipy
+
+    return mean, float(t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def run_metrics(run: EvaluationRecord) -> dict[str, float]:
+    """A run's compared metrics, with the test accuracy of its smallest training class."""
+    smallest = min(run.train_class_counts, key=lambda name: run.train_class_counts[name])
+    return {**run.metrics, "smallest_class_accuracy": run.per_class["test"].get(smallest, math.nan)}
+
+
+def _interval_text(mean: float, half_width: float | None, signed: bool = False) -> str:
+    text = f"{100 * mean:+.1f}" if signed else f"{100 * mean:.1f}"
+    return text if half_width is None else f"{text} ± {100 * half_width:.1f}"
+
+
+def compare_table(store: Store, names: list[str] | None = None, baseline: str | None = None) -> Table:
+    """Per study and variant (the tuned configuration, each baseline, each varied value): the mean and
+    95% interval over seeds of the test metrics, and the paired difference to `baseline` (default erm,
+    when evaluated) over the seeds both ran, marked ~ when its interval contains 0."""
+    chosen = [(s, store.evaluations(s.id)) for s in _select(store, names)]
+    chosen = [(s, runs) for s, runs in chosen if runs]
+    if not chosen:
+        raise UserError(f"no evaluations in {store.url}{' for ' + ', '.join(names) if names else ''}; "
+                        "run `robust-tune evaluate STUDY` first")
+    wanted = baseline or "erm"
+    if baseline and not any(r.variant == baseline for _, runs in chosen for r in runs):
+        known = sorted({r.variant for _, runs in chosen for r in runs})
+        raise UserError(f"--baseline {baseline} was not evaluated; evaluated variants: {', '.join(known)}")
+    headers = (["study", "variant", "method", "seeds"] + [label for _, label in COMPARE_METRICS]
+               + [f"vs {wanted}: {dict(COMPARE_METRICS)[key]}" for key in COMPARE_DIFFERENCES] + ["selected on"])
+    table = Table("Evaluation over seeds", headers, [])
+    for study, runs in chosen:
+        by_variant: dict[str, dict[int, EvaluationRecord]] = {}
+        for run in runs:
+            by_variant.setdefault(run.variant, {})[run.seed] = run
+        reference = {seed: run_metrics(run) for seed, run in by_variant.get(wanted, {}).items()}
+        for variant in sorted(by_variant, key=lambda v: v != "tuned"):  # the tuned configuration first
+            seeds = by_variant[variant]
+            values = {seed: run_metrics(run) for seed, run in seeds.items()}
+            summary = {key: mean_interval([values[s][key] for s in sorted(values)]) for key, _ in COMPARE_METRICS}
+            differences = {}
+            matched = sorted(set(values) & set(reference)) if variant != wanted else []
+            for key, _ in COMPARE_METRICS:
+                if matched:
+                    mean, half = mean_interval([values[s][key] - reference[s][key] for s in matched])
+                    differences[key] = {"mean": mean, "half_width": half, "seeds": matched,
+                                        "contains_zero": half is None or abs(mean) <= half}
+            any_run = next(iter(seeds.values()))
+            table.rows.append(
+                [study.name, variant, any_run.settings["method"], str(len(seeds))]
+                + [_interval_text(*summary[key]) for key, _ in COMPARE_METRICS]
+                + [_interval_text(differences[key]["mean"], differences[key]["half_width"], signed=True)
+                   + (" ~" if differences[key]["contains_zero"] else "") if key in differences else "-"
+                   for key in COMPARE_DIFFERENCES]
+                + [selection_label(study.config)])
+            table.records.append({
+                "study": study.name, "variant": variant, "method": any_run.settings["method"],
+                "trial_index": any_run.trial_index, "seeds": sorted(seeds), "baseline": wanted if reference else None,
+                "metrics": {key: {"mean": summary[key][0], "half_width": summary[key][1],
+                                  "values": [values[s][key] for s in sorted(values)]} for key, _ in COMPARE_METRICS},
+                "difference": differences, "params": any_run.settings["params"],
+                "objective": study.config["objective"], "selected_on": selection_label(study.config)})
+    table.notes.append(f"Test accuracies in %: mean ± half-width of the {CONFIDENCE:.0%} Student t interval over "
+                       "seeds; smallest class is the class with the fewest training examples. Differences are "
+                       f"paired on the seeds both variants ran; ~ marks an interval that contains 0 "
+                       "(no detectable difference).")
+    if any(r["selected_on"] != "val" for r in table.records):
+        table.notes.append("* the configuration was selected on test accuracy (the papers' protocol): the tuned "
+                           "variant's test figures are optimistic.")
     return table
 
 
@@ -221,7 +318,8 @@ def render_text(tables: list[Table], fmt: str, images: dict[str, list[tuple[str,
         elif fmt == "latex":
             def escape(text: str) -> str:
                 return text.replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%") \
-                           .replace("_", r"\_").replace("#", r"\#")
+                           .replace("_", r"\_").replace("#", r"\#").replace("±", r"$\pm$") \
+                           .replace("~", r"\textasciitilde{}")
             lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{escape(t.title)}}}",
                      r"\begin{tabular}{" + "l" * 3 + "r" * (len(t.headers) - 3) + "}", r"\hline",
                      " & ".join(escape(h) for h in t.headers) + r" \\", r"\hline"]

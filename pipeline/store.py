@@ -60,6 +60,26 @@ epochs = sa.Table(
     sa.Column("val_accuracy", sa.Float),
 )
 
+# A study's best configuration re-trained over seeds, against baselines or with one parameter moved
+# (`robust-tune evaluate`). A row is written once, when its run has ended; (study, variant, seed) is unique,
+# so a repeated or resumed evaluate never stores a run twice and never replaces one.
+evaluations = sa.Table(
+    "rt_evaluations", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
+    sa.Column("variant", sa.String(200), nullable=False),  # tuned | a baseline method | NAME=VALUE
+    sa.Column("seed", sa.Integer, nullable=False),  # the training seed (and split seed with --resplit)
+    sa.Column("trial_index", sa.Integer, nullable=False),  # the best trial the variant derives from
+    sa.Column("config", sa.JSON, nullable=False),  # the TrainConfig as planned, less seed and device
+    sa.Column("metrics", sa.JSON, nullable=False),  # flat, as a trial's
+    sa.Column("per_class", sa.JSON, nullable=False),  # {"val": {class: accuracy}, "test": {...}}
+    sa.Column("train_class_counts", sa.JSON, nullable=False),  # {class: training examples}
+    sa.Column("settings", sa.JSON, nullable=False),  # the fully resolved settings the trainer ran with
+    sa.Column("train_seconds", sa.Float, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.UniqueConstraint("study_id", "variant", "seed"),
+)
+
 study_locks = sa.Table(
     "rt_study_locks", metadata,
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), primary_key=True),  # one holder per study
@@ -93,6 +113,19 @@ class TrialRecord:
     error: str | None
     epoch_train_loss: list[float]
     epoch_val_accuracy: list[float]
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    variant: str
+    seed: int
+    trial_index: int
+    config: dict[str, Any]
+    metrics: dict[str, float]
+    per_class: dict[str, dict[str, float]]
+    train_class_counts: dict[str, int]
+    settings: dict[str, Any]
+    train_seconds: float
 
 
 def database_url(db: str | None, create: bool = True) -> str:
@@ -238,8 +271,35 @@ class Store:
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])]) for r in rows]
 
+    def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
+                       result: dict[str, Any], train_class_counts: dict[str, int]) -> bool:
+        """Store one finished evaluation run; False (and nothing written) when (study, variant, seed) is
+        already stored: a stored run is never replaced."""
+        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(evaluations.insert().values(
+                    study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config,
+                    metrics=metrics, per_class={"val": result["val_per_class_accuracy"],
+                                                "test": result["test_per_class_accuracy"]},
+                    train_class_counts=train_class_counts, settings=result["settings"],
+                    train_seconds=result["train_seconds"], created_at=_now()))
+        except sa.exc.IntegrityError:
+            return False
+        return True
+
+    def evaluations(self, study_id: int) -> list[EvaluationRecord]:
+        """A study's evaluation runs in the order they were stored; none in a database from before them."""
+        if not sa.inspect(self.engine).has_table(evaluations.name):  # readers create no table
+            return []
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(evaluations).where(evaluations.c.study_id == study_id)
+                                      .order_by(evaluations.c.id)).all()
+        return [EvaluationRecord(r.variant, r.seed, r.trial_index, r.config, r.metrics, r.per_class,
+                                 r.train_class_counts, r.settings, r.train_seconds) for r in rows]
+
     def delete_study(self, name: str) -> bool:
-        """Remove one study's rows (its per-epoch curves, trials and record) in one transaction;
+        """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction;
         False when there is no such study. Other studies are not touched."""
         with self.engine.begin() as connection:
             study_id = connection.execute(sa.select(studies.c.id).where(studies.c.name == name)).scalar()
@@ -247,6 +307,8 @@ class Store:
                 return False
             its_trials = sa.select(trials.c.id).where(trials.c.study_id == study_id)
             connection.execute(epochs.delete().where(epochs.c.trial_id.in_(its_trials)))
+            if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
+                connection.execute(evaluations.delete().where(evaluations.c.study_id == study_id))
             connection.execute(trials.delete().where(trials.c.study_id == study_id))
             connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
             connection.execute(studies.delete().where(studies.c.id == study_id))

@@ -185,6 +185,9 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
         top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
 
     data = _data_config(_Fields(source, "data", top.take("data", dict, {})))
+    if data.val_fraction == 0 and objective.startswith("val_"):
+        top.fail("objective", f"{objective} needs a validation split but data.val_fraction = 0; rank on a "
+                              f"test_ objective (the papers' protocol, reported as optimistic) or keep a validation split")
     model = _Fields(source, "model", top.take("model", dict, {}))
     backbone = model.take("backbone", str, "small_cnn")
     if backbone not in BACKBONES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -29,7 +29,7 @@ class EpochEnd:
     epoch: int
     epochs: int
     train_loss: float
-    val_accuracy: float
+    val_accuracy: float | None  # None without a validation split
     seconds: float
 
 
@@ -95,10 +95,11 @@ class TrainResult:
     val: SplitMetrics
     test: SplitMetrics
     epoch_train_loss: list[float]
-    epoch_val_accuracy: list[float]
+    epoch_val_accuracy: list[float | None]
     train_seconds: float
     seed: int
     settings: dict[str, Any]
+    model: torch.nn.Module | None = field(default=None, repr=False)  # the trained network (not in to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Flat metric keys first (val_accuracy, test_accuracy, ...), then the details."""
@@ -168,7 +169,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     report = progress or (lambda event: None)
     epochs = run.params["epochs"]
     epoch_losses: list[float] = []
-    epoch_val_accuracy: list[float] = []
+    epoch_val_accuracy: list[float | None] = []
     start = time.perf_counter()
     for epoch in range(1, epochs + 1):
         epoch_start = time.perf_counter()
@@ -191,4 +192,4 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
-        train_seconds=train_seconds, seed=config.seed, settings=settings)
+        train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model)

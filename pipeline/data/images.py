@@ -40,7 +40,7 @@ def load_images(config: DataConfig) -> Dataset:
     listing = manifest_listing(config) if config.manifest else folder_listing(config)
     train, val = apply_imbalance(config, listing.class_names, listing.labels, listing.train, listing.val)
     for part, indices in (("training", train), ("validation", val), ("test", listing.test)):
-        if len(indices) == 0:
+        if len(indices) == 0 and not (part == "validation" and config.val_fraction == 0):
             raise UserError(f"the {part} split of {listing.name} is empty; the classes are too small for "
                             f"val_fraction {config.val_fraction} (and test_fraction {config.test_fraction})")
     cache_dir = Path(config.cache_dir) if config.cache_dir else None

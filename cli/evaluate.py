@@ -1,0 +1,147 @@
+"""`robust-tune evaluate` and `best`: a study's best configuration re-trained over seeds, and printed for reuse."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from cli.main import app
+from cli.render import stderr
+from cli.study import Db, _print_tables
+from pipeline.errors import UserError
+from pipeline.params import parse_assignment
+from pipeline.report import compare_table, percent
+from pipeline.store import Store
+
+stdout = Console()
+
+
+class EvaluationView:
+    """Live bars (runs, epochs) on a terminal; one plain line per run otherwise (a log, CI)."""
+
+    def __init__(self, bars: Progress | None) -> None:
+        self.bars = bars
+        if bars is not None:
+            self.runs = bars.add_task("runs   ", total=None, status="")
+            self.epochs = bars.add_task("epochs ", total=None, status="")
+
+    def on_event(self, event: Any) -> None:
+        from pipeline.evaluate import EvaluationStarted, RunEnded, RunStarted
+        from pipeline.trainer import EpochEnd
+
+        line = None
+        if isinstance(event, EvaluationStarted):
+            line = (f"evaluate {event.study} (best trial {event.trial_index}): {event.runs} run(s), "
+                    f"{event.stored} already stored, {event.runs - event.stored} to run")
+        elif isinstance(event, RunStarted) and self.bars is not None:
+            self.bars.update(self.runs, total=event.total, completed=event.number - 1,
+                             status=f"{event.variant}, seed {event.seed}")
+            self.bars.reset(self.epochs, total=event.epochs, status="")
+        elif isinstance(event, EpochEnd) and self.bars is not None:
+            self.bars.update(self.epochs, completed=event.epoch, status=f"loss {event.train_loss:.3f}")
+        elif isinstance(event, RunEnded):
+            if self.bars is not None:
+                self.bars.update(self.runs, completed=event.number)
+            line = (f"run {event.number} of {event.total}: {event.variant}, seed {event.seed}: "
+                    f"test acc {percent(event.test_accuracy)}%, {event.seconds:.1f} s")
+        if line:
+            stderr.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+@app.command()
+def evaluate(
+    study: Annotated[str, typer.Argument(help="A study in the database.")],
+    db: Db = None,
+    seeds: Annotated[int, typer.Option(help="Train on seeds 0..N-1.")] = 5,
+    against: Annotated[Optional[str], typer.Option(
+        help="Baseline methods, comma-separated (e.g. erm,ls), each at every setting it shares with the best "
+             "trial.")] = None,
+    param: Annotated[Optional[list[str]], typer.Option(
+        "--param", "-p", help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
+    = None,
+    vary: Annotated[Optional[str], typer.Option(
+        help="Re-train the best configuration with one parameter moved: NAME=V1,V2,...")] = None,
+    resplit: Annotated[bool, typer.Option(
+        "--resplit", help="Draw the split again with each seed (the validation carving; the whole split when "
+                          "the data set has no fixed test set).")] = False,
+    device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
+) -> None:
+    """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
+    from pipeline.evaluate import plan_evaluation, run_evaluation
+
+    plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
+                           dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
+    store = Store(db)  # creates the evaluations table in a database from before it
+    if stderr.is_terminal:
+        bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), console=stderr, transient=True)
+        with bars:
+            ran = run_evaluation(store, plan, device, EvaluationView(bars).on_event)
+    else:
+        ran = run_evaluation(store, plan, device, EvaluationView(None).on_event)
+    if not ran:
+        stdout.print(f"study {study}: every run is already stored; nothing was changed.")
+    _print_tables([compare_table(store, [study])], "table", None)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string
+    return repr(value)
+
+
+def _study_toml(study: Any, trial: Any, config: Any) -> str:
+    """A runnable study file: the study's data, network and method, every fixed parameter at the best
+    trial's value, and each searched one with the study's range and its best value beside it."""
+    stored = study.config
+    objective = stored["objective"]
+    lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
+             f"{objective} {percent(trial.metrics[objective])}%.",
+             "# Fixed parameters are at its values; searched ones keep the study's range, the best value beside it.",
+             f"name = {_toml_value(study.name + '-best')}",
+             f"objective = {_toml_value(objective)}", f"seed = {stored['seed']}",
+             f"search_seed = {stored['search_seed']}", "", "[data]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in stored["data"].items() if v is not None]
+    lines += ["", "[model]", f"backbone = {_toml_value(config.backbone)}", f"weights = {_toml_value(config.weights)}",
+              "", "[method]", f"name = {_toml_value(config.method)}", "", "[params]"]
+    for name, value in config.params.items():
+        space = stored["search"].get(name)
+        if space is None:
+            lines.append(f"{name} = {_toml_value(value)}")
+        elif "values" in space:
+            lines.append(f"{name} = {{ values = [{', '.join(_toml_value(v) for v in space['values'])}] }}"
+                         f"  # best: {_toml_value(value)}")
+        else:
+            log = ", log = true" if space.get("log") else ""
+            lines.append(f"{name} = {{ low = {_toml_value(space['low'])}, high = {_toml_value(space['high'])}{log} }}"
+                         f"  # best: {_toml_value(value)}")
+    lines += ["", "[budget]"] + [f"{k} = {v}" for k, v in stored["budget"].items()]
+    return "\n".join(lines) + "\n"
+
+
+@app.command()
+def best(
+    study: Annotated[str, typer.Argument(help="A study in the database.")],
+    db: Db = None,
+    format_: Annotated[str, typer.Option("--format", help="toml (a runnable study file) or json (the train "
+                                                          "settings).")] = "toml",
+    trial: Annotated[Optional[int], typer.Option(help="This trial instead of the best one.")] = None,
+) -> None:
+    """Print a study's best configuration, every parameter included, for reuse."""
+    from pipeline.evaluate import study_and_trial, trial_config
+
+    if format_ not in ("toml", "json"):
+        raise UserError(f"unknown format {format_!r}; known: toml, json")
+    record, chosen = study_and_trial(Store(db, create=False), study, trial)
+    config = trial_config(record, chosen)
+    if format_ == "json":
+        print(json.dumps({"study": record.name, "trial_index": chosen.trial_index,
+                          "objective": record.config["objective"], "metrics": chosen.metrics,
+                          "train": {k: v for k, v in config.to_dict().items() if k != "device"}}, indent=2))
+    else:
+        print(_study_toml(record, chosen, config), end="")
