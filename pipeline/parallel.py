@@ -6,7 +6,6 @@ trial starts and each epoch as Dask events, which come back here as the study's 
 """
 from __future__ import annotations
 
-import functools
 import os
 import queue
 import signal
@@ -47,19 +46,8 @@ def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | N
     return [str(i // trials_per_gpu % gpus) if gpus else None for i in range(workers)]
 
 
-@functools.cache
-def _set_up_worker(threads: int | None, device: str | None) -> None:
-    """Once per worker process, before its first trial touches CUDA: its GPU and torch's threads."""
-    import torch
-
-    if device is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = device
-    if threads:
-        torch.set_num_threads(threads)
-
-
-def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int, device: str,
-                    threads: int | None, devices: list[str | None]) -> Outcome:
+def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int,
+                    device: str) -> Outcome:
     """The task a worker runs: one trial, reported as it starts and after each epoch."""
     from distributed import get_worker
 
@@ -67,7 +55,6 @@ def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, 
 
     worker = get_worker()
     name = worker.name
-    _set_up_worker(threads, devices[name % len(devices)] if devices and isinstance(name, int) else None)
     started = time.time()
     worker.log_event(EVENTS, {"trial": trial_index, "worker": str(name), "started": started})
 
@@ -85,6 +72,22 @@ def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, 
     return Outcome(trial_index, result=result, started=started, worker=str(name))
 
 
+def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
+    """A cluster of `workers` worker processes on this machine, one thread each, named 0..N-1: what
+    LocalCluster builds, with each worker's own environment (its GPU; torch's share of the cores)."""
+    import torch
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    specs = {}
+    for name, gpu in enumerate(worker_devices(workers, trials_per_gpu, gpus)):
+        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} | ({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})
+        specs[name] = {"cls": Nanny, "options": {"nthreads": 1, "name": name, "env": env}}
+    return SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+                       silence_logs=False)
+
+
 class DaskSlots:
     """Up to `capacity` trials at once on Dask workers: submit one, wait until some end."""
 
@@ -94,20 +97,19 @@ class DaskSlots:
         self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
         self.futures: dict[Any, int] = {}  # future -> trial index
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
-        self.threads: int | None = None
-        self.devices: list[str | None] = []
         self.capacity = 0
 
     def __enter__(self) -> DaskSlots:
         import dask
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         from pipeline.library_logs import quiet_libraries
 
         quiet_libraries(self.log_file)  # again, now that distributed has attached its own stderr handler
         # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
         # the study marks the trial interrupted and runs its parameters again, as after a killed run.
-        dask.config.set({"distributed.scheduler.allowed-failures": 0})
+        dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "error"})
         self.cluster = None
         if self.scheduler:
             try:
@@ -116,15 +118,9 @@ class DaskSlots:
                 raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {error}") from None
             self.capacity = max(1, sum(self.client.nthreads().values()))
         else:
-            import torch
-
-            self.threads = max(1, (os.cpu_count() or 1) // self.workers)
-            gpus = torch.cuda.device_count() if self.device != "cpu" else 0
-            self.devices = worker_devices(self.workers, self.trials_per_gpu, gpus)
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
             try:
-                self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                            dashboard_address=None, silence_logs=False)
+                self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
             finally:
                 signal.signal(signal.SIGINT, previous)
             self.client = Client(self.cluster)
@@ -139,8 +135,7 @@ class DaskSlots:
 
     def submit(self, trial_index: int, parameters: dict[str, Any], seed: int) -> None:
         future = self.client.submit(train_on_worker, self.study, trial_index, parameters, seed, self.device,
-                                    self.threads, self.devices, key=f"trial-{trial_index}-{time.time_ns()}",
-                                    pure=False)
+                                    key=f"trial-{trial_index}-{time.time_ns()}", pure=False)
         self.futures[future] = trial_index
 
     def wait(self) -> list[Outcome]:
