@@ -56,7 +56,7 @@ def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, 
     worker = get_worker()
     name = worker.name
     started = time.time()
-    worker.log_event(EVENTS, {"trial": trial_index, "worker": str(name), "started": started})
+    worker.log_event(EVENTS, {"trial": trial_index, "name": str(name), "started": started})
 
     def progress(event: Any) -> None:
         if isinstance(event, EpochEnd):
@@ -83,8 +83,9 @@ def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
     specs = {}
     for name, gpu in enumerate(worker_devices(workers, trials_per_gpu, gpus)):
         env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} | ({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})
-        specs[name] = {"cls": Nanny, "options": {"nthreads": 1, "name": name, "env": env}}
-    return SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+        specs[name] = {"cls": Nanny, "options": {"nthreads": 1, "name": name, "env": env, "host": "127.0.0.1"}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None, "host": "127.0.0.1"}}
+    return SpecCluster(workers=specs, scheduler=scheduler,
                        silence_logs=False)
 
 
@@ -174,6 +175,6 @@ class DaskSlots:
             except queue.Empty:
                 return
             if "started" in event:
-                self.on_event(TrialRunning(event["trial"], event["worker"]))
+                self.on_event(TrialRunning(event["trial"], event["name"]))  # Dask sets "worker" to its address
             else:
                 self.on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"]))
