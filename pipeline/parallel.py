@@ -1,4 +1,4 @@
-"""Trials on Dask workers: a LocalCluster of N worker processes on this machine, or an existing scheduler.
+"""Trials on Dask workers: a cluster of N worker processes on this machine, or an existing scheduler.
 
 Only the process running the study talks to Ax and writes the database; a worker only trains
 (`run_trial`) and sends the outcome back, so SQLite never sees two writers. Workers report when a

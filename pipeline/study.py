@@ -1,7 +1,7 @@
 """The trial loop: ask Ax for parameters, train with the shared trainer, tell Ax, persist, resume.
 
-`run_trial` is a pure, picklable function of (study config, parameters, seed), so trials could
-later be sent to parallel workers; `run_study` drives it and never prints (events go to a callback).
+`run_trial` is a pure, picklable function of (study config, parameters, seed); `run_study` runs it in
+slots (this process, or Dask workers: pipeline/parallel.py) and never prints (events go to a callback).
 """
 from __future__ import annotations
 
