@@ -10,11 +10,10 @@ import os
 import queue
 import signal
 import time
-import traceback
 from typing import Any, Callable
 
 from pipeline.errors import UserError
-from pipeline.study import Outcome, TrialEpoch, TrialRunning, run_trial
+from pipeline.study import Outcome, TrialEpoch, TrialRunning, trial_outcome
 from pipeline.study_config import StudyConfig
 
 EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
@@ -54,22 +53,13 @@ def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, 
     from pipeline.trainer import EpochEnd
 
     worker = get_worker()
-    name = worker.name
-    started = time.time()
-    worker.log_event(EVENTS, {"trial": trial_index, "name": str(name), "started": started})
+    worker.log_event(EVENTS, {"trial": trial_index, "name": str(worker.name), "started": time.time()})
 
     def progress(event: Any) -> None:
         if isinstance(event, EpochEnd):
             worker.log_event(EVENTS, {"trial": trial_index, "epoch": event.epoch, "epochs": event.epochs})
 
-    try:
-        result = run_trial(study, parameters, seed, device, progress)
-    except UserError:
-        raise
-    except Exception as error:  # diverged, out of memory, a bad combination: the study records it
-        return Outcome(trial_index, error=f"{type(error).__name__}: {error}", details=traceback.format_exc(limit=-3),
-                       started=started, worker=str(name))
-    return Outcome(trial_index, result=result, started=started, worker=str(name))
+    return trial_outcome(study, trial_index, parameters, seed, device, progress)
 
 
 def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:

@@ -81,7 +81,6 @@ class Outcome:
     details: str = ""  # the traceback's last frames
     lost: str | None = None  # why the trial stopped without an end
     started: float | None = None  # time.time() when training started
-    worker: str = ""
 
 
 @dataclass
@@ -113,6 +112,20 @@ def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device:
     """Train one proposed configuration; the same code path as `robust-tune train`."""
     config = study.train_config(parameters, seed, device)
     return train(config, _dataset(config.data, str(resolve_device(device))), progress).to_dict()
+
+
+def trial_outcome(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int, device: str,
+                  progress: Progress | None = None) -> Outcome:
+    """Train one trial and say how it ended, here or on a worker; a UserError or Ctrl-C propagates."""
+    started = time.time()
+    try:
+        result = run_trial(study, parameters, seed, device, progress)
+    except (UserError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
+        return Outcome(trial_index, error=f"{type(error).__name__}: {error}", details=traceback.format_exc(limit=-3),
+                       started=started)
+    return Outcome(trial_index, result=result, started=started)
 
 
 def _differences(new: Any, old: Any, path: str = "") -> list[str]:
@@ -171,15 +184,7 @@ class InProcessSlot:
     def wait(self) -> list[Outcome]:
         """Train the submitted trial; a UserError or Ctrl-C propagates (the loop stops the study)."""
         (index, parameters, seed), self.queued = self.queued, None
-        started = time.time()
-        try:
-            result = run_trial(self.study, parameters, seed, self.device, self.on_event)
-        except (UserError, KeyboardInterrupt):
-            raise
-        except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
-            return [Outcome(index, error=f"{type(error).__name__}: {error}", details=traceback.format_exc(limit=-3),
-                            started=started)]
-        return [Outcome(index, result=result, started=started)]
+        return [trial_outcome(self.study, index, parameters, seed, self.device, self.on_event)]
 
 
 def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]]:
@@ -292,7 +297,8 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
                         store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started)
                         searcher.fail(index)
                         summary.storage_seconds += time.perf_counter() - tick
-                        ran, summary.failed, consecutive_failures = ran + 1, summary.failed + 1, consecutive_failures + 1
+                        ran, summary.failed = ran + 1, summary.failed + 1
+                        consecutive_failures += 1
                         on_event(TrialEnded(index, "failed", None, outcome.error, _best(store, stored)))
                         if consecutive_failures >= study.budget.max_failures and not summary.stopped:
                             summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
