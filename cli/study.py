@@ -41,13 +41,15 @@ def _clock(seconds: float) -> str:
 
 class StudyView:
     """The live view of a running study, and the plain lines that replace it when stderr is not a
-    terminal. A trial is named by its index everywhere (as in the tables); `k of N` is progress."""
+    terminal. A trial is named by its index everywhere (as in the tables); `k of N` is progress.
+    Several trials run at once on parallel workers: each has its line (worker, epoch, clock)."""
 
     def __init__(self, fixed_epochs: int | None = None) -> None:
         self.fixed_epochs = fixed_epochs  # a study that does not search epochs trains this many
         self.name, self.budget, self.ran = "", 0, 0
-        self.started = self.trial_started = time.monotonic()
-        self.trial: tuple[int, int, dict[str, Any]] | None = None  # index, k, parameters
+        self.started = time.monotonic()
+        self.running: dict[int, dict[str, Any]] = {}  # index -> k, parameters, started, worker, epoch
+        self.slots = 1  # the most trials seen running at once
         self.ended_seconds: list[float] = []  # of trials that ended in this run
         self.best = ""
         self.rows: list[tuple[str, str, str, str, str]] = []
@@ -61,16 +63,18 @@ class StudyView:
         if not self.ended_seconds:
             return "?"
         mean = sum(self.ended_seconds) / len(self.ended_seconds)
-        running = time.monotonic() - self.trial_started if self.trial else 0.0
-        return "~" + _clock(max(0.0, mean * (self.budget - self.ran) - min(running, mean)))
+        now = time.monotonic()
+        running = sum(min(now - trial["started"], mean) for trial in self.running.values())
+        return "~" + _clock(max(0.0, (mean * (self.budget - self.ran) - running) / self.slots))
 
     def status_line(self) -> Text:
         now = time.monotonic()
         line = f"study {self.name}: elapsed {_clock(now - self.started)}, left {self.eta()}"
-        if self.trial:
-            index, k, parameters = self.trial
-            line += (f"\ntrial {index} ({k} of {self.budget}), running {_clock(now - self.trial_started)}: "
-                     f"{_params_text(parameters)}")
+        for index, trial in sorted(self.running.items()):
+            where = f" on worker {trial['worker']}" if trial["worker"] else ""
+            epoch = f", epoch {trial['epoch']}/{trial['epochs']}" if trial["epoch"] else ""
+            line += (f"\ntrial {index} ({trial['k']} of {self.budget}){where}{epoch}, running "
+                     f"{_clock(now - trial['started'])}: {_params_text(trial['parameters'])}")
         return Text(line)
 
     def trials_grid(self, last: int | None = None) -> RichTable:
@@ -84,11 +88,13 @@ class StudyView:
         return grid
 
     def __rich__(self) -> Group:  # re-read on every refresh, so the clocks move
-        return Group(self.status_line(), self.bars, Text(self.best), self.trials_grid(last=5))
+        in_process = len(self.running) == 1 and not any(t["worker"] for t in self.running.values())
+        bars = [self.bars] if in_process else []  # batch bars only for a trial trained in this process
+        return Group(self.status_line(), *bars, Text(self.best), self.trials_grid(last=5))
 
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
-        from pipeline.study import StudyStarted, TrialEnded, TrialStarted
+        from pipeline.study import StudyStarted, TrialEnded, TrialEpoch, TrialRunning, TrialStarted
         from pipeline.trainer import BatchEnd, EpochEnd
 
         if isinstance(event, BatchEnd):
@@ -102,25 +108,33 @@ class StudyView:
             again = f"; {len(event.requeued)} interrupted trial(s) run again" if event.requeued else ""
             return f"study {event.name}: budget {event.budget} trials{resumed}{again}"
         elif isinstance(event, TrialStarted):
-            self.trial = (event.trial_index, event.number, event.parameters)
-            self.trial_started = time.monotonic()
+            self.running[event.trial_index] = dict(
+                k=event.number, parameters=event.parameters, started=time.monotonic(), worker="", epoch=0,
+                epochs=event.parameters.get("epochs", self.fixed_epochs))
+            self.slots = max(self.slots, len(self.running))
             self.bars.reset(self.epochs, total=event.parameters.get("epochs", self.fixed_epochs), status="")
             self.bars.reset(self.batches, total=None)
+        elif isinstance(event, TrialRunning) and event.trial_index in self.running:
+            self.running[event.trial_index].update(worker=event.worker, started=time.monotonic())
+        elif isinstance(event, TrialEpoch) and event.trial_index in self.running:
+            self.running[event.trial_index].update(epoch=event.epoch, epochs=event.epochs)
         elif isinstance(event, TrialEnded):
-            seconds = time.monotonic() - self.trial_started
-            self.ended_seconds.append(seconds)
-            self.ran += 1
-            index, k, parameters = self.trial or (event.trial_index, self.ran, {})
-            self.trial = None
+            trial = self.running.pop(event.trial_index, None) or dict(
+                k=self.ran + 1, parameters={}, started=time.monotonic(), worker="")
+            seconds = time.monotonic() - trial["started"]
+            if event.status != "interrupted":  # an interrupted trial runs again and does not count
+                self.ended_seconds.append(seconds)
+                self.ran += 1
             objective = "-" if event.objective is None else f"{100 * event.objective:.1f}%"
-            self.rows.append((str(index), event.status, objective, f"{seconds:.1f}",
-                              event.error or _params_text(parameters)))
+            self.rows.append((str(event.trial_index), event.status, objective, f"{seconds:.1f}",
+                              event.error or _params_text(trial["parameters"])))
             if event.best:
                 value, best_index, best_parameters = event.best
                 self.best = f"best so far: {100 * value:.1f}% (trial {best_index}: {_params_text(best_parameters)})"
             best = f"; best {100 * event.best[0]:.1f}% (trial {event.best[1]})" if event.best else ""
-            return (f"trial {index} ({k} of {self.budget}) {event.status}: objective {objective}, "
-                    f"{seconds:.1f} s, {event.error or _params_text(parameters)}{best}")
+            where = f" on worker {trial['worker']}" if trial["worker"] else ""
+            return (f"trial {event.trial_index} ({trial['k']} of {self.budget}){where} {event.status}: "
+                    f"objective {objective}, {seconds:.1f} s, {event.error or _params_text(trial['parameters'])}{best}")
         return None
 
 
@@ -189,6 +203,13 @@ def run(
         "--set", help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
+    workers: Annotated[Optional[int], typer.Option(
+        help="Run this many trials at once, on a Dask cluster of as many worker processes on this machine.")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        envvar="ROBUST_TUNE_SCHEDULER",
+        help="Run trials on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
+    trials_per_gpu: Annotated[int, typer.Option(
+        help="With --workers on a machine with GPUs: how many trials share one GPU.")] = 1,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     from pipeline.study import StudyInterrupted, run_study
@@ -198,10 +219,11 @@ def run(
         [f"search_seed={search_seed}"] if search_seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     view = StudyView(study.fixed.get("epochs"))
+    parallel = dict(workers=workers, scheduler=scheduler, trials_per_gpu=trials_per_gpu)
     try:
         if stderr.is_terminal:
             with Live(view, console=stderr, refresh_per_second=4, transient=True):
-                summary = run_study(study, db, device, trials, log_file, view.on_event)
+                summary = run_study(study, db, device, trials, log_file, view.on_event, **parallel)
             if view.rows:
                 stderr.print(view.trials_grid())  # the run's trials stay on screen
         else:  # a log (nohup, CI): one plain line per study start and per trial end
@@ -210,11 +232,17 @@ def run(
                 if line:
                     stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
-            summary = run_study(study, db, device, trials, log_file, on_event)
+            summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
     except KeyboardInterrupt as stop:
-        what = (f"trial {stop.trial_index} of study {study.name} was stopped and will run again first"
-                if isinstance(stop, StudyInterrupted) else f"study {study.name} was stopped between trials")
-        again = "".join([f" --db {db}" if db else ""] + [f" --set {o}" for o in overrides])
+        if not isinstance(stop, StudyInterrupted):
+            what = f"study {study.name} was stopped between trials"
+        elif len(stop.trial_indices) == 1:
+            what = f"trial {stop.trial_indices[0]} of study {study.name} was stopped and will run again first"
+        else:
+            what = (f"trials {', '.join(map(str, stop.trial_indices))} of study {study.name} were stopped "
+                    "and will run again first")
+        again = "".join([f" --db {db}" if db else ""] + [f" --set {o}" for o in overrides] +
+                        [f" --workers {workers}" if workers else ""])
         stderr.print(f"interrupted: {what}; resume with robust-tune run {study_file}{again}", soft_wrap=True)
         raise typer.Exit(130)
     overhead = summary.proposal_seconds + summary.storage_seconds
@@ -224,7 +252,10 @@ def run(
     else:
         stdout.print(f"study {summary.name}: {summary.completed} trial(s) completed now, {summary.failed} failed, "
                      f"in {summary.seconds:.1f} s; proposing and storing took {overhead:.1f} s "
-                     f"({100 * overhead / max(summary.seconds, 1e-9):.1f}%). Library messages: {summary.log_file}")
+                     f"({100 * overhead / max(summary.seconds, 1e-9):.1f}%)"
+                     + (f"; trials began training {sum(summary.start_delays) / len(summary.start_delays):.2f} s "
+                        "after they were stored, on average" if workers or scheduler else "")
+                     + f". Library messages: {summary.log_file}")
     _print_tables([best_table(Store(db), [study.name])], "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")

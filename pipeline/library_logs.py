@@ -5,7 +5,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-_LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas")
+_LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas", "distributed")
 _handler: logging.FileHandler | None = None
 
 

@@ -115,14 +115,23 @@ class Searcher:
         self.client = open_client(study, url)
         self.objective = study.objective
 
-    def ask(self) -> tuple[int, dict[str, Any]] | None:
-        """A new trial's index and parameters; None when every remaining proposal was tried already."""
+    def ask(self, waiting: bool = False) -> tuple[int, dict[str, Any]] | str | None:
+        """A new trial's index and parameters; None when every remaining proposal was tried already;
+        "wait" when Ax proposes nothing until a running trial ends (`waiting`: some are running), as
+        when the Sobol trials are all out and the Gaussian process has no data yet."""
+        from ax.exceptions.core import DataRequiredError
         from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
         try:
             proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
         except GenerationStrategyRepeatedPoints:
             return None
+        except DataRequiredError:
+            if waiting:
+                return "wait"
+            raise
+        if not proposals and waiting:
+            return "wait"
         if not proposals:
             raise RuntimeError("Ax proposed no trial; see the library log")
         index, parameters = next(iter(proposals.items()))

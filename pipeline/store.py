@@ -160,6 +160,13 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+def _started_at(started: float | None) -> dict[str, dt.datetime]:
+    """The started_at column's new value, as UTC like every stored time, or no change."""
+    if started is None:
+        return {}
+    return {"started_at": dt.datetime.fromtimestamp(started, dt.timezone.utc).replace(tzinfo=None)}
+
+
 class Store:
     """Studies and trials in one database; every write is its own transaction."""
 
@@ -232,22 +239,29 @@ class Store:
                 proposal_seconds=proposal_seconds, started_at=_now()))
         return result.inserted_primary_key[0]
 
-    def complete_trial(self, trial_id: int, result: dict[str, Any]) -> None:
-        """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once."""
+    def complete_trial(self, trial_id: int, result: dict[str, Any], started: float | None = None) -> None:
+        """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once;
+        `started` (a time.time()) replaces the start time by when training really began (on a worker)."""
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
         with self.engine.begin() as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
                 status="completed", metrics=metrics, settings=result["settings"],
                 per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
-                train_seconds=result["train_seconds"], ended_at=_now()))
+                train_seconds=result["train_seconds"], ended_at=_now(), **_started_at(started)))
             connection.execute(epochs.insert(), [
                 {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy}
                 for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
 
-    def fail_trial(self, trial_id: int, error: str) -> None:
+    def fail_trial(self, trial_id: int, error: str, started: float | None = None) -> None:
         with self.engine.begin() as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status="failed", error=error, ended_at=_now()))
+                status="failed", error=error, ended_at=_now(), **_started_at(started)))
+
+    def interrupt_trial(self, trial_id: int, reason: str) -> None:
+        """One trial stopped before its end (its worker died); its parameters run again as a new trial."""
+        with self.engine.begin() as connection:
+            connection.execute(trials.update().where(trials.c.id == trial_id).values(
+                status="interrupted", error=reason, ended_at=_now()))
 
     def interrupt_running_trials(self, study_id: int, reason: str) -> list[int]:
         """Mark trials a killed process left `running` as interrupted; returns their Ax indices."""

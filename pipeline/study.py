@@ -1,7 +1,7 @@
 """The trial loop: ask Ax for parameters, train with the shared trainer, tell Ax, persist, resume.
 
-`run_trial` is a pure, picklable function of (study config, parameters, seed), so trials could
-later be sent to parallel workers; `run_study` drives it and never prints (events go to a callback).
+`run_trial` is a pure, picklable function of (study config, parameters, seed); `run_study` runs it in
+slots (this process, or Dask workers: pipeline/parallel.py) and never prints (events go to a callback).
 """
 from __future__ import annotations
 
@@ -46,12 +46,41 @@ class TrialStarted:
 
 
 @dataclass(frozen=True)
+class TrialRunning:
+    """A worker started a trial (parallel studies only)."""
+
+    trial_index: int
+    worker: str
+
+
+@dataclass(frozen=True)
+class TrialEpoch:
+    """A trial on a worker finished an epoch (parallel studies only)."""
+
+    trial_index: int
+    epoch: int
+    epochs: int
+
+
+@dataclass(frozen=True)
 class TrialEnded:
     trial_index: int
-    status: str  # completed | failed
+    status: str  # completed | failed | interrupted (its worker died; its parameters run again)
     objective: float | None
     error: str | None
     best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one trial ended in its slot: a result (completed), an error (raised) or lost (its worker died)."""
+
+    trial_index: int
+    result: dict[str, Any] | None = None
+    error: str | None = None  # "Type: message"
+    details: str = ""  # the traceback's last frames
+    lost: str | None = None  # why the trial stopped without an end
+    started: float | None = None  # time.time() when training started
 
 
 @dataclass
@@ -69,6 +98,7 @@ class StudySummary:
     storage_seconds: float = 0.0  # writing trials to the database (ours and Ax's)
     log_file: str = ""
     new_trials: list[int] = field(default_factory=list)
+    start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
 
 
 @functools.lru_cache(maxsize=2)
@@ -82,6 +112,20 @@ def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device:
     """Train one proposed configuration; the same code path as `robust-tune train`."""
     config = study.train_config(parameters, seed, device)
     return train(config, _dataset(config.data, str(resolve_device(device))), progress).to_dict()
+
+
+def trial_outcome(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int, device: str,
+                  progress: Progress | None = None) -> Outcome:
+    """Train one trial and say how it ended, here or on a worker; a UserError or Ctrl-C propagates."""
+    started = time.time()
+    try:
+        result = run_trial(study, parameters, seed, device, progress)
+    except (UserError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
+        return Outcome(trial_index, error=f"{type(error).__name__}: {error}", details=traceback.format_exc(limit=-3),
+                       started=started)
+    return Outcome(trial_index, result=result, started=started)
 
 
 def _differences(new: Any, old: Any, path: str = "") -> list[str]:
@@ -112,11 +156,35 @@ def _kill_point(name: str) -> None:
 
 
 class StudyInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a trial: the trial is stored as interrupted and will run again first."""
+    """Ctrl-C during trials: they are stored as interrupted and will run again first."""
 
-    def __init__(self, study: str, trial_index: int) -> None:
-        super().__init__(f"trial {trial_index} of study {study} was stopped")
-        self.study, self.trial_index = study, trial_index
+    def __init__(self, study: str, trial_indices: list[int]) -> None:
+        super().__init__(f"trial(s) {', '.join(map(str, trial_indices))} of study {study} were stopped")
+        self.study, self.trial_indices = study, trial_indices
+
+
+class InProcessSlot:
+    """One trial at a time, trained in this process when the study loop waits for it."""
+
+    capacity = 1
+
+    def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None]) -> None:
+        self.study, self.device, self.on_event = study, device, on_event
+        self.queued: tuple[int, dict[str, Any], int] | None = None
+
+    def __enter__(self) -> InProcessSlot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, trial_index: int, parameters: dict[str, Any], seed: int) -> None:
+        self.queued = (trial_index, parameters, seed)
+
+    def wait(self) -> list[Outcome]:
+        """Train the submitted trial; a UserError or Ctrl-C propagates (the loop stops the study)."""
+        (index, parameters, seed), self.queued = self.queued, None
+        return [trial_outcome(self.study, index, parameters, seed, self.device, self.on_event)]
 
 
 def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]]:
@@ -143,15 +211,23 @@ def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]
 
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
               log_file: str | Path = "runs/robust-tune.log",
-              on_event: Callable[[Any], None] = lambda event: None) -> StudySummary:
+              on_event: Callable[[Any], None] = lambda event: None,
+              workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1) -> StudySummary:
     """Run (or resume) `study` until `trials` (default: its budget) trials have run.
 
     The budget counts trials that ran to an end, completed or failed; a trial interrupted by a
     killed process does not count and its parameters run again first. One process at a time runs
-    a study; another gets a UserError naming it.
+    a study; another gets a UserError naming it. With `workers` (a Dask cluster on this machine) or
+    `scheduler` (an existing Dask cluster) several trials run at once; this process alone talks to Ax
+    and writes the database, asking for one trial whenever a worker is free.
     """
     start = time.perf_counter()
     budget = trials or study.budget.trials
+    parallel = workers is not None or scheduler is not None
+    if parallel:
+        from pipeline.parallel import check_options
+
+        check_options(workers, scheduler, trials_per_gpu)
     data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
     _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
     check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
@@ -161,8 +237,14 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     if stored.fingerprint != study.fingerprint():
         _refuse_other_study(study, stored.config)
     _kill_point("after-study-row")
-    with store.lock_study(stored):
-        log_path = quiet_libraries(log_file)
+    log_path = quiet_libraries(log_file)
+    if parallel:
+        from pipeline.parallel import DaskSlots
+
+        slots: Any = DaskSlots(study, device, on_event, str(log_path), workers, scheduler, trials_per_gpu)
+    else:
+        slots = InProcessSlot(study, device, on_event)
+    with store.lock_study(stored), slots:
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
         summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
@@ -170,52 +252,71 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
         requeued = reconcile(store, stored.id, searcher)
         ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
         on_event(StudyStarted(study.name, ran, budget, ran > 0 or bool(requeued), requeued))
+        running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
         consecutive_failures = 0
-        while ran < budget:
-            tick = time.perf_counter()
-            if requeued:  # an interrupted configuration runs again before anything new is proposed
-                parameters = requeued.pop(0)
-                index = searcher.attach(parameters)
-            elif (asked := searcher.ask()) is not None:
-                index, parameters = asked
-            else:
-                summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
-                break
-            _kill_point("after-ask")
-            summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
-            tick = time.perf_counter()
-            row = store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds)
-            try:
-                summary.storage_seconds += time.perf_counter() - tick
-                summary.new_trials.append(index)
-                on_event(TrialStarted(index, ran + 1, budget, parameters))
-                result = run_trial(study, parameters, study.seed, device, on_event)
-            except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run it again later
-                # Ax is not told: the trial stays pending there, so the next run requeues it (see reconcile).
-                store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
-                if isinstance(stop, KeyboardInterrupt):
-                    raise StudyInterrupted(study.name, index) from None
-                raise
-            except Exception as error:  # diverged, out of memory, a bad combination: record it, go on
-                message = f"{type(error).__name__}: {error}"
-                tick = time.perf_counter()
-                store.fail_trial(row, message + "\n" + traceback.format_exc(limit=-3))
-                searcher.fail(index)
-                summary.storage_seconds += time.perf_counter() - tick
-                ran, summary.failed, consecutive_failures = ran + 1, summary.failed + 1, consecutive_failures + 1
-                on_event(TrialEnded(index, "failed", None, message, _best(store, stored)))
-                if consecutive_failures >= study.budget.max_failures:
-                    summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
-                                       f"last error: {message}")
+        try:
+            while True:
+                while not summary.stopped and ran + len(running) < budget and len(running) < slots.capacity:
+                    tick = time.perf_counter()
+                    if requeued:  # an interrupted configuration runs again before anything new is proposed
+                        parameters = requeued.pop(0)
+                        index = searcher.attach(parameters)
+                    elif (asked := searcher.ask(waiting=bool(running))) == "wait":
+                        break  # Ax needs a running trial's result first (the Sobol trials are all out)
+                    elif asked is not None:
+                        index, parameters = asked
+                    else:
+                        summary.stopped = ("Ax can propose no parameters that were not tried already "
+                                           "(search space exhausted)")
+                        break
+                    _kill_point("after-ask")
+                    summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
+                    tick = time.perf_counter()
+                    running[index] = (store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds),
+                                      time.time())
+                    summary.storage_seconds += time.perf_counter() - tick
+                    summary.new_trials.append(index)
+                    on_event(TrialStarted(index, ran + len(running), budget, parameters))
+                    slots.submit(index, parameters, study.seed)
+                if not running:
                     break
-                continue
-            tick = time.perf_counter()
-            store.complete_trial(row, result)
-            _kill_point("after-record")
-            searcher.complete(index, result)
-            summary.storage_seconds += time.perf_counter() - tick
-            ran, summary.completed, consecutive_failures = ran + 1, summary.completed + 1, 0
-            on_event(TrialEnded(index, "completed", result[study.objective], None, _best(store, stored)))
+                for outcome in slots.wait():  # stops while trials run: the stopped ones end first
+                    index = outcome.trial_index
+                    row, stored_at = running.pop(index)
+                    if outcome.started is not None:
+                        summary.start_delays.append(max(0.0, outcome.started - stored_at))
+                    tick = time.perf_counter()
+                    if outcome.lost is not None:  # like a killed run: interrupted, its parameters run again
+                        reason = f"{INTERRUPTED} ({outcome.lost})"
+                        store.interrupt_trial(row, reason)
+                        searcher.interrupt(index, reason)
+                        requeued.append(searcher.parameters(index))
+                        summary.storage_seconds += time.perf_counter() - tick
+                        on_event(TrialEnded(index, "interrupted", None, outcome.lost, _best(store, stored)))
+                    elif outcome.error is not None:
+                        store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started)
+                        searcher.fail(index)
+                        summary.storage_seconds += time.perf_counter() - tick
+                        ran, summary.failed = ran + 1, summary.failed + 1
+                        consecutive_failures += 1
+                        on_event(TrialEnded(index, "failed", None, outcome.error, _best(store, stored)))
+                        if consecutive_failures >= study.budget.max_failures and not summary.stopped:
+                            summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
+                                               f"last error: {outcome.error}")
+                    else:
+                        store.complete_trial(row, outcome.result, outcome.started)
+                        _kill_point("after-record")
+                        searcher.complete(index, outcome.result)
+                        summary.storage_seconds += time.perf_counter() - tick
+                        ran, summary.completed, consecutive_failures = ran + 1, summary.completed + 1, 0
+                        on_event(TrialEnded(index, "completed", outcome.result[study.objective], None,
+                                            _best(store, stored)))
+        except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run them again later
+            # Ax is not told: the trials stay pending there, so the next run requeues them (see reconcile).
+            store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+            if isinstance(stop, KeyboardInterrupt) and running:
+                raise StudyInterrupted(study.name, sorted(running)) from None
+            raise
     summary.best = _best(store, stored)
     summary.seconds = time.perf_counter() - start
     return summary

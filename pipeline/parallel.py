@@ -1,0 +1,170 @@
+"""Trials on Dask workers: a cluster of N worker processes on this machine, or an existing scheduler.
+
+Only the process running the study talks to Ax and writes the database; a worker only trains
+(`run_trial`) and sends the outcome back, so SQLite never sees two writers. Workers report when a
+trial starts and each epoch as Dask events, which come back here as the study's progress events.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+from typing import Any, Callable
+
+from pipeline.errors import UserError
+from pipeline.study import Outcome, TrialEpoch, TrialRunning, trial_outcome
+from pipeline.study_config import StudyConfig
+
+EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
+
+
+def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int) -> None:
+    """Refuse bad parallel options in one line, before anything is loaded or stored."""
+    from distributed.comm import parse_address, parse_host_port
+
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be 1 or more, not {workers} (leave it out to run trials one at a time)")
+    if trials_per_gpu < 1:
+        raise UserError(f"--trials-per-gpu must be 1 or more, not {trials_per_gpu}")
+    if workers is not None and scheduler:
+        raise UserError("give --workers (a cluster on this machine) or --scheduler (an existing one), not both")
+    if scheduler is not None:
+        try:
+            protocol, location = parse_address(scheduler, strict=True)
+            host, port = parse_host_port(location)
+            if protocol not in ("tcp", "tls", "ws", "wss", "ucx") or not host or not port:
+                raise ValueError
+        except (ValueError, TypeError):
+            raise UserError(f"malformed Dask scheduler address {scheduler!r}: expected PROTOCOL://HOST:PORT, "
+                            "e.g. tcp://10.0.0.5:8786") from None
+
+
+def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES per local worker: `trials_per_gpu` workers share each GPU; None without GPUs."""
+    return [str(i // trials_per_gpu % gpus) if gpus else None for i in range(workers)]
+
+
+def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int,
+                    device: str) -> Outcome:
+    """The task a worker runs: one trial, reported as it starts and after each epoch."""
+    from distributed import get_worker
+
+    from pipeline.trainer import EpochEnd
+
+    worker = get_worker()
+    worker.log_event(EVENTS, {"trial": trial_index, "name": str(worker.name), "started": time.time()})
+
+    def progress(event: Any) -> None:
+        if isinstance(event, EpochEnd):
+            worker.log_event(EVENTS, {"trial": trial_index, "epoch": event.epoch, "epochs": event.epochs})
+
+    return trial_outcome(study, trial_index, parameters, seed, device, progress)
+
+
+def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
+    """A cluster of `workers` worker processes on this machine, one thread each, named 0..N-1: what
+    LocalCluster builds, with each worker's own environment (its GPU; torch's share of the cores)."""
+    import torch
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    specs = {}
+    for name, gpu in enumerate(worker_devices(workers, trials_per_gpu, gpus)):
+        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} | ({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})
+        specs[name] = {"cls": Nanny, "options": {"nthreads": 1, "name": name, "env": env, "host": "127.0.0.1"}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None, "host": "127.0.0.1"}}
+    return SpecCluster(workers=specs, scheduler=scheduler,
+                       silence_logs=False)
+
+
+class DaskSlots:
+    """Up to `capacity` trials at once on Dask workers: submit one, wait until some end."""
+
+    def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None], log_file: str,
+                 workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1) -> None:
+        self.study, self.device, self.on_event, self.log_file = study, device, on_event, log_file
+        self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
+        self.futures: dict[Any, int] = {}  # future -> trial index
+        self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
+        self.capacity = 0
+
+    def __enter__(self) -> DaskSlots:
+        import dask
+        from distributed import Client
+
+        from pipeline.library_logs import quiet_libraries
+
+        quiet_libraries(self.log_file)  # again, now that distributed has attached its own stderr handler
+        # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
+        # the study marks the trial interrupted and runs its parameters again, as after a killed run.
+        dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "error"})
+        self.cluster = None
+        if self.scheduler:
+            try:
+                self.client = Client(self.scheduler, timeout="20s")
+            except (OSError, TimeoutError) as error:
+                raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {error}") from None
+            self.capacity = max(1, sum(self.client.nthreads().values()))
+        else:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
+            try:
+                self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+            self.client = Client(self.cluster)
+            self.capacity = self.workers
+        self.client.subscribe_topic(EVENTS, lambda event: self.events.put(event[1]))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def submit(self, trial_index: int, parameters: dict[str, Any], seed: int) -> None:
+        future = self.client.submit(train_on_worker, self.study, trial_index, parameters, seed, self.device,
+                                    key=f"trial-{trial_index}-{time.time_ns()}", pure=False)
+        self.futures[future] = trial_index
+
+    def wait(self) -> list[Outcome]:
+        """Outcomes of the trials that ended; progress events are passed on while waiting."""
+        from distributed import wait
+        from distributed.scheduler import KilledWorker
+
+        while True:
+            try:
+                done, _ = wait(list(self.futures), timeout=0.25, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            self._pass_on_events()
+            if done:
+                break
+        outcomes = []
+        for future in done:
+            trial_index = self.futures.pop(future)
+            if future.status == "finished":
+                outcome = future.result()
+            elif future.status == "cancelled":
+                outcome = Outcome(trial_index, lost="its task was cancelled")
+            elif isinstance(error := future.exception(), KilledWorker):
+                outcome = Outcome(trial_index, lost="its worker process died")
+            elif isinstance(error, UserError):
+                raise error
+            else:  # the task itself broke on the way (e.g. could not be unpickled on the worker)
+                outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}")
+            outcomes.append(outcome)
+        return outcomes
+
+    def _pass_on_events(self) -> None:
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if "started" in event:
+                self.on_event(TrialRunning(event["trial"], event["name"]))  # Dask sets "worker" to its address
+            else:
+                self.on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"]))

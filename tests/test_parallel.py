@@ -1,0 +1,108 @@
+"""Trials in parallel on a real Dask LocalCluster of 2 worker processes, a real SQLite file, real kills."""
+import os
+import signal
+import time
+
+import pytest
+
+from pipeline.parallel import worker_devices
+from pipeline.store import Store
+from pipeline.study import run_study
+from pipeline.study_config import load_study
+from test_study import study_file
+from test_study_safety import FAST, rows, start_run
+
+SLOW = FAST.replace("epochs = 1", "epochs = 4")  # long enough to be killed in the middle
+
+
+def stored_trials(db, name):
+    store = Store(str(db))
+    return store.trials(store.study(name).id)
+
+
+def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_points(tmp_path):
+    path, db = study_file(tmp_path, "both", params=FAST, trials=4), tmp_path / "runs.db"
+    summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log", workers=2)
+    assert summary.completed == 4 and summary.stopped is None
+    trials = stored_trials(db, "both")
+    assert [(t.trial_index, t.status) for t in trials] == [(i, "completed") for i in range(4)]
+    assert len({tuple(sorted(t.parameters.items())) for t in trials}) == 4
+    assert rows(db, "select count(*) from rt_trial_epochs") == [(4,)]  # one epoch each, stored once
+
+    spans = rows(db, "select started_at, ended_at from rt_trials where trial_index in (0, 1)")
+    (start_0, end_0), (start_1, end_1) = spans  # the two Sobol trials trained on two workers at once
+    assert start_0 < end_1 and start_1 < end_0
+
+    (tmp_path / "alone").mkdir()
+    alone = study_file(tmp_path / "alone", "both", params=FAST, trials=2)  # the same study, one trial at a time
+    run_study(load_study(alone), str(tmp_path / "alone.db"), "cpu", log_file=tmp_path / "ax.log")
+    assert [t.parameters for t in stored_trials(tmp_path / "alone.db", "both")] == [t.parameters for t in trials[:2]]
+
+
+def test_a_worker_killed_in_the_middle_of_a_trial_leaves_it_interrupted_and_run_again(tmp_path):
+    path, db = study_file(tmp_path, "lost", params=SLOW, trials=3), tmp_path / "runs.db"
+    process = start_run(path, db, "--workers", "2")
+    killed = None
+    while killed is None:  # a worker process (a grandchild of run, which runs no training itself) mid-trial
+        assert process.poll() is None, process.communicate()
+        if rows(db, "select 1 from rt_trial_epochs") or len(rows(db, "select 1 from rt_trials")) < 2:
+            time.sleep(0.05)
+            continue
+        killed = worker_pid(process.pid)
+    os.kill(killed, signal.SIGKILL)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert "Traceback" not in err
+    statuses = rows(db, "select status, parameters from rt_trials order by trial_index")
+    assert sorted(s for s, _ in statuses).count("completed") == 3
+    interrupted = [p for s, p in statuses if s == "interrupted"]
+    assert len(interrupted) == 1
+    assert [p for s, p in statuses if s == "completed"].count(interrupted[0]) == 1  # its parameters ran again
+    assert "interrupted" in err and "worker process died" in err
+
+
+def worker_pid(run_pid: int) -> int | None:
+    """A Dask worker process of `run`: a child of its child whose command line is a multiprocessing spawn."""
+    import psutil
+
+    for child in psutil.Process(run_pid).children(recursive=True):
+        if "multiprocessing.spawn" in " ".join(child.cmdline()):
+            return child.pid
+    return None
+
+
+def test_the_run_process_killed_and_started_again_completes_the_budget_with_no_duplicate(tmp_path):
+    path, db = study_file(tmp_path, "again", params=SLOW, trials=3), tmp_path / "runs.db"
+    process = start_run(path, db, "--workers", "2")
+    while not rows(db, "select 1 from rt_trials where status = 'running'"):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    os.killpg(process.pid, signal.SIGKILL)  # its orphaned worker processes, which can no longer report
+    again = start_run(path, db, "--workers", "2")
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    trials = stored_trials(db, "again")
+    completed = [t for t in trials if t.status == "completed"]
+    assert len(completed) == 3 and all(t.status in ("completed", "interrupted") for t in trials)
+    assert len({t.trial_index for t in trials}) == len(trials)
+    assert len({tuple(sorted(t.parameters.items())) for t in completed}) == 3  # nothing ran twice
+
+
+@pytest.mark.parametrize("option, problem", [
+    (["--workers", "0"], "--workers must be 1 or more, not 0"),
+    (["--scheduler", "tcp//nowhere"], "malformed Dask scheduler address 'tcp//nowhere'"),
+    (["--scheduler", "tcp://host:port"], "malformed Dask scheduler address"),
+])
+def test_bad_parallel_options_exit_2_with_one_line_and_store_nothing(tmp_path, cli, option, problem):
+    db = tmp_path / "runs.db"
+    code, out, err = cli("run", str(study_file(tmp_path, params=FAST)), "--db", str(db), "--device", "cpu", *option)
+    assert code == 2 and problem in err and err.strip().count("\n") == 0 and "Traceback" not in err
+    assert not db.exists()
+
+
+def test_local_workers_share_gpus_by_trials_per_gpu():
+    assert worker_devices(4, 1, 2) == ["0", "1", "0", "1"]
+    assert worker_devices(4, 2, 2) == ["0", "0", "1", "1"]
+    assert worker_devices(2, 1, 0) == [None, None]
