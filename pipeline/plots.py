@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from pipeline.errors import UserError
 from pipeline.output_file import write_output
-from pipeline.report import _select, best_trial, dataset_label
+from pipeline.report import COMPARE_METRICS, _select, best_trial, compare_table, dataset_label
 from pipeline.store import Store, StudyRecord, TrialRecord
 
 
@@ -28,7 +28,7 @@ class Picture:
     """One figure of one study (or of several studies of one data set) and the data it plots."""
 
     study: str
-    kind: str  # trace, map-<param>-<param>, curves, per-class
+    kind: str  # trace, map-<param>-<param>, curves, per-class, compare
     figure: Figure
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -50,6 +50,7 @@ class StudyData:
     study: StudyRecord
     trials: list[TrialRecord]
     model: Any = None  # surrogate.StudyModel, or None with too few trials or no Ax record
+    comparison: list[dict[str, Any]] = field(default_factory=list)  # report.compare_table's records, if evaluated
 
     @property
     def objective(self) -> str:
@@ -253,9 +254,32 @@ def per_class_pictures(s: StudyData) -> list[Picture]:
     return [Picture(s.study.name, "per-class", figure, {"classes": classes, "test_accuracy": values})]
 
 
+def compare_pictures(s: StudyData) -> list[Picture]:
+    """The evaluated variants (`robust-tune evaluate`): mean and 95% interval over seeds of the test
+    accuracy and of the smallest training class's accuracy, the numbers of `report --compare`."""
+    if not s.comparison:
+        return []
+    shown = [(key, label) for key, label in COMPARE_METRICS if key in ("test_accuracy", "smallest_class_accuracy")]
+    variants = [f"{r['variant']}\n({len(r['seeds'])} seeds)" for r in s.comparison]
+    figure = Figure(figsize=(max(6, 1.3 * len(variants) + 3), 3.5), layout="constrained")
+    data: dict[str, Any] = {"variants": [r["variant"] for r in s.comparison]}
+    for panel, (key, label) in enumerate(shown):
+        axes = figure.add_subplot(1, len(shown), panel + 1)
+        means = [100 * r["metrics"][key]["mean"] for r in s.comparison]
+        halves = [100 * (r["metrics"][key]["half_width"] or 0.0) for r in s.comparison]
+        axes.errorbar(range(len(variants)), means, yerr=halves, fmt="o", capsize=4, color="C0")
+        axes.set_xticks(range(len(variants)), variants, fontsize=8)
+        axes.set(ylabel=f"{label} (%)", title=f"test {label}: mean and 95% interval" if key != "test_accuracy"
+                 else "test accuracy: mean and 95% interval")
+        axes.title.set_fontsize(9)
+        data[key] = list(zip(means, halves))
+    figure.suptitle(f"{s.study.name}: best configuration re-trained over seeds, against baselines", fontsize=10)
+    return [Picture(s.study.name, "compare", figure, data)]
+
+
 # Every kind of picture drawn for each study, in the order files are written and shown.
 PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, map_pictures, curves_pictures,
-                                                         per_class_pictures]
+                                                         per_class_pictures, compare_pictures]
 
 
 def load_studies(store: Store, names: list[str] | None, log_file: str | Path) -> list[StudyData]:
@@ -272,7 +296,8 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
         completed = sum(t.status == "completed" for t in trials)
         model = (load_study_model(study.name, store.url, study.config["objective"])
                  if searched and completed >= MIN_TRIALS else None)
-        loaded.append(StudyData(study, trials, model))
+        comparison = compare_table(store, [study.name]).records if store.evaluations(study.id) else []
+        loaded.append(StudyData(study, trials, model, comparison))
     return loaded
 
 

@@ -156,6 +156,18 @@ def sqlite_file(url: str | sa.engine.URL) -> Path | None:
     return Path(url.database)
 
 
+def _create_tables(engine: sa.Engine) -> None:
+    """Create the tool's tables that are missing. Two processes opening a new database at once may
+    both see a table missing; the one that creates it second retries and then finds it made."""
+    for attempt in range(5):
+        try:
+            metadata.create_all(engine)
+            return
+        except sa.exc.DatabaseError as error:
+            if "already exists" not in str(error) or attempt == 4:
+                raise
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -178,7 +190,7 @@ class Store:
         try:
             self.engine = sa.create_engine(self.url)
             if create:
-                metadata.create_all(self.engine)
+                _create_tables(self.engine)
             elif not sa.inspect(self.engine).has_table(studies.name):
                 raise UserError(f"{shown} holds no robust-tune studies; run a study first, or name one with --db")
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:

@@ -1,5 +1,6 @@
 """Pictures and the HTML report from a real 6-trial digits study: real Ax, real PyTorch, real SQLite."""
 import hashlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from pipeline.plots import draw, load_studies
+from pipeline.report import compare_table
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
@@ -39,8 +42,6 @@ def digest(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def pictures(study_db):
-    from pipeline.plots import draw, load_studies
-
     return {p.file_name: p for p in draw(load_studies(Store(str(study_db), create=False), None,
                                                       study_db.parent / "ax.log"))}
 
@@ -129,8 +130,6 @@ def test_a_study_name_unsafe_in_file_names_gets_a_safe_file_name_and_a_scatter_w
 
 
 def test_studies_of_one_data_set_also_share_one_trace_with_a_line_each(tmp_path):
-    from pipeline.plots import draw, load_studies
-
     store = Store(str(tmp_path / "two.db"))
     add_study(store, "r18", backbone="resnet18", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.7)),
                                                        ({"alpha": 0.2, "T": 4, "eta": 2.1}, (0.85, 0.7))])
@@ -152,6 +151,33 @@ def test_a_refused_out_draws_nothing_and_the_default_log_goes_nowhere(study_db, 
     code, _, err = cli("report", "--db", str(study_db), "--plots", "pictures")
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pictures", "report.md"]  # no runs/ folder, no log
+
+
+def test_an_evaluated_study_gets_a_comparison_with_the_compare_tables_numbers(study_db, tmp_path):
+    db = tmp_path / "evaluated.db"
+    shutil.copy(study_db, db)
+    store = Store(str(db))
+    study = store.study(NAME)
+    counts = {str(c): 100 for c in range(10)} | {"3": 5}
+    for variant, accuracies in (("tuned", (0.90, 0.92, 0.94)), ("erm", (0.85, 0.86, 0.90))):
+        for seed, accuracy in enumerate(accuracies):
+            test = {str(c): accuracy for c in range(10)} | {"3": accuracy / 3}
+            result = {"test_accuracy": accuracy, "test_balanced_accuracy": accuracy,
+                      "test_worst_class_accuracy": accuracy / 3, "val_per_class_accuracy": {},
+                      "test_per_class_accuracy": test, "settings": {"method": variant, "params": {}},
+                      "train_seconds": 1.0}
+            store.add_evaluation(study.id, variant, seed, 0, {}, result, counts)
+    pictures = draw(load_studies(Store(str(db), create=False), [NAME], tmp_path / "ax.log"))
+    (compare,) = [p for p in pictures if p.kind == "compare"]
+    assert compare.file_name == f"{NAME}-compare.png" and compare.png.startswith(b"\x89PNG")
+    rows = compare_table(Store(str(db), create=False), [NAME]).records
+    assert compare.data["variants"] == ["tuned", "erm"] == [r["variant"] for r in rows]
+    for (mean, half), row in zip(compare.data["test_accuracy"], rows):
+        assert mean == pytest.approx(100 * row["metrics"]["test_accuracy"]["mean"])
+        assert half == pytest.approx(100 * row["metrics"]["test_accuracy"]["half_width"])
+    assert compare.data["smallest_class_accuracy"][0][0] == pytest.approx(100 * 0.92 / 3)
+    assert not [p for p in draw(load_studies(Store(str(study_db), create=False), [NAME], tmp_path / "ax.log"))
+                if p.kind == "compare"]  # no evaluations, no comparison
 
 
 def test_plots_from_a_missing_database_is_one_line_and_creates_nothing(cli, tmp_path):
