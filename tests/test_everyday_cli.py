@@ -13,7 +13,8 @@ from rich.console import Console
 from cli.study import StudyView, _rich_table
 from pipeline.report import best_table, studies_table, trials_table
 from pipeline.store import Store
-from pipeline.study import StudyStarted, TrialEnded, TrialStarted
+from pipeline.study import StudyStarted, TrialEnded, TrialStarted, run_study
+from pipeline.study_config import load_study
 from pipeline.trainer import EpochEnd
 from test_report import add_study
 from test_study import study_file
@@ -132,10 +133,8 @@ def test_version_flags_and_bare_groups_print_help_without_an_error_line():
 def test_delete_removes_one_study_and_ax_records_and_the_name_runs_again_from_scratch(tmp_path):
     db = str(tmp_path / "two.db")
     env = {"ROBUST_TUNE_DB": db}  # every --db defaults to it
-    for name in ("a", "b"):
-        done = robust_tune("run", str(study_file(tmp_path, name=name, trials=2)), "--device", "cpu",
-                           "--log-file", str(tmp_path / "ax.log"), env=env)
-        assert done.returncode == 0, done.stderr
+    for name in ("a", "b"):  # trained in this process: the deletion is what runs as a command here
+        run_study(load_study(study_file(tmp_path, name=name, trials=2)), db, "cpu", log_file=tmp_path / "ax.log")
     assert "a " in robust_tune("studies", env=env).stdout
 
     kept = robust_tune("studies", "delete", "a", env=env, stdin="n\n")
@@ -149,10 +148,8 @@ def test_delete_removes_one_study_and_ax_records_and_the_name_runs_again_from_sc
     with sqlite3.connect(db) as connection:
         assert [r[0] for r in connection.execute("SELECT name FROM experiment_v2")] == ["b"]
         assert connection.execute("SELECT COUNT(*) FROM rt_trial_epochs").fetchone()[0] == 2
-    again = robust_tune("run", str(study_file(tmp_path, name="a", trials=2)), "--device", "cpu",
-                        "--log-file", str(tmp_path / "ax.log"), env=env)
-    assert again.returncode == 0, again.stderr
-    assert "study a: budget 2 trials\n" in again.stderr  # from scratch, not resumed
+    again = run_study(load_study(study_file(tmp_path, name="a", trials=2)), db, "cpu", log_file=tmp_path / "ax.log")
+    assert again.new_trials == [0, 1] and again.completed == 2  # from scratch, not resumed
     assert [t.trial_index for t in Store(db).trials(Store(db).study("a").id)] == [0, 1]
     assert robust_tune("studies", "delete", "nope", "--yes", env=env).returncode == 2
 
