@@ -53,6 +53,7 @@ def test_methods_lists_every_parameter(cli):
     (["--backbone", "vgg"], "unknown backbone 'vgg'"),
     (["--imbalance-class", "12"], "unknown class '12'"),
     (["--device", "tpu"], "unknown device 'tpu'"),
+    (["--imbalance-class", "3", "--imbalance-in", "val"], "imbalance_in must be one of train, train+val"),
     (["--epochs", "3"], "No such option"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(cli, args, message):

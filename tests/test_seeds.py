@@ -1,4 +1,6 @@
 """A study's two seeds: `search_seed` drives Sobol and the Gaussian process, `seed` every trial's training."""
+from pathlib import Path
+
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
@@ -60,3 +62,17 @@ def test_run_search_seed_option_is_stored_with_the_study(tmp_path, cli):
     assert (config["seed"], config["search_seed"]) == (3, 7)
     code, _, err = cli("run", str(path), "--db", db, "--device", "cpu", "--search-seed", "x")
     assert code == 2 and "--search-seed" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_quickstart_validation_split_sees_its_rare_class():
+    """The quickstart's objective can only see digit 3 through validation examples of it."""
+    import torch
+
+    from pipeline.data import load_dataset
+
+    study = load_study(Path(__file__).parents[1] / "studies" / "quickstart.toml")
+    assert study.data.imbalance_in == "train" and "balanced" in study.objective
+    data = load_dataset(study.data, torch.device("cpu"))
+    rare = data.class_names.index(study.data.imbalance_class)
+    assert data.val.class_counts(data.num_classes)[rare] >= 20
+    assert data.train.class_counts(data.num_classes)[rare] <= 0.06 * max(data.train.class_counts(data.num_classes))
