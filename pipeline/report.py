@@ -150,12 +150,18 @@ def trials_table(store: Store, name: str) -> Table:
     """Every trial of one study: its parameters, status, accuracies, time and error."""
     study = _select(store, [name])[0]
     searched = list(study.config["search"])
-    headers = ["trial", "status", *searched, "val acc", "test acc", "worst class", "train s", "error"]
+    labels = {p.name: p.column or p.name for p in ALL_PARAMS}
+    objective = study.config["objective"]
+    ranked_on = [] if objective in ("val_accuracy", "test_accuracy") else [objective]  # else shown already
+    headers = ["trial", "status", *[labels.get(p, p) for p in searched],
+               *[OBJECTIVE_LABELS.get(o, o) for o in ranked_on], "val acc", "test acc", "worst class", "train s",
+               "error"]
     table = Table(f"Trials of {name} ({study.config['method']} on {dataset_label(study.config['data'])}, "
                   f"{study.config['backbone']}; objective {study.config['objective']})", headers, [])
     for t in store.trials(study.id):
         m = t.metrics or {}
         table.rows.append([str(t.trial_index), t.status, *[_value(t.parameters.get(p, "-")) for p in searched],
+                           *[percent(m.get(o)) for o in ranked_on],
                            percent(m.get("val_accuracy")), percent(m.get("test_accuracy")),
                            percent(m.get("test_worst_class_accuracy")),
                            "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",

@@ -105,7 +105,8 @@ def test_a_kill_between_the_study_row_and_ax_experiment_resumes_cleanly(tmp_path
 
 
 def test_ctrl_c_names_the_trial_and_how_to_resume_then_resume_runs_it_once(tmp_path):
-    path, db = study_file(tmp_path, "stopped", params=FAST.replace("epochs = 1", "epochs = 10"), trials=1), \
+    # long enough that the trial is still training when the signal lands, even on a loaded machine
+    path, db = study_file(tmp_path, "stopped", params=FAST.replace("epochs = 1", "epochs = 30"), trials=1), \
         tmp_path / "runs.db"
     process = start_run(path, db)
     wait_for_running_trial(process, db)
