@@ -1,4 +1,5 @@
 """Trials in parallel on a real Dask LocalCluster of 2 worker processes, a real SQLite file, real kills."""
+import itertools
 import os
 import signal
 import time
@@ -29,9 +30,10 @@ def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_
     assert len({tuple(sorted(t.parameters.items())) for t in trials}) == 4
     assert rows(db, "select count(*) from rt_trial_epochs") == [(4,)]  # one epoch each, stored once
 
-    spans = rows(db, "select started_at, ended_at from rt_trials where trial_index in (0, 1)")
-    (start_0, end_0), (start_1, end_1) = spans  # the two Sobol trials trained on two workers at once
-    assert start_0 < end_1 and start_1 < end_0
+    # Two trials trained on two workers at once (which two depends on when each worker came up).
+    spans = rows(db, "select started_at, ended_at from rt_trials")
+    assert any(start_a < end_b and start_b < end_a
+               for (start_a, end_a), (start_b, end_b) in itertools.combinations(spans, 2))
 
     (tmp_path / "alone").mkdir()
     alone = study_file(tmp_path / "alone", "both", params=FAST, trials=2)  # the same study, one trial at a time

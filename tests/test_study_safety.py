@@ -25,7 +25,13 @@ def start_run(path: Path, db: Path, *extra: str, env: dict[str, str] | None = No
     return subprocess.Popen([ROBUST_TUNE, "run", str(path), "--db", str(db), "--device", "cpu",
                              "--log-file", str(db.with_suffix(".log")), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})}, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT from its parent (the test
+    process may have ignored it while it started Dask workers), and Python then keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
