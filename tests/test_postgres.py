@@ -114,6 +114,18 @@ def test_a_kill_mid_trial_on_postgresql_then_resume_completes_the_budget_with_no
     assert rows(postgres_url, "select * from rt_study_locks") == []
 
 
+def test_failing_trials_on_postgresql_are_stored_with_their_error_and_stop_the_study(tmp_path, postgres_url):
+    params = 'epochs = 1\nlr_head = { values = [1e37, 1e38] }'  # the loss overflows: a real divergence
+    study = load_study(study_file(tmp_path, "doomed", "erm", params, trials=5, max_failures=2))
+    summary = run_study(study, postgres_url, "cpu", log_file=tmp_path / "ax.log")
+    assert (summary.completed, summary.failed) == (0, 2) and "2 trials failed in a row" in summary.stopped
+    stored = rows(postgres_url, "select status, error from rt_trials order by trial_index")
+    assert [status for status, _ in stored] == ["failed", "failed"]
+    assert all("TrainingDiverged" in error for _, error in stored)
+    ax = ax_trials(study, postgres_url, tmp_path / "ax.log")
+    assert [status for status, _, _ in ax.values()] == ["abandoned", "abandoned"]
+
+
 def test_a_failure_while_creating_a_study_on_postgresql_leaves_nothing(tmp_path, postgres_url):
     path, log = study_file(tmp_path, "taken", params=FAST, trials=1), tmp_path / "ax.log"
     study = load_study(path)
