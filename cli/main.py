@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pipeline.errors import TrainingFailed, UserError
 
@@ -47,10 +48,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
     except UserError as error:
-        errors.print(f"[bold red]error:[/] {error}", markup=True, soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, soft_wrap=True)
         sys.exit(2)
     except TrainingFailed as error:
-        errors.print(f"[bold red]training failed:[/] {error}", markup=True, soft_wrap=True)
+        errors.print(f"[bold red]training failed:[/] {escape(str(error))}", markup=True, soft_wrap=True)
         sys.exit(1)
     except typer.TyperException as error:  # usage errors from the argument parser
         if type(error).__name__ == "NoArgsIsHelpError":  # a bare group (`robust-tune`, `robust-tune data`)

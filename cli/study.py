@@ -26,7 +26,8 @@ from pipeline.store import DEFAULT_DB, Store, sqlite_file
 stdout = Console()
 Db = Annotated[Optional[str], typer.Option(
     envvar="ROBUST_TUNE_DB",
-    help=f"Database: a SQLite file path or any SQLAlchemy URL (default {DEFAULT_DB}).")]
+    help=f"Database: a SQLite file path, postgresql://USER@HOST/DB (pip install 'robust-tune[postgres]') "
+         f"or another SQLAlchemy URL (default {DEFAULT_DB}).")]
 
 
 def _params_text(parameters: dict[str, Any]) -> str:
@@ -292,7 +293,7 @@ def report(
     if out is not None:
         check_output(out, force, sqlite_file(store.url))  # before drawing: a refused --out wastes no work
     if not store.all_studies():
-        raise UserError(f"no studies in {store.url} yet; run one with `robust-tune run STUDY.toml`")
+        raise UserError(f"no studies in {store.shown} yet; run one with `robust-tune run STUDY.toml`")
     if baseline and not compare:
         raise UserError("--baseline goes with --compare")
     tables = [compare_table(store, studies, baseline)] if compare else [best_table(store, studies)]
@@ -338,9 +339,9 @@ def delete_study(
     study = store.study(name)
     if study is None:
         known = ", ".join(s.name for s in store.all_studies()) or "none"
-        raise UserError(f"no study named {name!r} in {store.url}; known: {known}")
+        raise UserError(f"no study named {name!r} in {store.shown}; known: {known}")
     count = len(store.trials(study.id))
-    if not yes and not typer.confirm(f"Delete study {name} and its {count} trial(s) from {store.url}?"):
+    if not yes and not typer.confirm(f"Delete study {name} and its {count} trial(s) from {store.shown}?"):
         stderr.print("nothing was deleted")
         raise typer.Exit(1)
     forget(store, name, log_file)

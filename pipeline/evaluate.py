@@ -56,7 +56,7 @@ def study_and_trial(store: Store, name: str, trial: int | None = None) -> tuple[
     study = store.study(name)
     if study is None:
         known = ", ".join(s.name for s in store.all_studies()) or "none"
-        raise UserError(f"no study named {name!r} in {store.url}; known: {known}")
+        raise UserError(f"no study named {name!r} in {store.shown}; known: {known}")
     trials = store.trials(study.id)
     if trial is None:
         chosen = best_trial(study, trials)

@@ -99,7 +99,7 @@ def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
         known = {s.name for s in chosen}
         for name in names:
             if name not in known:
-                raise UserError(f"no study named {name!r} in {store.url}; known: {', '.join(sorted(known)) or 'none'}")
+                raise UserError(f"no study named {name!r} in {store.shown}; known: {', '.join(sorted(known)) or 'none'}")
         chosen = [s for s in chosen if s.name in names]
     return chosen
 
@@ -172,7 +172,7 @@ def trials_table(store: Store, name: str) -> Table:
 
 def studies_table(store: Store) -> Table:
     """Every study in the database: what it trains, how far it has come, its best objective so far."""
-    table = Table(f"Studies in {store.url}", ["study", "method", "data set", "network", "trials", "failed",
+    table = Table(f"Studies in {store.shown}", ["study", "method", "data set", "network", "trials", "failed",
                                               "best", "objective"], [])
     for study in store.all_studies():
         trials = store.trials(study.id)
@@ -230,7 +230,7 @@ def compare_table(store: Store, names: list[str] | None = None, baseline: str | 
     chosen = [(s, store.evaluations(s.id)) for s in _select(store, names)]
     chosen = [(s, runs) for s, runs in chosen if runs]
     if not chosen:
-        raise UserError(f"no evaluations in {store.url}{' for ' + ', '.join(names) if names else ''}; "
+        raise UserError(f"no evaluations in {store.shown}{' for ' + ', '.join(names) if names else ''}; "
                         "run `robust-tune evaluate STUDY` first")
     wanted = baseline or "erm"
     if baseline and not any(r.variant == baseline for _, runs in chosen for r in runs):

@@ -1,4 +1,5 @@
-"""The Ax side of a study: search space, generation strategy and the client, stored in SQL.
+"""The Ax side of a study: search space, generation strategy and the client, stored in SQL
+(Ax's own SQL storage, in the tool's database; its schema made valid on PostgreSQL here).
 
 Generation strategy as the GI-LS paper used it: seeded Sobol initialisation, then a BoTorch
 SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here).
@@ -6,8 +7,10 @@ Import this module only after `quiet_libraries` has routed Ax's output to a log 
 """
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
+import sqlalchemy as sa
 from ax.adapter.registry import Generators
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
@@ -20,9 +23,12 @@ from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import ModelConfig
 from ax.storage.sqa_store import db as ax_db
 from botorch.models import SingleTaskGP
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import scoped_session, sessionmaker
 
 from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
+from pipeline.store import already_exists
 from pipeline.study_config import StudyConfig
 
 _CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
@@ -67,22 +73,79 @@ def study_strategy(study: StudyConfig) -> GenerationStrategy:
     return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed)
 
 
+@compiles(sa.String, "postgresql")
+@compiles(sa.VARCHAR, "postgresql")
+@compiles(sa.Text, "postgresql")
+@compiles(sa.TEXT, "postgresql")
+def _ax_text_on_postgresql(type_: sa.String, compiler: Any, **kw: Any) -> str:
+    """Ax's text columns on PostgreSQL: without their MySQL lengths (PostgreSQL refuses TEXT(4294967295))
+    and without any length limit, as on SQLite, which ignores lengths (Ax stores JSON longer than the
+    4096 characters it declares); other tables keep their types."""
+    column = kw.get("type_expression")
+    if isinstance(column, sa.Column) and column.table is not None and column.table.metadata is ax_db.Base.metadata:
+        return "TEXT"
+    return compiler.visit_TEXT(type_, **kw) if isinstance(type_, sa.Text) else compiler.visit_VARCHAR(type_, **kw)
+
+
 def use_database(url: str) -> StorageConfig:
     """Point Ax's process-wide SQL session at `url` and create its tables there."""
     factory = ax_db.SESSION_FACTORY
-    if factory is None or str(ax_db._bound_engine(factory).url) != url:
+    if factory is None or ax_db._bound_engine(factory).url.render_as_string(hide_password=False) != url:
         ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None)
-    ax_db.create_all_tables(ax_db.get_engine())
+    _create_ax_tables(ax_db.get_engine())
     return StorageConfig(url=url)
 
 
+def _create_ax_tables(engine: sa.Engine) -> None:
+    """Ax's tables that are missing; two processes creating them at once: the second retries and finds them."""
+    for attempt in range(5):
+        try:
+            ax_db.create_all_tables(engine)
+            return
+        except sa.exc.DatabaseError as error:
+            if not already_exists(error) or attempt == 4:
+                raise
+
+
+@contextmanager
+def ax_writes_through(connection: sa.Connection) -> Iterator[None]:
+    """Inside the block Ax reads and writes through `connection`, in its open transaction: what Ax
+    stores is committed or rolled back with the rest of that transaction (Ax's own commits only flush)."""
+    previous = ax_db.SESSION_FACTORY
+    ax_db.SESSION_FACTORY = scoped_session(sessionmaker(
+        bind=connection, expire_on_commit=False, join_transaction_mode="rollback_only"))
+    try:
+        yield
+    finally:
+        ax_db.SESSION_FACTORY.remove()
+        ax_db.SESSION_FACTORY = previous
+
+
 def new_client(study: StudyConfig, url: str) -> Client:
-    """Create the study's Ax experiment in the database."""
-    client = Client(storage_config=use_database(url), random_seed=study.search_seed)
+    """Create the study's Ax experiment in the database (inside `ax_writes_through`: in its transaction)."""
+    client = Client(storage_config=StorageConfig(url=url), random_seed=study.search_seed)
     client.configure_experiment(parameters=parameter_configs(study), name=study.name)
     client.configure_optimization(objective=study.objective)
     client.set_generation_strategy(study_strategy(study))
     return client
+
+
+def has_experiment(name: str) -> bool:
+    """Whether Ax stores an experiment named `name`."""
+    from ax.storage.sqa_store.db import session_scope
+    from ax.storage.sqa_store.sqa_classes import SQAExperiment
+
+    with session_scope() as session:
+        return session.query(SQAExperiment.id).filter_by(name=name).first() is not None
+
+
+def delete_experiment(name: str) -> None:
+    """Delete Ax's experiment `name` and its generation strategy, if Ax has them."""
+    from ax.storage.sqa_store import delete as ax_delete
+
+    if has_experiment(name):
+        ax_delete.delete_generation_strategy(name)
+        ax_delete.delete_experiment(name)
 
 
 def load_client(study: StudyConfig, url: str) -> Client:
@@ -93,11 +156,12 @@ def load_client(study: StudyConfig, url: str) -> Client:
 
 
 def open_client(study: StudyConfig, url: str) -> Client:
-    """The study's stored Ax client, or a new one when Ax has not stored the study yet. An experiment
-    stored without its objective or strategy (a process killed while creating it) is completed here."""
+    """The study's stored Ax client. Earlier versions created Ax's records after the study's row, so a
+    process killed in between left a study without them, or an experiment without its objective or
+    strategy: those are completed here."""
     try:
         client = load_client(study, url)
-    except ObjectNotFoundError:
+    except ObjectNotFoundError:  # a study stored by an earlier version, which created Ax's records apart
         return new_client(study, url)
     if client._experiment.optimization_config is None:
         client.configure_optimization(objective=study.objective)

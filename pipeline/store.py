@@ -1,9 +1,11 @@
-"""The tool's own records of studies and trials, in any SQLAlchemy database (SQLite by default).
+"""The tool's own records of studies and trials, in any SQLAlchemy database (SQLite by default,
+PostgreSQL for a shared server).
 
 Ax keeps its experiment in the same database under its own tables; these tables (prefixed rt_)
-hold what `report` needs without loading Ax. A trial's row is written when it starts (so a crash
-leaves it visibly `running`) and completed in one transaction when it ends. One process at a
-time runs a study: it holds the study's row in rt_study_locks and refreshes its heartbeat there.
+hold what `report` needs without loading Ax. A study's row and Ax's experiment are created in one
+transaction, and deleted in one. A trial's row is written when it starts (so a crash leaves it
+visibly `running`) and completed in one transaction when it ends. One process at a time runs a
+study: it holds the study's row in rt_study_locks and refreshes its heartbeat there.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import sqlalchemy as sa
 
@@ -129,8 +131,9 @@ class EvaluationRecord:
 
 
 def database_url(db: str | None, create: bool = True) -> str:
-    """A SQLAlchemy URL for `db`: a plain path means a SQLite file. With `create` the file's folder
-    is made; without it a SQLite file that does not exist is a UserError and nothing is created."""
+    """A SQLAlchemy URL for `db`: a plain path means a SQLite file, and postgresql:// means PostgreSQL
+    through psycopg (the `postgres` extra). With `create` a SQLite file's folder is made; without it
+    a SQLite file that does not exist is a UserError and nothing is created."""
     db = db or DEFAULT_DB
     is_path = not re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", db)  # a one-letter scheme is a Windows drive
     try:
@@ -145,6 +148,8 @@ def database_url(db: str | None, create: bool = True) -> str:
         raise UserError(f"no database at {file}; run a study first, or name one with --db")
     if file is not None and create:
         file.parent.mkdir(parents=True, exist_ok=True)
+    if url.drivername in ("postgresql", "postgres"):  # SQLAlchemy's default driver is psycopg2; ours is psycopg 3
+        return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return f"sqlite:///{db}" if is_path else db
 
 
@@ -156,6 +161,11 @@ def sqlite_file(url: str | sa.engine.URL) -> Path | None:
     return Path(url.database)
 
 
+def already_exists(error: sa.exc.DatabaseError) -> bool:
+    """Whether creating a table failed because another process created it (or its type) just before."""
+    return "already exists" in str(error) or isinstance(error, sa.exc.IntegrityError)
+
+
 def _create_tables(engine: sa.Engine) -> None:
     """Create the tool's tables that are missing. Two processes opening a new database at once may
     both see a table missing; the one that creates it second retries and then finds it made."""
@@ -164,8 +174,21 @@ def _create_tables(engine: sa.Engine) -> None:
             metadata.create_all(engine)
             return
         except sa.exc.DatabaseError as error:
-            if "already exists" not in str(error) or attempt == 4:
+            if not already_exists(error) or attempt == 4:
                 raise
+
+
+def _open_error(error: Exception, shown: str) -> str:
+    """One line saying why the database at `shown` cannot be opened."""
+    if isinstance(error, ImportError):
+        driver = getattr(error, "name", None) or str(error)
+        if driver == "psycopg":
+            return (f"cannot open database {shown}: PostgreSQL's driver is not installed; "
+                    "install it with: pip install 'robust-tune[postgres]'")
+        return (f"cannot open database {shown}: the driver {driver} is not installed (for PostgreSQL write "
+                "postgresql://... and pip install 'robust-tune[postgres]')")
+    cause = getattr(error, "orig", None) or error  # the driver's own message, without SQLAlchemy's wrapping
+    return f"cannot open database {shown}: {' '.join(str(cause).split()) or type(cause).__name__}"
 
 
 def _now() -> dt.datetime:
@@ -186,15 +209,15 @@ class Store:
         """Open (or, when `create`, create) the database. Readers pass create=False: then nothing is
         created, neither a file nor a table, and a database without the tool's tables is a UserError."""
         self.url = database_url(db, create)
-        shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        self.shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)  # for messages
         try:
             self.engine = sa.create_engine(self.url)
             if create:
                 _create_tables(self.engine)
             elif not sa.inspect(self.engine).has_table(studies.name):
-                raise UserError(f"{shown} holds no robust-tune studies; run a study first, or name one with --db")
+                raise UserError(f"{self.shown} holds no robust-tune studies; run a study first, or name one with --db")
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
-            raise UserError(f"cannot open database {shown}: {str(error).splitlines()[0]}") from None
+            raise UserError(_open_error(error, self.shown)) from None
 
     def study(self, name: str) -> StudyRecord | None:
         with self.engine.connect() as connection:
@@ -206,14 +229,21 @@ class Store:
             rows = connection.execute(sa.select(studies).order_by(studies.c.id)).all()
         return [StudyRecord(r.id, r.name, r.fingerprint, r.config, r.created_at) for r in rows]
 
-    def create_study(self, name: str, fingerprint: str, config: dict[str, Any]) -> StudyRecord:
+    def create_study(self, name: str, fingerprint: str, config: dict[str, Any],
+                     also: Callable[[sa.Connection], None] | None = None) -> StudyRecord:
         """Store a new study, or return the one another process stored first under `name` (the
-        unique name decides the race); the caller compares fingerprints."""
+        unique name decides the race); the caller compares fingerprints. `also` writes the study's
+        other records (Ax's) through the same connection: all of it is committed together, or none."""
         try:
             with self.engine.begin() as connection:
-                connection.execute(studies.insert().values(name=name, fingerprint=fingerprint, config=config,
-                                                           created_at=_now()))
-        except sa.exc.IntegrityError:
+                try:
+                    connection.execute(studies.insert().values(name=name, fingerprint=fingerprint, config=config,
+                                                               created_at=_now()))
+                except sa.exc.IntegrityError:
+                    raise _AlreadyStored from None
+                if also is not None:
+                    also(connection)
+        except _AlreadyStored:
             pass
         return self.study(name)  # type: ignore[return-value]
 
@@ -324,13 +354,16 @@ class Store:
         return [EvaluationRecord(r.variant, r.seed, r.trial_index, r.config, r.metrics, r.per_class,
                                  r.train_class_counts, r.settings, r.train_seconds) for r in rows]
 
-    def delete_study(self, name: str) -> bool:
-        """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction;
-        False when there is no such study. Other studies are not touched."""
+    def delete_study(self, name: str, also: Callable[[sa.Connection], None] | None = None) -> bool:
+        """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction,
+        with what `also` deletes through the same connection (Ax's records); False when there is no such
+        study. Other studies are not touched."""
         with self.engine.begin() as connection:
             study_id = connection.execute(sa.select(studies.c.id).where(studies.c.name == name)).scalar()
             if study_id is None:
                 return False
+            if also is not None:
+                also(connection)
             its_trials = sa.select(trials.c.id).where(trials.c.study_id == study_id)
             connection.execute(epochs.delete().where(epochs.c.trial_id.in_(its_trials)))
             if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
@@ -339,6 +372,11 @@ class Store:
             connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
             connection.execute(studies.delete().where(studies.c.id == study_id))
         return True
+
+
+class _AlreadyStored(Exception):
+    """Another process stored a study under the name first."""
+
 
 def _alive(pid: int) -> bool:
     """Whether a process with this id exists on this host."""

@@ -209,6 +209,24 @@ def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]
     return requeued
 
 
+def create_study(store: Store, study: StudyConfig) -> StudyRecord:
+    """Store a new study: its row and Ax's experiment in one transaction, so a failure or a kill while
+    creating it leaves nothing; or return the study another process stored first under its name."""
+    from pipeline.search import ax_writes_through, has_experiment, new_client, use_database
+
+    use_database(store.url)  # Ax's tables, if missing
+
+    def create_ax_experiment(connection: Any) -> None:
+        with ax_writes_through(connection):
+            if has_experiment(study.name):
+                raise UserError(f"the database already holds an Ax experiment named {study.name!r} that is no "
+                                "robust-tune study; give the study another name, nothing was changed")
+            new_client(study, store.url)
+        _kill_point("in-study-creation")
+
+    return store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()), also=create_ax_experiment)
+
+
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
               log_file: str | Path = "runs/robust-tune.log",
               on_event: Callable[[Any], None] = lambda event: None,
@@ -232,12 +250,10 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
     check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
     store = Store(db)
-    stored = store.study(study.name) or store.create_study(study.name, study.fingerprint(),
-                                                           _jsonish(study.to_dict()))
+    log_path = quiet_libraries(log_file)
+    stored = store.study(study.name) or create_study(store, study)
     if stored.fingerprint != study.fingerprint():
         _refuse_other_study(study, stored.config)
-    _kill_point("after-study-row")
-    log_path = quiet_libraries(log_file)
     if parallel:
         from pipeline.parallel import DaskSlots
 
@@ -248,7 +264,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
         summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
-        searcher = Searcher(study, store.url)  # new, or stored (also after a crash right after creating it)
+        searcher = Searcher(study, store.url)
         requeued = reconcile(store, stored.id, searcher)
         ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
         on_event(StudyStarted(study.name, ran, budget, ran > 0 or bool(requeued), requeued))

@@ -1,7 +1,7 @@
 """A stored study's Gaussian process, for pictures: loaded from the database without writing to it.
 
 Ax's `Client.load_from_database` saves the experiment back as it loads it, so this module reads
-Ax's records directly, through a read-only connection when the database is a SQLite file, and fits
+Ax's records directly, through a read-only connection (SQLite, PostgreSQL), and fits
 the study's own GP step (search.generation_strategy) on the stored results. No trial is re-run.
 Import this module only after `quiet_libraries` has routed Ax's output to a log file.
 """
@@ -25,9 +25,15 @@ MIN_TRIALS = 3  # completed trials below which a GP over the searched parameters
 
 
 def read_only_url(url: str) -> str:
-    """`url` itself, or for a SQLite file the same file opened read-only (any write raises)."""
+    """`url` opened read-only where the database can say so (any write raises): a SQLite file, or
+    PostgreSQL with read-only transactions; other databases as they are."""
     file = sqlite_file(url)
-    return url if file is None else f"sqlite:///file:{quote(str(file.resolve()))}?mode=ro&uri=true"
+    if file is not None:
+        return f"sqlite:///file:{quote(str(file.resolve()))}?mode=ro&uri=true"
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "postgresql" and "options" not in parsed.query:
+        parsed = parsed.update_query_dict({"options": "-c default_transaction_read_only=on"})
+    return parsed.render_as_string(hide_password=False)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,14 @@
-"""Shared fixtures: the real digits data on CPU, and the CLI run in-process."""
+"""Shared fixtures: the real digits data on CPU, the CLI run in-process, a throwaway PostgreSQL server."""
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
 
 os.environ["ROBUST_TUNE_OFFLINE"] = "1"  # tests never download; weights come from files they create
 
@@ -16,6 +23,89 @@ from pipeline.data import Dataset, load_dataset
 @pytest.fixture(scope="session")
 def digits() -> Dataset:
     return load_dataset(DataConfig(), torch.device("cpu"))
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    port: int
+    password: str
+
+    def url(self, database: str, password: str | None = None, port: int | None = None) -> str:
+        return f"postgresql://postgres:{password or self.password}@127.0.0.1:{port or self.port}/{database}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_binaries() -> str | None:
+    """The folder of PostgreSQL's server programs (initdb, pg_ctl): on the PATH, or Debian's newest."""
+    on_path = shutil.which("pg_ctl")
+    if on_path and shutil.which("initdb"):
+        return os.path.dirname(on_path)
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[-3]))
+    return os.path.dirname(found[-1]) if found else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL cluster of its own in a temporary folder, on a free local port, for the whole test
+    run; stopped and removed at the end. Connections over TCP need the password. As root the server's
+    programs run as the `postgres` user (PostgreSQL refuses to run as root)."""
+    binaries = postgres_binaries()
+    if binaries is None:
+        pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed "
+                    "(Debian: apt-get install postgresql)")
+    as_user: list[str] = []
+    root = tempfile.mkdtemp(prefix="rt-pg-")  # short: the server's socket lives here
+    if os.geteuid() == 0:
+        import pwd
+
+        owner = pwd.getpwnam("postgres")
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    password = uuid.uuid4().hex
+    with open(os.path.join(root, "password"), "w") as file:
+        file.write(password)
+    if as_user:
+        os.chown(os.path.join(root, "password"), owner.pw_uid, owner.pw_gid)
+    data, port = os.path.join(root, "data"), free_port()
+
+    def run(*command: str) -> None:
+        done = subprocess.run(as_user + [os.path.join(binaries, command[0]), *command[1:]],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root)
+        if done.returncode != 0:
+            log = os.path.join(root, "server.log")
+            raise RuntimeError(f"{command[0]} failed: {done.stderr}" + (open(log).read() if os.path.exists(log) else ""))
+
+    try:
+        run("initdb", "-D", data, "-U", "postgres", "--pwfile", os.path.join(root, "password"),
+            "--auth-local", "trust", "--auth-host", "scram-sha-256", "--no-sync", "-E", "UTF8")
+        run("pg_ctl", "-D", data, "-l", os.path.join(root, "server.log"), "-w", "-t", "60", "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off", "start")
+        yield PostgresServer(port, password)
+    finally:
+        if os.path.exists(os.path.join(data, "postmaster.pid")):
+            run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A new, empty database on the test run's PostgreSQL server: its postgresql:// URL."""
+    import sqlalchemy as sa
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    from pipeline.store import database_url
+
+    admin = sa.create_engine(database_url(postgres_server.url("postgres")), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return postgres_server.url(name)
 
 
 @pytest.fixture

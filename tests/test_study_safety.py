@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.store import Store, study_locks
-from pipeline.study import run_study
+from pipeline.study import _jsonish, run_study
 from pipeline.study_config import load_study
 from test_study import study_file
 
@@ -101,13 +101,16 @@ def test_a_kill_after_ax_proposes_and_before_our_row_runs_the_parameters_again(t
     assert [status for status, _ in ax_trials(study, db).values()] == ["failed", "completed", "completed"]
 
 
-def test_a_kill_between_the_study_row_and_ax_experiment_resumes_cleanly(tmp_path):
+def test_a_kill_while_creating_a_study_leaves_nothing_and_a_study_stored_without_ax_records_still_runs(tmp_path):
     path, db = study_file(tmp_path, "born", params=FAST, trials=1), tmp_path / "runs.db"
-    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": "after-study-row"})
+    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": "in-study-creation"})  # Ax's records written
     process.communicate()
-    assert process.returncode == -signal.SIGKILL and rows(db, "select name from rt_studies") == [("born",)]
-    summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log")
-    assert summary.completed == 1
+    assert process.returncode == -signal.SIGKILL
+    assert rows(db, "select * from rt_studies") == [] and rows(db, "select * from experiment_v2") == []
+    study = load_study(path)
+    Store(str(db)).create_study("born", study.fingerprint(), _jsonish(study.to_dict()))  # as earlier versions left it
+    summary = run_study(study, str(db), "cpu", log_file=tmp_path / "ax.log")
+    assert summary.completed == 1 and rows(db, "select name from experiment_v2") == [("born",)]
 
 
 def test_ctrl_c_names_the_trial_and_how_to_resume_then_resume_runs_it_once(tmp_path):
