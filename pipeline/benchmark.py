@@ -41,6 +41,10 @@ CASES = (
     ("pgdl2 (10 steps)", "pgdl2", {}, 10 + 1 / 3),
     ("cw (50 steps)", "cw", {}, 50 + 1 / 3),
     ("gils+pgd (T=5, 10 steps)", "gils+pgd", {"T": 5}, 15),
+    ("hws (beta 1000, no replacement)", "hws", {"beta": 1000.0, "hws_replacement": False}, "<= 1.03"),
+    ("cb", "cb", {}, "~1"),
+    ("groupdro", "groupdro", {}, "~1"),
+    ("l2rw (clean batch = batch)", "l2rw", {}, "~3 (Ren et al.)"),
 )
 SETTINGS = ("digits", "resnet18")
 
@@ -124,17 +128,19 @@ def benchmark(setting: str, device_name: str = "auto", rounds: int = 5, steps: i
             for name, method, params, _ in cases}
     timings: dict[str, list[float]] = {name: [] for name in runs}
     timings["plain DataLoader loop (ERM)"] = []
-    steps_per_epoch = len(data.train) // batch_size
+    # A step's time is an epoch's time per training example times the batch size: l2rw trains on fewer
+    # examples (its clean set leaves the training split), every other case on all of them.
+    examples = {name: len(run.train) for name, run in runs.items()} | {"plain DataLoader loop (ERM)": len(data.train)}
     for round_ in range(rounds + 1):  # round 0 warms up and is not counted
         for name, run in runs.items():
             report(f"{setting}: round {round_}/{rounds}, {name}")
-            seconds = _epoch_seconds(run, data.train)
+            seconds = _epoch_seconds(run, run.train)
             if round_:
                 timings[name].append(seconds)
         seconds = dataloader_epoch_seconds(runs["erm"], data.train)
         if round_:
             timings["plain DataLoader loop (ERM)"].append(seconds)
-    step = {name: statistics.median(times) / steps_per_epoch for name, times in timings.items()}
+    step = {name: statistics.median(times) * batch_size / examples[name] for name, times in timings.items()}
     erm_step = step["erm"]
     ascent_ratio = ascent_step_seconds(runs["erm"], data.train, rounds * 3) / erm_step
     rows = []
