@@ -1,5 +1,6 @@
 """The weights parts (class-balanced, Group DRO, Learning to Reweight) against their formulas, and the
 hardness sampler's options: draws without replacement and the distinct-examples statistic."""
+import json
 import math
 
 import pytest
@@ -183,3 +184,13 @@ def test_train_prints_the_distinct_examples_per_batch(cli):
                          "--param", "hws_replacement=false", "--device", "cpu")
     assert code == 0, err
     assert "distinct examples per batch: 32.0 on average (batch size 32)" in out
+
+
+@pytest.mark.parametrize("method", ["gils+cb", "mixup+l2rw"])
+def test_weights_compose_with_a_generator_and_a_mixer_from_the_cli(cli, method):
+    code, out, err = cli("train", "--method", method, "--param", "epochs=2", "--param", "batch_size=128",
+                         "--param", "T=1" if method == "gils+cb" else "mix_alpha=1", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["settings"]["method"] == method and len(result["epoch_train_loss"]) == 2
+    assert all(math.isfinite(loss) for loss in result["epoch_train_loss"])
