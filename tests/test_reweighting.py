@@ -194,3 +194,13 @@ def test_weights_compose_with_a_generator_and_a_mixer_from_the_cli(cli, method):
     result = json.loads(out)
     assert result["settings"]["method"] == method and len(result["epoch_train_loss"]) == 2
     assert all(math.isfinite(loss) for loss in result["epoch_train_loss"])
+
+
+def test_the_bench_measures_every_weights_part_against_erm(cli):
+    code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown",
+                         "--method", "cb", "--method", "groupdro", "--method", "l2rw")
+    assert code == 0, err
+    cases = [line.split(" | ")[1] for line in out.splitlines() if line.startswith("| small_cnn")]
+    assert cases == ["erm", "cb", "groupdro", "l2rw", "plain DataLoader loop (ERM)"]
+    code, _, err = cli("bench", "--method", "sgd")
+    assert code == 2 and "no benchmark case for method 'sgd'" in err
