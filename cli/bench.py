@@ -19,6 +19,8 @@ def bench(
     setting: Annotated[Optional[list[str]], typer.Option(help="Which set-up: digits or resnet18 (repeat; "
                                                                 "default all).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    method: Annotated[Optional[list[str]], typer.Option(help="Only the cases of this method, for example l2rw "
+                                                              "(repeat; default all); ERM is always measured.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
     steps: Annotated[int, typer.Option(min=1, help="Training steps per round and method.")] = 10,
     batch_size: Annotated[int, typer.Option(min=2)] = 32,
@@ -32,16 +34,21 @@ def bench(
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return
-    from pipeline.benchmark import SETTINGS, Row, benchmark, machine
+    from pipeline.benchmark import CASES, SETTINGS, Row, benchmark, machine
 
     chosen = setting or list(SETTINGS)
     for name in chosen:
         if name not in SETTINGS:
             raise UserError(f"unknown benchmark setting {name!r}; known: {', '.join(SETTINGS)}")
+    benched = sorted({case[1] for case in CASES})
+    for name in method or []:
+        if name not in benched:
+            raise UserError(f"no benchmark case for method {name!r}; methods: {', '.join(benched)}")
     rows: list[Row] = []
     with stderr.status("measuring") as status:
         for name in chosen:
-            rows += benchmark(name, device, rounds, steps, batch_size, lambda message: status.update(message))
+            rows += benchmark(name, device, rounds, steps, batch_size, lambda message: status.update(message),
+                              tuple(method or ()))
     if markdown:
         print(f"Measured on {machine()}.\n")
         print("| set-up | method | step (ms) | ratio to ERM | target |")

@@ -38,6 +38,13 @@ def params_line(result: "TrainResult") -> str:
     return "parameters: " + ", ".join(f"{k}={v}" for k, v in result.settings["params"].items())
 
 
+def batches_line(result: "TrainResult") -> str:
+    """How many different examples a training batch held on average: fewer than the batch size means the
+    sampler drew examples twice (hardness-weighted sampling at a large beta)."""
+    return (f"distinct examples per batch: {result.distinct_per_batch:.1f} on average "
+            f"(batch size {result.settings['params']['batch_size']})")
+
+
 @contextmanager
 def training_progress(description: str) -> Iterator:
     """A progress bar over epochs and batches on stderr; yields the callback for the trainer."""

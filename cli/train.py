@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.main import app
-from cli.render import params_line, result_table, stderr, training_progress
+from cli.render import batches_line, params_line, result_table, stderr, training_progress
 from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
 from pipeline.errors import UserError
 from pipeline.methods import EXAMPLES, parse_method
@@ -113,6 +113,7 @@ def train(
         print(json.dumps(result.to_dict(), indent=2))
         return
     stdout.print(result_table(result))
+    stdout.print(batches_line(result))
     stdout.print(params_line(result), style="dim")
 
 
@@ -157,8 +158,8 @@ def methods() -> None:
             table.add_row(p.name, str(p.default), valid, _search_text(p.search), p.help)
         stdout.print(table if params else f"{title}\n  (no parameters of its own)")
     stdout.print("A method joins parts with + in any order: one loss (default erm; gils implies ls), one sampler "
-                 "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack). "
-                 f"For example: {EXAMPLES}.")
+                 "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack), "
+                 f"at most one weights part. For example: {EXAMPLES}.")
 
 
 def _search_text(search: Range | Choice | None) -> str:

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from pipeline.config import DataConfig, TrainConfig, resolve_device
 from pipeline.data import Dataset, Split, load_dataset
 from pipeline.methods import parse_method
+from pipeline.methods.declarations import WEIGHTS
 from pipeline.methods.generators import GilsAscent, features_and_logits
 from pipeline.trainer import Run, prepare, run_epoch
 
@@ -41,6 +42,9 @@ CASES = (
     ("pgdl2 (10 steps)", "pgdl2", {}, 10 + 1 / 3),
     ("cw (50 steps)", "cw", {}, 50 + 1 / 3),
     ("gils+pgd (T=5, 10 steps)", "gils+pgd", {"T": 5}, 15),
+    ("hws (beta 1000, no replacement)", "hws", {"beta": 1000.0, "hws_replacement": False}, "<= 1.03"),
+    # every weights part at its defaults; Ren et al. count about 3x for Learning to Reweight's look-ahead
+    *((name, name, {}, "~3 (Ren et al.)" if name == "l2rw" else "~1") for name in WEIGHTS),
 )
 SETTINGS = ("digits", "resnet18")
 
@@ -113,28 +117,32 @@ def dataloader_epoch_seconds(run: Run, split: Split) -> float:
 
 
 def benchmark(setting: str, device_name: str = "auto", rounds: int = 5, steps: int = 10, batch_size: int = 32,
-              report: Callable[[str], None] = lambda message: None) -> list[Row]:
-    """Step time of every case and of a DataLoader loop, as ratios to ERM on the same model and data."""
+              report: Callable[[str], None] = lambda message: None,
+              methods: tuple[str, ...] = ()) -> list[Row]:
+    """Step time of every case (or of the cases of `methods`) and of a DataLoader loop, as ratios to ERM
+    on the same model and data."""
     device = resolve_device(device_name)
     backbone, data = make_setting(setting, device, steps, batch_size)
     label = f"{backbone}, {data.name} {tuple(data.train.images.shape[1:])}, batch {batch_size}"
-    cases = (("erm", "erm", {}, "1"),) + CASES
+    cases = (("erm", "erm", {}, "1"),) + tuple(case for case in CASES if not methods or case[1] in methods)
     runs = {name: prepare(TrainConfig(backbone=backbone, method=method, device=device_name,
                                       params={"batch_size": batch_size, **params}), data)
             for name, method, params, _ in cases}
     timings: dict[str, list[float]] = {name: [] for name in runs}
     timings["plain DataLoader loop (ERM)"] = []
-    steps_per_epoch = len(data.train) // batch_size
+    # A step's time is an epoch's time per training example times the batch size: l2rw trains on fewer
+    # examples (its clean set leaves the training split), every other case on all of them.
+    examples = {name: len(run.train) for name, run in runs.items()} | {"plain DataLoader loop (ERM)": len(data.train)}
     for round_ in range(rounds + 1):  # round 0 warms up and is not counted
         for name, run in runs.items():
             report(f"{setting}: round {round_}/{rounds}, {name}")
-            seconds = _epoch_seconds(run, data.train)
+            seconds = _epoch_seconds(run, run.train)
             if round_:
                 timings[name].append(seconds)
         seconds = dataloader_epoch_seconds(runs["erm"], data.train)
         if round_:
             timings["plain DataLoader loop (ERM)"].append(seconds)
-    step = {name: statistics.median(times) / steps_per_epoch for name, times in timings.items()}
+    step = {name: statistics.median(times) * batch_size / examples[name] for name, times in timings.items()}
     erm_step = step["erm"]
     ascent_ratio = ascent_step_seconds(runs["erm"], data.train, rounds * 3) / erm_step
     rows = []

@@ -18,6 +18,7 @@ from pipeline.methods.context import PartContext
 from pipeline.methods.mixers import MIXERS
 from pipeline.methods.samplers import SAMPLERS
 from pipeline.methods.updates import build_update
+from pipeline.methods.weights import WEIGHTS, batch_weigh
 from pipeline.metrics import SplitMetrics, evaluate, predict, split_metrics
 from pipeline.models import build_model, make_optimizer
 
@@ -100,6 +101,9 @@ class TrainResult:
     seed: int
     settings: dict[str, Any]
     model: torch.nn.Module | None = field(default=None, repr=False)  # the trained network (not in to_dict)
+    # Mean number of different examples in a training batch: below the batch size when a sampler drew
+    # an example twice (hardness-weighted sampling at a large beta). Stored with the trial's metrics.
+    distinct_per_batch: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Flat metric keys first (val_accuracy, test_accuracy, ...), then the details."""
@@ -109,7 +113,8 @@ class TrainResult:
                 "val_per_class_accuracy": self.val.per_class_accuracy,
                 "test_per_class_accuracy": self.test.per_class_accuracy,
                 "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
-                "train_seconds": self.train_seconds, "seed": self.seed, "settings": self.settings}
+                "train_seconds": self.train_seconds, "distinct_per_batch": self.distinct_per_batch,
+                "seed": self.seed, "settings": self.settings}
 
 
 @dataclass
@@ -122,6 +127,8 @@ class Run:
     update: Any  # how a batch moves the model: one descent, or generate then two descents
     sampler: Any  # which examples form each batch, and their loss weights
     mixer: Any  # rewrites the drawn batch and its targets (the identity for most methods)
+    weights: Any  # per-example loss weights (none for most methods)
+    train: Split  # what the sampler draws from: the training split, less l2rw's clean set
     params: dict[str, Any]
     device: torch.device
     augment: Augment  # applied to each training batch on the device (the identity unless configured)
@@ -138,12 +145,14 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
         torch.backends.cudnn.benchmark = True
     model = build_model(config.backbone, config.weights, dataset.in_channels, dataset.num_classes).to(device)
     optimizer, scheduler = make_optimizer(model, params)
-    # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
-    sampler = SAMPLERS[method.sampler](len(dataset.train), params["batch_size"], params, generator,
-                                       initial_loss=math.log(dataset.num_classes))
     context = PartContext(generator, dataset.num_classes, dataset.pixel_mean, dataset.pixel_std)
+    weights = WEIGHTS[method.weights](params, context, dataset.train, model, optimizer)
+    # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
+    sampler = SAMPLERS[method.sampler](len(weights.train), params["batch_size"], params, generator,
+                                       initial_loss=math.log(dataset.num_classes))
     return Run(model, optimizer, scheduler, build_update(method.generators, params, context, model), sampler,
-               MIXERS[method.mixer](params, context), params, device, make_augment(config.data, generator))
+               MIXERS[method.mixer](params, context), weights, weights.train, params, device,
+               make_augment(config.data, generator))
 
 
 def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda batch: None) -> float:
@@ -153,7 +162,7 @@ def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda b
     for batch, indices in enumerate(run.sampler.epoch(), start=1):
         images, targets = run.mixer.mix(run.augment(split.images[indices]), split.labels[indices])
         losses = run.update.step(run.model, run.optimizer, images, targets,
-                                 lambda fresh, drawn=indices: run.sampler.weigh(drawn, fresh))
+                                 batch_weigh(run.sampler, run.weights, indices, images, targets))
         loss_sum += losses.sum()
         seen += len(indices)
         on_batch(batch)
@@ -173,7 +182,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     start = time.perf_counter()
     for epoch in range(1, epochs + 1):
         epoch_start = time.perf_counter()
-        loss = run_epoch(run, dataset.train,
+        loss = run_epoch(run, run.train,
                          lambda batch: report(BatchEnd(epoch, batch, run.sampler.batches_per_epoch)))
         epoch_losses.append(loss)
         check_diverged(epoch_losses, epochs, dataset.num_classes)
@@ -192,4 +201,5 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
-        train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model)
+        train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model,
+        distinct_per_batch=run.sampler.mean_distinct_per_batch())

@@ -29,7 +29,7 @@ def test_every_parameter_name_belongs_to_one_part():
         for p in part.params:
             owners.setdefault(p.name, set()).add(id(p))
     assert all(len(ids) == 1 for ids in owners.values())  # shared only as the same declaration
-    assert set(FAMILIES) == {"loss", "sampler", "mixer", "generator"}
+    assert set(FAMILIES) == {"loss", "sampler", "mixer", "generator", "weights"}
 
 
 @pytest.mark.parametrize("method, message", [
@@ -40,6 +40,7 @@ def test_every_parameter_name_belongs_to_one_part():
     ("pgd+fgsm", "one attack at most"),
     ("erm+ls", "one loss at most"),
     ("gils+gils", "names a part twice"),
+    ("cb+groupdro", "one weights at most"),
 ])
 def test_unknown_parts_and_senseless_combinations_are_one_line_and_exit_2(cli, method, message):
     code, out, err = cli("train", "--method", method)
@@ -89,5 +90,6 @@ def test_the_best_table_shows_searched_trainer_parameters(tmp_path):
     (row,) = table.rows
     (trial,) = Store(db, create=False).trials(Store(db, create=False).study("momentum").id)
     assert row[table.headers.index("momentum")] == f"{trial.parameters['momentum']:.4g}"
+    assert 1 <= trial.metrics["distinct_per_batch"] <= 32  # stored with the trial's metrics
     assert "lr_head" in table.headers and "epoch" in table.headers and "mix_alpha" in table.headers
     assert "beta" not in table.headers  # no study takes it

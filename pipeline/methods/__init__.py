@@ -5,6 +5,8 @@
   a mixer      mixup, cutmix, cutout (at most one)
   generators   gils, pgd, fgsm, cw, pgdl2: an extra batch trained on first; gils may be followed by
                one attack (gils+pgd: PGD applied to the GI-LS batch, the GI-LS paper's Table 7)
+  weights      cb, groupdro, l2rw: per-example loss weights (at most one); they multiply the hardness
+               sampler's importance weights
 
 The parts may be written in any order (hws+gils is gils+hws). GI-LS implies the ls loss; a name
 with no loss uses erm. A mixer never goes with a generator (the papers never combine them).
@@ -21,22 +23,26 @@ from pipeline.params import TRAINING_PARAMS, HParam, Value, resolve
 # The torch code (the part classes) is imported by the trainer only, so reading the declarations
 # here stays free of torch.
 
-EXAMPLES = "erm, ls, gils, hws, gils+hws, mixup, cutmix, cutout, pgd, fgsm, cw, pgdl2, gils+pgd, mixup+hws"
+EXAMPLES = ("erm, ls, gils, hws, gils+hws, mixup, cutmix, cutout, pgd, fgsm, cw, pgdl2, gils+pgd, mixup+hws, "
+            "cb, groupdro, l2rw, gils+cb, mixup+l2rw")
 
 
 @dataclass(frozen=True)
 class Method:
-    """A parsed method name: its loss, sampler, mixer (or None) and generators (in the order applied)."""
+    """A parsed method name: its loss, sampler, mixer (or None), generators (in the order applied) and
+    weights (or None)."""
 
     name: str
     loss: str
     sampler: str
     mixer: str | None
     generators: tuple[str, ...]
+    weights: str | None = None
 
     @property
     def parts(self) -> tuple[str, ...]:
-        return (self.loss, *self.generators, *([self.mixer] if self.mixer else []), self.sampler)
+        return (self.loss, *self.generators, *([self.mixer] if self.mixer else []), self.sampler,
+                *([self.weights] if self.weights else []))
 
     @property
     def params(self) -> tuple[HParam, ...]:
@@ -62,7 +68,7 @@ def parse_method(name: str) -> Method:
     if len(set(parts)) < len(parts):
         raise UserError(f"method {name!r} names a part twice")
     chosen = {family: [p for p in parts if p in registry] for family, registry in FAMILIES.items()}
-    for family in ("loss", "sampler", "mixer"):
+    for family in ("loss", "sampler", "mixer", "weights"):
         if len(chosen[family]) > 1:
             raise UserError(f"method {name!r} combines {' and '.join(chosen[family])}: one {family} at most")
     generators = chosen["generator"]
@@ -77,7 +83,8 @@ def parse_method(name: str) -> Method:
     loss = "ls" if "gils" in generators else (chosen["loss"] or ["erm"])[0]
     sampler = (chosen["sampler"] or ["uniform"])[0]
     mixer = chosen["mixer"][0] if chosen["mixer"] else None
+    weights = chosen["weights"][0] if chosen["weights"] else None
     ordered = tuple(sorted(generators, key=lambda g: g != "gils"))
     shown = [*ordered, *([mixer] if mixer else []), *(["ls"] if loss == "ls" and "gils" not in ordered else []),
-             *(["hws"] if sampler == "hws" else [])]
-    return Method("+".join(shown) or loss, loss, sampler, mixer, ordered)
+             *([weights] if weights else []), *(["hws"] if sampler == "hws" else [])]
+    return Method("+".join(shown) or loss, loss, sampler, mixer, ordered, weights)

@@ -2,8 +2,8 @@
 study-file checks read them without loading the training code.
 
 A method is composed of parts, one registry per family: a loss, a sampler (which examples form the
-batch), at most one mixer (rewrites the batch and its targets) and a chain of generators (an extra
-batch the model is trained on first). A parameter name means one thing: it is declared once, or shared
+batch), at most one mixer (rewrites the batch and its targets), a chain of generators (an extra
+batch the model is trained on first) and at most one weights part (per-example loss weights). A parameter name means one thing: it is declared once, or shared
 as the very same declaration by parts that are never combined (mix_alpha); anything else fails here.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ class Part:
     """One registered part: its family, its hyper-parameters and where it comes from."""
 
     name: str
-    family: str  # "loss" | "sampler" | "mixer" | "generator"
+    family: str  # "loss" | "sampler" | "mixer" | "generator" | "weights"
     params: tuple[HParam, ...]
     source: str
 
@@ -41,6 +41,8 @@ SAMPLERS = {
                Range(0.1, 1000.0, log=True), column="beta"),
         HParam("importance_sampling", "bool", False, "", "weight losses by exp(beta * (loss - stale loss)), "
                "clipped to [0.1, 10]", Choice((False, True)), column="IS"),
+        HParam("hws_replacement", "bool", True, "", "true: i.i.d. draws (the paper's formula); false: no "
+               "example twice in a batch (the authors' released sampler)"),
     ), "DRO with hardness-weighted sampling (Algorithm 1 of the hardness-weighted sampling paper)"),
 }
 
@@ -82,19 +84,36 @@ GENERATORS = {
     ), "PGD in the L2 ball (Madry et al. 2018), torchattacks.PGDL2"),
 }
 
+WEIGHTS = {
+    "cb": Part("cb", "weights", (
+        HParam("cb_power", "float", 1.0, "[0, 1]", "weight frequency^-power of the example's class, mean 1 over "
+               "the training set (1: inverse frequency, 0: ERM)", Range(0.0, 1.0)),
+    ), "class-balanced loss weights: the inverse of the class's training frequency"),
+    "groupdro": Part("groupdro", "weights", (
+        HParam("groupdro_eta", "float", 0.01, "[0, inf)", "step size of the group weights: q_g *= "
+               "exp(eta * group g's mean loss in the batch), then q is renormalised (DomainBed: 0.01)",
+               Range(1e-3, 1e-1, log=True)),
+    ), "Group DRO over the classes (Sagawa et al. 2020, the algorithm in DomainBed)"),
+    "l2rw": Part("l2rw", "weights", (
+        HParam("l2rw_clean_per_class", "int", 10, "[1, 1000]", "examples per class taken out of the "
+               "training split as the clean set (at most half a class, at least one)"),
+    ), "Learning to Reweight (Ren et al. 2018, Algorithm 1): weights from a look-ahead on a clean set"),
+}
+
 FAMILIES: dict[str, dict[str, Part]] = {"loss": LOSSES, "sampler": SAMPLERS, "mixer": MIXERS,
-                                        "generator": GENERATORS}
+                                        "generator": GENERATORS, "weights": WEIGHTS}
 PARTS: dict[str, Part] = {name: part for family in FAMILIES.values() for name, part in family.items()}
 
 
 def all_params() -> tuple[HParam, ...]:
     """Every declared hyper-parameter once, in the order tables show them: the loss, the generators
-    (the GI-LS paper's Table 3 columns alpha, T, eta), the mixers, the trainer, the samplers."""
+    (the GI-LS paper's Table 3 columns alpha, T, eta), the mixers, the trainer, the samplers, the weights."""
     seen: dict[str, HParam] = {}
     for params in ([p for part in LOSSES.values() for p in part.params],
                    [p for part in GENERATORS.values() for p in part.params],
                    [p for part in MIXERS.values() for p in part.params], TRAINING_PARAMS,
-                   [p for part in SAMPLERS.values() for p in part.params]):
+                   [p for part in SAMPLERS.values() for p in part.params],
+                   [p for part in WEIGHTS.values() for p in part.params]):
         for p in params:
             if seen.setdefault(p.name, p) is not p:
                 raise ValueError(f"parameter {p.name} is declared twice with different meanings")

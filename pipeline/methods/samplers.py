@@ -3,6 +3,9 @@
 A sampler yields index tensors for one epoch and, after each forward pass, is shown the fresh
 per-example losses of its batch (`weigh`), which it may use to update its state and to return
 per-example weights for the loss. Any sampler composes with any other part.
+
+Every sampler counts the distinct examples in the batches it draws (`mean_distinct_per_batch`): at a
+large beta, i.i.d. hardness-weighted draws can fill a batch with copies of a few examples.
 """
 from __future__ import annotations
 
@@ -13,9 +16,35 @@ import torch
 
 
 IMPORTANCE_WEIGHT_CLIP = (0.1, 10.0)  # w_min, w_max of the hardness paper (appendix 8.1)
+# Without replacement, the authors' released sampler raises every probability to at least 1e-4 / n and
+# renormalises, so that a batch can always be filled when softmax(beta * L) underflows to zero.
+NO_REPLACEMENT_FLOOR = 1e-4
 
 
-class UniformSampler:
+def distinct_count(indices: torch.Tensor) -> torch.Tensor:
+    """How many different examples a batch holds, as a tensor on the batch's device (no sync)."""
+    ordered = indices.sort().values
+    return 1 + (ordered[1:] != ordered[:-1]).sum()
+
+
+class DistinctCounter:
+    """Counts the distinct examples of every batch a sampler yields, read back once at the end."""
+
+    distinct_sum: torch.Tensor | int = 0  # summed on the device: counting costs no sync
+    batches_drawn = 0
+
+    def count(self, batches: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
+        for indices in batches:
+            self.distinct_sum = self.distinct_sum + distinct_count(indices)
+            self.batches_drawn += 1
+            yield indices
+
+    def mean_distinct_per_batch(self) -> float | None:
+        """The mean number of distinct examples per batch drawn so far (None before any batch)."""
+        return float(self.distinct_sum) / self.batches_drawn if self.batches_drawn else None
+
+
+class UniformSampler(DistinctCounter):
     """Every example once per epoch in a random order (plain SGD)."""
 
     def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
@@ -28,23 +57,26 @@ class UniformSampler:
         batches = list(order.split(self.batch_size))
         if len(batches) > 1 and len(batches[-1]) == 1:  # BatchNorm cannot train on a batch of one
             batches[-2:] = [torch.cat(batches[-2:])]
-        yield from batches
+        yield from self.count(iter(batches))
 
     def weigh(self, indices: torch.Tensor, losses: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-class HardnessWeightedSampler:
+class HardnessWeightedSampler(DistinctCounter):
     """DRO with hardness-weighted sampling (the hardness paper's Algorithm 1).
 
     Keeps a stale loss per training example; batches are drawn from p = softmax(beta * L) and
     the drawn examples' stale losses are replaced by their fresh losses. beta -> 0 is ERM.
+    hws_replacement = true draws i.i.d. (the formula); false draws no example twice in a batch
+    (the authors' released sampler, with its probability floor).
     """
 
     def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
                  initial_loss: float = 0.0) -> None:
         self.batch_size, self.generator = batch_size, generator
         self.beta, self.importance_sampling = params["beta"], params["importance_sampling"]
+        self.replacement = params.get("hws_replacement", True)
         self.batches_per_epoch = math.ceil(num_examples / batch_size)
         self.stale_losses = torch.full((num_examples,), float(initial_loss), device=generator.device)
 
@@ -53,8 +85,16 @@ class HardnessWeightedSampler:
         return torch.softmax(self.beta * self.stale_losses, dim=0)
 
     def epoch(self) -> Iterator[torch.Tensor]:
-        for _ in range(self.batches_per_epoch):
-            yield torch.multinomial(self.probabilities(), self.batch_size, replacement=True, generator=self.generator)
+        yield from self.count(self.draw() for _ in range(self.batches_per_epoch))
+
+    def draw(self) -> torch.Tensor:
+        """One batch of indices from the hardness weights, i.i.d. or without replacement."""
+        p = self.probabilities()
+        if self.replacement:
+            return torch.multinomial(p, self.batch_size, replacement=True, generator=self.generator)
+        floored = p.clamp(min=NO_REPLACEMENT_FLOOR / len(p))
+        return torch.multinomial(floored / floored.sum(), min(self.batch_size, len(p)), replacement=False,
+                                 generator=self.generator)
 
     def weigh(self, indices: torch.Tensor, losses: torch.Tensor) -> torch.Tensor | None:
         stale = self.stale_losses[indices]

@@ -1,0 +1,206 @@
+"""The weights parts (class-balanced, Group DRO, Learning to Reweight) against their formulas, and the
+hardness sampler's options: draws without replacement and the distinct-examples statistic."""
+import json
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from pipeline.config import TrainConfig
+from pipeline.data import Dataset, Split
+from pipeline.methods.context import PartContext
+from pipeline.methods.samplers import DistinctCounter, HardnessWeightedSampler, UniformSampler, distinct_count
+from pipeline.methods.weights import (ClassBalanced, GroupDro, NoWeights, batch_weigh, carve_clean_set,
+                                      class_balanced_weights, l2rw_weights)
+from pipeline.trainer import prepare, train
+
+
+def context(num_classes: int) -> PartContext:
+    return PartContext(torch.Generator().manual_seed(0), num_classes, (0.0,), (1.0,))
+
+
+def labelled(counts: list[int]) -> Split:
+    """A split whose image i holds the number i everywhere, so every example can be told apart."""
+    labels = torch.cat([torch.full((n,), c) for c, n in enumerate(counts)])
+    ids = torch.arange(len(labels), dtype=torch.float32)
+    return Split(ids[:, None, None, None].expand(-1, 1, 8, 8).clone(), labels)
+
+
+def test_class_balanced_weights_are_inverse_frequencies_with_mean_1_over_the_training_set():
+    counts = torch.tensor([10, 30, 60, 0])
+    weights = class_balanced_weights(counts, 1.0)
+    # frequency^-1 = N / n_c, scaled so that sum_c n_c w_c = N: w_c = N / (K n_c) with K = 3 classes present
+    assert weights.tolist() == pytest.approx([100 / 30, 100 / 90, 100 / 180, 0.0])
+    assert (counts * weights).sum().item() == pytest.approx(100.0)
+    half = class_balanced_weights(counts, 0.5)
+    scale = 100 / (10 * 10 ** -0.5 + 30 * 30 ** -0.5 + 60 * 60 ** -0.5)
+    assert half.tolist() == pytest.approx([scale * 10 ** -0.5, scale * 30 ** -0.5, scale * 60 ** -0.5, 0.0])
+    assert class_balanced_weights(counts, 0.0).tolist() == pytest.approx([1.0, 1.0, 1.0, 0.0])
+
+
+def test_class_balanced_weighs_labels_and_mixes_the_weights_of_mixed_examples():
+    part = ClassBalanced({"cb_power": 1.0}, context(3), labelled([10, 30, 60]), None, None)
+    w = part.class_weights.tolist()
+    assert part.weigh(None, torch.tensor([2, 0, 1]), torch.ones(3)).tolist() == pytest.approx([w[2], w[0], w[1]])
+    lam = 0.3  # Mixup's target for a mix of a class-0 and a class-2 image
+    mixed = torch.tensor([[lam, 0.0, 1 - lam]])
+    assert part.weigh(None, mixed, torch.ones(1)).item() == pytest.approx(lam * w[0] + (1 - lam) * w[2])
+
+
+def test_groupdro_one_step_of_q_by_hand():
+    eta, part = 0.5, GroupDro({"groupdro_eta": 0.5}, context(3), labelled([1, 1, 1]), None, None)
+    labels, losses = torch.tensor([0, 0, 1, 0]), torch.tensor([1.0, 3.0, 2.5, 2.0])
+    weights = part.weigh(None, labels, losses)
+    # group means: class 0 (1 + 3 + 2) / 3 = 2, class 1 2.5, class 2 absent (its q only renormalised)
+    raw = [math.exp(eta * 2.0) / 3, math.exp(eta * 2.5) / 3, 1 / 3]
+    q = [r / sum(raw) for r in raw]
+    assert part.q.tolist() == pytest.approx(q)
+    # the step minimises sum_g q_g (group g's mean loss) = (1/b) sum_i w_i loss_i
+    assert (weights * losses).mean().item() == pytest.approx(q[0] * 2.0 + q[1] * 2.5)
+    assert weights.tolist() == pytest.approx([4 * q[0] / 3] * 2 + [4 * q[1]] + [4 * q[0] / 3])
+    # a mixed example belongs to its two classes in proportion to its target
+    part = GroupDro({"groupdro_eta": 0.5}, context(3), labelled([1, 1, 1]), None, None)
+    part.weigh(None, torch.tensor([[0.25, 0.75, 0.0], [0.0, 1.0, 0.0]]), torch.tensor([4.0, 1.0]))
+    group = [4.0, (0.75 * 4.0 + 1.0) / 1.75, 0.0]
+    raw = [math.exp(eta * g) for g in group]
+    assert part.q.tolist() == pytest.approx([r / sum(raw) for r in raw])
+
+
+def clean_loss_after_look_ahead(model, images, labels, clean, rates, epsilon):
+    """Algorithm 1, lines 5-9, written out: one SGD step on sum_i eps_i loss_i, then the clean loss."""
+    params = dict(model.named_parameters())
+    losses = nn.functional.cross_entropy(model(images), labels, reduction="none")
+    grads = torch.autograd.grad((epsilon * losses).sum(), list(params.values()))
+    ahead = {name: p - rates[name] * g for (name, p), g in zip(params.items(), grads)}
+    logits = clean.images @ ahead["weight"].T + ahead["bias"]
+    return nn.functional.cross_entropy(logits, clean.labels).item()
+
+
+def test_l2rw_weights_match_a_finite_difference_of_the_clean_loss_then_clamp_and_normalise():
+    generator = torch.Generator().manual_seed(1)
+    model = nn.Linear(4, 3).double()
+    images, labels = torch.randn(6, 4, generator=generator, dtype=torch.float64), torch.tensor([0, 1, 2, 0, 1, 2])
+    labels[4] = 0  # a mislabelled-looking example or two, so that some gradients point the wrong way
+    clean = Split(torch.randn(5, 4, generator=generator, dtype=torch.float64), torch.tensor([0, 1, 2, 1, 0]))
+    rates = {"weight": 0.5, "bias": 0.2}  # the head and the rest may move at different learning rates
+    h, slope = 1e-5, []
+    for i in range(6):
+        step = torch.zeros(6, dtype=torch.float64)
+        step[i] = h
+        slope.append((clean_loss_after_look_ahead(model, images, labels, clean, rates, step)
+                      - clean_loss_after_look_ahead(model, images, labels, clean, rates, -step)) / (2 * h))
+    expected = torch.tensor(slope).neg().clamp(min=0)
+    assert 0 < (expected == 0).sum() < 6  # the clamp matters in this case
+    weights = l2rw_weights(model, images, labels, clean, rates, alpha=0.0)
+    assert weights.tolist() == pytest.approx((expected / expected.sum()).tolist(), rel=1e-5, abs=1e-9)
+    assert weights.sum().item() == pytest.approx(1.0)
+    assert model.weight.grad is None  # the look-ahead ran on a copy: no parameter gradient accumulated
+    frozen = l2rw_weights(model, images, labels, clean, {"weight": 0.0, "bias": 0.0}, alpha=0.0)
+    assert frozen.tolist() == [0.0] * 6  # no look-ahead movement: every weight 0, and all zero stays zero
+
+
+def test_the_clean_set_is_carved_from_training_only_balanced_and_never_all_of_a_class():
+    train = labelled([30, 12, 5, 1])
+    rest, clean = carve_clean_set(train, 10, 4, torch.Generator().manual_seed(0))
+    assert clean.class_counts(4) == [10, 6, 2, 1]  # min(10, half the class), at least one
+    rest_ids, clean_ids = rest.images[:, 0, 0, 0].tolist(), clean.images[:, 0, 0, 0].tolist()
+    assert sorted(rest_ids + clean_ids) == list(range(48)) and not set(rest_ids) & set(clean_ids)
+    assert all(train.labels[int(i)] == label for i, label in zip(clean_ids, clean.labels.tolist()))
+
+
+def test_l2rw_training_never_sees_validation_or_test_in_its_clean_set():
+    split = labelled([20, 20, 20])
+    ids = split.images[:, 0, 0, 0].long()
+    parts = [Split(split.images[ids % 3 == r], split.labels[ids % 3 == r]) for r in range(3)]
+    dataset = Dataset("ids", ["a", "b", "c"], *parts)
+    run = prepare(TrainConfig(method="l2rw", device="cpu", params={"l2rw_clean_per_class": 2}), dataset)
+    clean, kept = (set(s.images[:, 0, 0, 0].tolist()) for s in (run.weights.clean, run.train))
+    train_ids, held_out = set(parts[0].images[:, 0, 0, 0].tolist()), set(
+        parts[1].images[:, 0, 0, 0].tolist()) | set(parts[2].images[:, 0, 0, 0].tolist())
+    assert len(clean) == 6 and clean <= train_ids and not clean & held_out
+    assert kept == train_ids - clean and run.sampler.num_examples == len(kept)
+
+
+def test_batch_weights_are_the_samplers_importance_weights_times_the_parts():
+    sampler = HardnessWeightedSampler(4, 2, {"beta": 1.0, "importance_sampling": True},
+                                      torch.Generator().manual_seed(0), initial_loss=1.0)
+    part = ClassBalanced({"cb_power": 1.0}, context(2), labelled([1, 3]), None, None)
+    weigh = batch_weigh(sampler, part, torch.tensor([0, 3]), None, torch.tensor([0, 1]))
+    weights = weigh(torch.tensor([1.5, 0.5]))
+    assert weights.tolist() == pytest.approx([math.exp(0.5) * 2.0, math.exp(-0.5) * 2 / 3])
+    assert sampler.stale_losses.tolist() == [1.5, 1.0, 1.0, 0.5]
+    assert batch_weigh(UniformSampler(4, 2, {}, torch.Generator()), NoWeights({}, None, None, None, None),
+                       torch.tensor([0, 1]), None, None)(torch.ones(2)) is None
+
+
+def skewed(replacement: bool) -> HardnessWeightedSampler:
+    s = HardnessWeightedSampler(50, 32, {"beta": 1000.0, "importance_sampling": False,
+                                         "hws_replacement": replacement}, torch.Generator().manual_seed(0))
+    s.stale_losses = torch.linspace(0.0, 1.0, 50)  # at beta = 1000, softmax puts nearly all mass on the last
+    return s
+
+
+def test_hws_without_replacement_never_repeats_an_example_in_a_batch():
+    batches = list(skewed(replacement=False).epoch())
+    assert len(batches) == 2 and all(len(b) == 32 and len(b.unique()) == 32 for b in batches)
+    small = HardnessWeightedSampler(5, 32, {"beta": 1.0, "importance_sampling": False, "hws_replacement": False},
+                                    torch.Generator().manual_seed(0))
+    assert sorted(next(iter(small.epoch())).tolist()) == [0, 1, 2, 3, 4]  # a batch larger than the data: all once
+
+
+def test_the_distinct_examples_statistic_counts_repeats():
+    assert distinct_count(torch.tensor([3, 3, 1, 2, 2, 2])).item() == 3
+    counter = DistinctCounter()
+    assert counter.mean_distinct_per_batch() is None
+    list(counter.count(iter([torch.tensor([0, 1, 2]), torch.tensor([1, 1, 1]), torch.tensor([4, 0, 4])])))
+    assert counter.mean_distinct_per_batch() == 2.0
+    iid, without = skewed(replacement=True), skewed(replacement=False)
+    list(iid.epoch()), list(without.epoch())
+    assert iid.mean_distinct_per_batch() <= 3 and without.mean_distinct_per_batch() == 32.0  # degenerate vs full
+
+
+def test_a_run_reports_distinct_examples_per_batch(digits):
+    config = TrainConfig(method="hws", device="cpu", params={"epochs": 1, "batch_size": 64, "beta": 1000.0})
+    result = train(config, digits)
+    assert 1 <= result.distinct_per_batch < 64 and result.to_dict()["distinct_per_batch"] == result.distinct_per_batch
+
+
+@pytest.mark.parametrize("method, param, message", [
+    ("cb", "cb_power=1.5", "parameter cb_power must be in [0, 1]"),
+    ("groupdro", "groupdro_eta=-1", "parameter groupdro_eta must be in [0, inf)"),
+    ("l2rw", "l2rw_clean_per_class=0", "parameter l2rw_clean_per_class must be in [1, 1000]"),
+    ("hws", "hws_replacement=maybe", "parameter hws_replacement must be true or false"),
+    ("cb", "groupdro_eta=0.1", "unknown parameter 'groupdro_eta' for method cb"),
+])
+def test_bad_values_are_one_line_and_exit_2(cli, method, param, message):
+    code, out, err = cli("train", "--method", method, "--param", param)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and message in lines[0]
+
+
+def test_train_prints_the_distinct_examples_per_batch(cli):
+    code, out, err = cli("train", "--method", "cb+hws", "--param", "epochs=1", "--param", "beta=1000",
+                         "--param", "hws_replacement=false", "--device", "cpu")
+    assert code == 0, err
+    assert "distinct examples per batch: 32.0 on average (batch size 32)" in out
+
+
+@pytest.mark.parametrize("method", ["gils+cb", "mixup+l2rw"])
+def test_weights_compose_with_a_generator_and_a_mixer_from_the_cli(cli, method):
+    code, out, err = cli("train", "--method", method, "--param", "epochs=2", "--param", "batch_size=128",
+                         "--param", "T=1" if method == "gils+cb" else "mix_alpha=1", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["settings"]["method"] == method and len(result["epoch_train_loss"]) == 2
+    assert all(math.isfinite(loss) for loss in result["epoch_train_loss"])
+
+
+def test_the_bench_measures_every_weights_part_against_erm(cli):
+    code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown",
+                         "--method", "cb", "--method", "groupdro", "--method", "l2rw")
+    assert code == 0, err
+    cases = [line.split(" | ")[1] for line in out.splitlines() if line.startswith("| small_cnn")]
+    assert cases == ["erm", "cb", "groupdro", "l2rw", "plain DataLoader loop (ERM)"]
+    code, _, err = cli("bench", "--method", "sgd")
+    assert code == 2 and "no benchmark case for method 'sgd'" in err
