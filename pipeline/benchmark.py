@@ -82,7 +82,8 @@ def _epoch_seconds(run: Run, split: Split) -> float:
 def ascent_step_seconds(run: Run, split: Split, repeats: int) -> float:
     """Time of one GI-LS input-ascent iteration (forward + input-backward, BatchNorm in eval mode)."""
     update = GilsAscent(parse_method("gils").resolve({"T": 1}))
-    images, labels = split.images[:run.params["batch_size"]], split.labels[:run.params["batch_size"]]
+    first = torch.arange(run.params["batch_size"], device=split.labels.device)
+    images, labels = split.inputs(first), split.labels[first]
     run.model.eval()
     times = []
     for _ in range(repeats + 1):
@@ -96,7 +97,7 @@ def ascent_step_seconds(run: Run, split: Split, repeats: int) -> float:
 
 def dataloader_epoch_seconds(run: Run, split: Split) -> float:
     """The same ERM epoch written the usual way: a DataLoader over CPU tensors, copied per batch."""
-    loader = DataLoader(TensorDataset(split.images.cpu(), split.labels.cpu()),
+    loader = DataLoader(TensorDataset(split.inputs().cpu(), split.labels.cpu()),
                         batch_size=run.params["batch_size"], shuffle=True)
     start = time.perf_counter()
     run.model.train()

@@ -151,7 +151,7 @@ def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda b
     run.model.train()
     loss_sum, seen = torch.zeros((), device=run.device), 0
     for batch, indices in enumerate(run.sampler.epoch(), start=1):
-        images, targets = run.mixer.mix(run.augment(split.images[indices]), split.labels[indices])
+        images, targets = run.mixer.mix(run.augment(split.inputs(indices)), split.labels[indices])
         losses = run.update.step(run.model, run.optimizer, images, targets,
                                  lambda fresh, drawn=indices: run.sampler.weigh(drawn, fresh))
         loss_sum += losses.sum()
@@ -178,7 +178,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
         epoch_losses.append(loss)
         check_diverged(epoch_losses, epochs, dataset.num_classes)
         run.scheduler.step()
-        val_predictions = predict(run.model, dataset.val.images)
+        val_predictions = predict(run.model, dataset.val)
         val_metrics = split_metrics(val_predictions, dataset.val.labels, dataset.class_names)
         epoch_val_accuracy.append(val_metrics.accuracy)
         report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
