@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from pipeline.config import TrainConfig, resolve_device
+from pipeline.config import TrainConfig, resolve_device, resolve_precision
 from pipeline.data import Dataset, Split
 from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
@@ -136,7 +136,10 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     generator = torch.Generator(device=device).manual_seed(config.seed)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
+    precision = resolve_precision(config.precision, device)
     model = build_model(config.backbone, config.weights, dataset.in_channels, dataset.num_classes).to(device)
+    model.run_as(autocast=torch.bfloat16 if precision == "bf16" else None,
+                 channels_last=device.type == "cuda" and config.backbone != "small_cnn")
     optimizer, scheduler = make_optimizer(model, params)
     # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
     sampler = SAMPLERS[method.sampler](len(dataset.train), params["batch_size"], params, generator,
@@ -188,7 +191,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
     settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
-                "device": str(run.device)}
+                "device": str(run.device), "precision": "bf16" if run.model.autocast else "fp32"}
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
