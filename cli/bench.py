@@ -16,14 +16,29 @@ stdout = Console()
 
 @app.command()
 def bench(
-    setting: Annotated[Optional[list[str]], typer.Option(help="Which set-up: digits or resnet18 (repeat; "
-                                                                "default all).")] = None,
+    setting: Annotated[Optional[list[str]], typer.Option(
+        help="Which set-up: digits, resnet18 or paper (ResNet18/34/50, ERM and GI-LS input at T = 1, 5, 15, "
+             "on MT-Defect-sized data at --image-size) (repeat; default digits and resnet18).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     method: Annotated[Optional[list[str]], typer.Option(help="Only the cases of this method, for example l2rw "
                                                               "(repeat; default all); ERM is always measured.")] = None,
+    precision: Annotated[Optional[list[str]], typer.Option(
+        help="auto, fp32 or bf16; repeat to measure side by side (default auto).")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
     steps: Annotated[int, typer.Option(min=1, help="Training steps per round and method.")] = 10,
     batch_size: Annotated[int, typer.Option(min=2)] = 32,
+    backbone: Annotated[Optional[list[str]], typer.Option(
+        help="Paper setting: which ResNets (repeat; default resnet18, resnet34 and resnet50).")] = None,
+    image_size: Annotated[int, typer.Option(min=8, max=4096, help="Pixels a side in the paper setting and "
+                                                                  "in --study.")] = 224,
+    study: Annotated[bool, typer.Option("--study", help="Instead: wall time of the 20-trial GI-LS MT-Defect "
+                                                        "ResNet18 study, one trial at a time and with "
+                                                        "--workers trials sharing the device.")] = False,
+    workers: Annotated[Optional[list[int]], typer.Option(help="With --study: trials at once (repeat; "
+                                                              "default 2, 4 and 8).")] = None,
+    trials: Annotated[int, typer.Option(min=1, help="With --study: the study's trials.")] = 20,
+    epochs: Annotated[Optional[int], typer.Option(min=1, help="With --study: fix the epochs (default: "
+                                                              "searched in [21, 60]).")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
     startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, report and studies answer, "
                                                             "as ratios to a bare `import typer, rich`.")] = False,
@@ -34,9 +49,22 @@ def bench(
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return
-    from pipeline.benchmark import CASES, SETTINGS, Row, benchmark, machine
+    from pipeline.config import PRECISIONS
 
-    chosen = setting or list(SETTINGS)
+    precisions = tuple(precision or ["auto"])
+    for name in precisions:
+        if name not in PRECISIONS:
+            raise UserError(f"unknown precision {name!r}; use {', '.join(PRECISIONS)}")
+    if study:
+        _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs, markdown)
+        return
+    from pipeline.benchmark import CASES, PAPER_BACKBONES, SETTINGS, Row, benchmark, machine
+
+    backbones = tuple(backbone or PAPER_BACKBONES)
+    for name in backbones:
+        if name not in PAPER_BACKBONES:
+            raise UserError(f"unknown backbone {name!r} for the paper setting; known: {', '.join(PAPER_BACKBONES)}")
+    chosen = setting or ["digits", "resnet18"]
     for name in chosen:
         if name not in SETTINGS:
             raise UserError(f"unknown benchmark setting {name!r}; known: {', '.join(SETTINGS)}")
@@ -48,21 +76,55 @@ def bench(
     with stderr.status("measuring") as status:
         for name in chosen:
             rows += benchmark(name, device, rounds, steps, batch_size, lambda message: status.update(message),
-                              tuple(method or ()))
+                              precisions, image_size, backbones, tuple(method or ()))
+    columns = ["method", "precision", "step ms", "images/s", "ratio", "target"]
+    if len(precisions) > 1:
+        columns.insert(-1, f"vs {rows[0].precision}")
+    if any(row.memory_mib is not None for row in rows):
+        columns.insert(-1, "MiB")
+
+    def cells(row: Row) -> list[str]:
+        values = [row.case, row.precision, f"{row.step_ms:.1f}", f"{row.images_per_second:.1f}",
+                  f"{row.ratio:.2f}x", row.expected]
+        if len(precisions) > 1:
+            values.insert(-1, "" if row.vs_first_precision is None else f"{row.vs_first_precision:.2f}x")
+        if "MiB" in columns:
+            values.insert(-1, "" if row.memory_mib is None else f"{row.memory_mib:.0f}")
+        return values
+
     if markdown:
         print(f"Measured on {machine()}.\n")
-        print("| set-up | method | step (ms) | ratio to ERM | target |")
-        print("|---|---|---:|---:|---|")
+        print("| set-up | " + " | ".join(columns) + " |")
+        print("|---|---|---|" + "---:|" * (len(columns) - 3) + "---|")
         for row in rows:
-            print(f"| {row.setting} | {row.case} | {row.step_ms:.1f} | {row.ratio:.2f}x | {row.expected} |")
+            print(f"| {row.setting} | " + " | ".join(cells(row)) + " |")
         return
-    table = Table(title=f"Step time as a ratio to ERM ({machine()})", title_justify="left")
-    for column, justify in (("set-up", "left"), ("method", "left"), ("step ms", "right"),
-                            ("ratio", "right"), ("target", "left")):
-        table.add_column(column, justify=justify)
-    for row in rows:
-        table.add_row(row.setting, row.case, f"{row.step_ms:.1f}", f"{row.ratio:.2f}x", row.expected)
-    stdout.print(table)
+    stdout.print(f"Step time as a ratio to ERM at the same precision ({machine()})")
+    for setting in dict.fromkeys(row.setting for row in rows):
+        table = Table(title=setting, title_justify="left")
+        for i, column in enumerate(columns):
+            table.add_column(column, justify="left" if i < 2 or i == len(columns) - 1 else "right", no_wrap=i == 0)
+        for row in rows:
+            if row.setting == setting:
+                table.add_row(*cells(row))
+        stdout.print(table)
+
+
+def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None,
+                 markdown: bool) -> None:
+    from pipeline.benchmark import machine
+    from pipeline.study_bench import study_benchmark
+
+    with stderr.status("measuring") as status:
+        timings = study_benchmark(device, workers, trials, image_size, epochs,
+                                  report=lambda message: status.update(message))
+    alone = timings[0].seconds
+    lines = [f"{'one at a time' if t.workers == 0 else f'{t.workers} at once'} | {t.seconds:.0f} | "
+             f"{alone / t.seconds:.2f}x | {t.completed} | {t.failed}" for t in timings]
+    print(f"{trials}-trial GI-LS study, MT-Defect-sized ({image_size} px), ResNet18; {machine()}.\n")
+    print("| trials | wall (s) | speed-up | completed | failed |\n|---|---:|---:|---:|---:|")
+    for line in lines:
+        print(f"| {line} |")
 
 
 def _print_startup(db: str, rounds: int) -> None:

@@ -34,6 +34,8 @@ def train(
     weights: Annotated[str, typer.Option(help="none, imagenet (from the local torchvision cache) "
                                               "or a path to a state_dict.")] = "none",
     device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
+    precision: Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
+                                                "the backbone's arithmetic.")] = "auto",
     seed: Annotated[int, typer.Option(help="Training seed (model initialisation and batch order).")] = 0,
     split_seed: Annotated[int, typer.Option(help="Seed of the train/validation/test split.")] = 0,
     imbalance_class: Annotated[Optional[str], typer.Option(
@@ -88,7 +90,8 @@ def train(
                         image_size=image_size, cache_dir=cache_dir, augment_flip=flip,
                         augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,
-        params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device)
+        params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
+        precision=precision)
     if from_study is not None:
         config = _study_config(ctx, from_study, trial, db, config)
         dataset, method = config.data.name, config.method
@@ -118,7 +121,7 @@ def train(
 
 
 # With --from-study the configuration is the study's: options that would change it are refused, not ignored.
-_FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "as_json"}
+_FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "precision", "as_json"}
 
 
 def _on_command_line(ctx: typer.Context, key: str) -> bool:
@@ -139,7 +142,8 @@ def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | No
         raise UserError(f"{clashing[0]} does not go with --from-study: the data, network and method are the study's")
     config = trial_config(*study_and_trial(Store(db, create=False), name, trial))
     seed = given.seed if _on_command_line(ctx, "seed") else config.seed
-    return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device)
+    return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device,
+                   precision=given.precision)
 
 
 @app.command()

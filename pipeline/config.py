@@ -17,6 +17,10 @@ BACKBONES = ("small_cnn", "resnet18", "resnet34", "resnet50")  # built by pipeli
 # by the objective). "train+val": validation is skewed too, for data whose validation images come
 # from the same skewed source as training.
 IMBALANCE_SPLITS = ("train", "train+val")
+# Arithmetic of the network's forward passes (training, the GI-LS ascent, the attacks, evaluation). bf16 runs
+# the backbone under autocast; the head, the losses, the transport cost and the hardness weights stay fp32.
+# auto: bf16 on a GPU that computes in it natively, fp32 elsewhere (a CPU gains nothing from it).
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,11 @@ class TrainConfig:
     params: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     device: str = "auto"
+    precision: str = "auto"  # one of PRECISIONS; like the device, how the run computes, not what it learns
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise UserError(f"unknown precision {self.precision!r}; use {', '.join(PRECISIONS)}")
         if self.data.normalize == "auto":  # pretrained weights expect the statistics they were trained on
             normalize = "dataset" if self.weights == "none" else "imagenet"
             object.__setattr__(self, "data", replace(self.data, normalize=normalize))
@@ -107,3 +114,16 @@ def resolve_device(name: str) -> "torch.device":
     if name not in ("cpu", "cuda"):
         raise UserError(f"unknown device {name!r}; use auto, cpu or cuda")
     return torch.device(name)
+
+
+def resolve_precision(name: str, device: "torch.device") -> str:
+    """auto -> bf16 on a GPU with native bf16 arithmetic, else fp32; bf16 on a GPU without it is a UserError."""
+    import torch
+
+    native = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    if name == "auto":
+        return "bf16" if native else "fp32"
+    if name == "bf16" and device.type == "cuda" and not native:
+        raise UserError(f"this GPU ({torch.cuda.get_device_name(device)}) has no native bf16 arithmetic; "
+                        "use --precision fp32")
+    return name

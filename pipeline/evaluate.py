@@ -126,8 +126,9 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
 
 
 def _planned(config: TrainConfig) -> dict[str, Any]:
-    """A run's identity as stored: the configuration less seed and device, as JSON gives it back."""
-    return json.loads(json.dumps({k: v for k, v in config.to_dict().items() if k not in ("seed", "device")}))
+    """A run's identity as stored: the configuration less seed, device and precision, as JSON gives it back."""
+    return json.loads(json.dumps({k: v for k, v in config.to_dict().items()
+                                  if k not in ("seed", "device", "precision")}))
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ class SplitMetrics:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
-    """Predicted labels in eval mode, in batches."""
+def predict(model: nn.Module, split: Split) -> torch.Tensor:
+    """Predicted labels of a split's examples in eval mode, in batches."""
     was_training = model.training
     model.eval()
-    predictions = torch.cat([model(chunk).argmax(dim=1) for chunk in images.split(EVAL_BATCH_SIZE)])
+    predictions = torch.cat([model(chunk).argmax(dim=1) for chunk in split.chunks(EVAL_BATCH_SIZE)])
     model.train(was_training)
     return predictions
 
@@ -51,4 +51,4 @@ def split_metrics(predictions: torch.Tensor, labels: torch.Tensor, class_names: 
 
 
 def evaluate(model: nn.Module, split: Split, class_names: list[str]) -> SplitMetrics:
-    return split_metrics(predict(model, split.images), split.labels, class_names)
+    return split_metrics(predict(model, split), split.labels, class_names)

@@ -19,15 +19,36 @@ from pipeline.errors import UserError
 
 
 class Classifier(nn.Module):
-    """features: x -> z (a flat feature map); head: z -> logits (the final linear layer)."""
+    """features: x -> z (a flat feature map); head: z -> logits (the final linear layer).
+
+    Methods reach z through `embed`, which runs the backbone the way `run_as` set: in bf16 under autocast
+    or in fp32, on channels-last or standard tensors. z always comes back in fp32, so the head, the losses
+    and the GI-LS transport cost on z are computed in fp32.
+    """
 
     def __init__(self, features: nn.Module, feature_dim: int, num_classes: int) -> None:
         super().__init__()
         self.features = features
         self.head = nn.Linear(feature_dim, num_classes)
+        self.autocast: torch.dtype | None = None  # the backbone's dtype under autocast; None: fp32
+        self.channels_last = False
+
+    def run_as(self, autocast: torch.dtype | None = None, channels_last: bool = False) -> "Classifier":
+        """Set the backbone's precision and memory format (channels-last suits cuDNN's convolutions)."""
+        self.autocast, self.channels_last = autocast, channels_last
+        return self.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor:
+        """z = f(x) in fp32, the backbone run as `run_as` set."""
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if self.autocast is None:
+            return self.features(images)
+        with torch.autocast(images.device.type, dtype=self.autocast):
+            return self.features(images).float()
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(images))
+        return self.head(self.embed(images))
 
 
 class RepeatChannels(nn.Module):

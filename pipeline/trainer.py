@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from pipeline.config import TrainConfig, resolve_device
+from pipeline.config import TrainConfig, resolve_device, resolve_precision
 from pipeline.data import Dataset, Split
 from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
@@ -143,7 +143,10 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     generator = torch.Generator(device=device).manual_seed(config.seed)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
+    precision = resolve_precision(config.precision, device)
     model = build_model(config.backbone, config.weights, dataset.in_channels, dataset.num_classes).to(device)
+    model.run_as(autocast=torch.bfloat16 if precision == "bf16" else None,
+                 channels_last=device.type == "cuda" and config.backbone != "small_cnn")
     optimizer, scheduler = make_optimizer(model, params)
     context = PartContext(generator, dataset.num_classes, dataset.pixel_mean, dataset.pixel_std)
     weights = WEIGHTS[method.weights](params, context, dataset.train, model, optimizer)
@@ -160,7 +163,7 @@ def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda b
     run.model.train()
     loss_sum, seen = torch.zeros((), device=run.device), 0
     for batch, indices in enumerate(run.sampler.epoch(), start=1):
-        images, targets = run.mixer.mix(run.augment(split.images[indices]), split.labels[indices])
+        images, targets = run.mixer.mix(run.augment(split.inputs(indices)), split.labels[indices])
         losses = run.update.step(run.model, run.optimizer, images, targets,
                                  batch_weigh(run.sampler, run.weights, indices, images, targets))
         loss_sum += losses.sum()
@@ -187,7 +190,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
         epoch_losses.append(loss)
         check_diverged(epoch_losses, epochs, dataset.num_classes)
         run.scheduler.step()
-        val_predictions = predict(run.model, dataset.val.images)
+        val_predictions = predict(run.model, dataset.val)
         val_metrics = split_metrics(val_predictions, dataset.val.labels, dataset.class_names)
         epoch_val_accuracy.append(val_metrics.accuracy)
         report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
@@ -197,7 +200,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
     settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
-                "device": str(run.device)}
+                "device": str(run.device), "precision": "bf16" if run.model.autocast else "fp32"}
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,

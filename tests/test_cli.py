@@ -92,6 +92,21 @@ def test_bench_measures_every_method_against_erm(cli):
     assert cli("bench", "--setting", "vgg")[0] == 2
 
 
+def test_bench_paper_setting_times_erm_and_gils_at_two_precisions(cli):
+    """One step of ResNet18 at 16 px and batch 2 on the CPU (the default adds ResNet34 and 50): the rows
+    exist, each precision against ERM at its own."""
+    code, out, err = cli("bench", "--setting", "paper", "--backbone", "resnet18", "--rounds", "1", "--steps", "1",
+                         "--batch-size", "2", "--image-size", "16", "--device", "cpu", "--precision", "fp32",
+                         "--precision", "bf16", "--markdown")
+    assert code == 0, err
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| resnet")]
+    assert [(row[0][2:10], row[1], row[2]) for row in rows] == [
+        ("resnet18", case, precision) for precision in ("fp32", "bf16") for case in ("erm", "gils input T=1", "gils input T=5", "gils input T=15")]
+    assert all("MT-Defect-sized uint8 16px (3, 16, 16), batch 2" in row[0] for row in rows)
+    assert all(row[5] == "1.00x" for row in rows if row[1] == "erm") and all(float(row[4]) > 0 for row in rows)
+    assert cli("bench", "--precision", "fp8")[0] == 2 and cli("bench", "--backbone", "vgg")[0] == 2
+
+
 def test_a_diverging_run_is_one_line_and_exit_code_1(cli):
     code, out, err = cli("train", "--param", "lr_head=1e38", "--param", "lr_backbone=1e38", "--param", "epochs=1")
     assert code == 1 and out == "" and "Traceback" not in err

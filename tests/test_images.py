@@ -9,7 +9,8 @@ from PIL import Image
 
 from pipeline.config import DataConfig, TrainConfig
 from pipeline.data import load_dataset
-from pipeline.data.images import IMAGENET_MEAN, IMAGENET_STD
+from pipeline.data.decode import decode_images
+from pipeline.data.images import IMAGENET_MEAN, IMAGENET_STD, folder_listing
 from pipeline.data.paper_splits import MT_DEFECT, magnetic_tile_splits, write_splits
 from pipeline.errors import UserError
 
@@ -36,7 +37,8 @@ def images(root, **fields):
 def test_folder_per_class_is_split_stratified_seeded_and_resized(tmp_path):
     data = load_dataset(images(make_class_folders(tmp_path / "pets"), val_fraction=0.25, test_fraction=0.25), CPU)
     assert data.name == "pets" and data.class_names == ["cat", "dog", "eel"]
-    assert data.train.images.shape[1:] == (3, 16, 16) and data.train.images.dtype == torch.float32
+    assert data.train.images.shape[1:] == (3, 16, 16) and data.train.images.dtype == torch.uint8
+    assert data.train.inputs().dtype == torch.float32
     assert data.test.class_counts(3) == [2, 2, 1] and data.val.class_counts(3) == [2, 2, 1]
     assert data.train.class_counts(3) == [6, 2, 2]
     again = load_dataset(images(tmp_path / "pets", val_fraction=0.25, test_fraction=0.25), CPU)
@@ -45,8 +47,8 @@ def test_folder_per_class_is_split_stratified_seeded_and_resized(tmp_path):
 
 def test_dataset_normalisation_uses_training_statistics_per_channel(tmp_path):
     data = load_dataset(images(make_class_folders(tmp_path / "pets"), normalize="dataset"), CPU)
-    assert torch.allclose(data.train.images.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-4)
-    assert torch.allclose(data.train.images.std(dim=(0, 2, 3)), torch.ones(3), atol=1e-2)
+    assert torch.allclose(data.train.inputs().mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-4)
+    assert torch.allclose(data.train.inputs().std(dim=(0, 2, 3)), torch.ones(3), atol=1e-2)
 
 
 def test_pretrained_weights_get_imagenet_normalisation_of_replicated_grayscale(tmp_path):
@@ -58,8 +60,29 @@ def test_pretrained_weights_get_imagenet_normalisation_of_replicated_grayscale(t
     assert config.data.normalize == "imagenet" and TrainConfig(data=images(tmp_path)).data.normalize == "dataset"
     data = load_dataset(config.data, CPU)
     expected = (0.2 - torch.tensor(IMAGENET_MEAN)) / torch.tensor(IMAGENET_STD)  # shade 51 of class a
-    first = data.train.images[data.train.labels == 0][0]
+    first = data.train.inputs(data.train.labels == 0)[0]
     assert torch.allclose(first.mean(dim=(1, 2)), expected, atol=1e-5)
+
+
+def test_uint8_pixels_give_the_same_batches_as_normalising_the_whole_split_up_front(tmp_path):
+    """Images stay resident as uint8 and each batch is normalised where it lives: the numbers are exactly
+    those of a float32 copy of the split normalised at load time (what the float path stored)."""
+    noise = np.random.default_rng(0)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        for i in range(6):
+            Image.fromarray(noise.integers(0, 256, (20, 13, 3), dtype=np.uint8)).save(tmp_path / name / f"{i}.png")
+    config = images(tmp_path, normalize="dataset", val_fraction=0.0, test_fraction=0.25)
+    data = load_dataset(config, CPU)
+    listing = folder_listing(config)
+    pixels = decode_images(listing.files, 16, 3)[listing.train]
+    mean, std = (torch.tensor(values).view(1, -1, 1, 1) for values in (data.pixel_mean, data.pixel_std))
+    float_path = (pixels.float() / 255 - mean) / std
+    assert data.train.images.dtype == torch.uint8 and torch.equal(data.train.images, pixels)
+    batch = torch.tensor([5, 0, 3, 3])
+    assert torch.equal(data.train.inputs(batch), float_path[batch])
+    assert torch.equal(torch.cat(list(data.train.chunks(4))), float_path)
+    assert data.val.inputs().shape == (0, 3, 16, 16)
 
 
 def test_one_channel_keeps_luminance_only(tmp_path):
@@ -73,9 +96,9 @@ def test_sixteen_bit_grayscale_is_scaled_not_clipped(tmp_path):
         for i in range(5):
             Image.fromarray(np.full((8, 8), value, dtype=np.uint16)).save(tmp_path / name / f"{i}.png")
     data = load_dataset(images(tmp_path, normalize="imagenet"), CPU)
-    light = data.test.images[data.test.labels == 1][0, 0, 0, 0]
+    light = data.test.inputs(data.test.labels == 1)[0, 0, 0, 0]
     assert torch.isclose(light, torch.tensor((1.0 - IMAGENET_MEAN[0]) / IMAGENET_STD[0]))
-    dark = data.test.images[data.test.labels == 0][0, 0, 0, 0]
+    dark = data.test.inputs(data.test.labels == 0)[0, 0, 0, 0]
     assert torch.isclose(dark, torch.tensor((16 / 255 - IMAGENET_MEAN[0]) / IMAGENET_STD[0]))
 
 

@@ -109,6 +109,16 @@ def test_the_clean_set_is_carved_from_training_only_balanced_and_never_all_of_a_
     assert all(train.labels[int(i)] == label for i, label in zip(clean_ids, clean.labels.tolist()))
 
 
+def test_the_clean_set_of_uint8_pixels_keeps_their_normalisation():
+    pixels = torch.arange(8, dtype=torch.uint8).view(8, 1, 1, 1).expand(8, 3, 2, 2).contiguous()
+    mean, std = torch.full((1, 3, 1, 1), 0.5), torch.full((1, 3, 1, 1), 0.25)
+    train = Split(pixels, torch.tensor([0, 1] * 4), mean, std)
+    rest, clean = carve_clean_set(train, 1, 2, torch.Generator().manual_seed(0))
+    assert clean.images.dtype == torch.uint8 and len(clean) == 2 and len(rest) == 6
+    assert torch.equal(clean.inputs(), (clean.images.float() / 255 - 0.5) / 0.25)
+    assert torch.equal(rest.inputs(), (rest.images.float() / 255 - 0.5) / 0.25)
+
+
 def test_l2rw_training_never_sees_validation_or_test_in_its_clean_set():
     split = labelled([20, 20, 20])
     ids = split.images[:, 0, 0, 0].long()

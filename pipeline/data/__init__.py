@@ -1,12 +1,14 @@
 """Data sets as tensors resident on the training device; batches are indexed from them.
 
-`load_dataset(config, device)` returns a Dataset with train / val / test splits of float images
-(N, C, H, W) and integer labels, already on `device`.
+`load_dataset(config, device)` returns a Dataset with train / val / test splits of images (N, C, H, W)
+and integer labels, already on `device`. Image files stay resident as uint8 pixels (a quarter of the
+memory of float32) and are normalised per batch where they live; `Split.inputs` gives what the
+model takes, the same float32 numbers as normalising the whole split up front.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -16,16 +18,39 @@ from pipeline.errors import UserError
 
 @dataclass
 class Split:
-    """Images (N, C, H, W) float32 and labels (N,) int64, on one device."""
+    """Images (N, C, H, W) and labels (N,) int64, on one device. The images are either the model's
+    float32 inputs, or uint8 pixels with the per-channel `mean` and `std` (1, C, 1, 1) that normalise
+    them: inputs = (pixels / 255 - mean) / std."""
 
     images: torch.Tensor
     labels: torch.Tensor
+    mean: torch.Tensor | None = None  # set for uint8 pixels only
+    std: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.labels.shape[0]
 
     def to(self, device: torch.device) -> "Split":
-        return Split(self.images.to(device), self.labels.to(device))
+        moved = (None if t is None else t.to(device) for t in (self.mean, self.std))
+        return Split(self.images.to(device), self.labels.to(device), *moved)
+
+    def subset(self, indices: torch.Tensor) -> "Split":
+        """The examples at `indices` (a tensor of positions or a boolean mask), with the same normalisation."""
+        return Split(self.images[indices], self.labels[indices], self.mean, self.std)
+
+    def normalize(self, images: torch.Tensor) -> torch.Tensor:
+        """Model inputs from some of this split's images (uint8 pixels are normalised, float32 pass through)."""
+        if self.mean is None:
+            return images
+        return images.float().div_(255).sub_(self.mean).div_(self.std)
+
+    def inputs(self, indices: torch.Tensor | None = None) -> torch.Tensor:
+        """The model inputs of the examples at `indices` (all of them when None), made on the split's device."""
+        return self.normalize(self.images if indices is None else self.images[indices])
+
+    def chunks(self, size: int) -> Iterator[torch.Tensor]:
+        """The model inputs of the whole split in order, `size` examples at a time (for evaluation)."""
+        return (self.normalize(chunk) for chunk in self.images.split(size))
 
     def class_counts(self, num_classes: int) -> list[int]:
         return torch.bincount(self.labels, minlength=num_classes).tolist()

@@ -1,7 +1,8 @@
 """A user's own images: one sub-folder per class, or a manifest folder (see pipeline.data.manifest).
 
-Images are decoded and resized once (cached on disk), then normalised: with ImageNet statistics
-for pretrained backbones, otherwise with the training split's own per-channel statistics.
+Images are decoded and resized once (cached on disk) and kept as uint8 pixels; each batch is normalised
+on the training device: with ImageNet statistics for pretrained backbones, otherwise with the training
+split's own per-channel statistics.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class Listing:
 
 
 def load_images(config: DataConfig) -> Dataset:
-    """Listing -> cached pixels -> normalised float splits (on the CPU; the caller moves them)."""
+    """Listing -> cached pixels -> uint8 splits with their normalisation (on the CPU; the caller moves them)."""
     listing = manifest_listing(config) if config.manifest else folder_listing(config)
     train, val = apply_imbalance(config, listing.class_names, listing.labels, listing.train, listing.val)
     for part, indices in (("training", train), ("validation", val), ("test", listing.test)):
@@ -50,10 +51,9 @@ def load_images(config: DataConfig) -> Dataset:
     else:  # "dataset" (and "auto" outside a TrainConfig, which resolves it from the weights)
         mean, std = channel_statistics(pixels, train)
 
-    def split(indices: torch.Tensor) -> Split:
-        images = pixels[indices].float().div_(255)
-        images.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1))
-        return Split(images, listing.labels[indices].contiguous())
+    def split(indices: torch.Tensor) -> Split:  # uint8 pixels, normalised per batch (Split.inputs)
+        return Split(pixels[indices], listing.labels[indices].contiguous(), mean.view(1, -1, 1, 1),
+                     std.view(1, -1, 1, 1))
 
     return Dataset(listing.name, listing.class_names, split(train), split(val), split(listing.test),
                    tuple(mean.tolist()), tuple(std.tolist()))

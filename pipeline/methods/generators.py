@@ -23,7 +23,7 @@ def features_and_logits(model: nn.Module) -> Forward:
     """x -> (z, logits) in one backbone pass: what the input-space ascent differentiates."""
 
     def forward(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        features = model.features(images)
+        features = model.embed(images)
         return features, model.head(features)
 
     return forward

@@ -88,7 +88,7 @@ class GeneratedUpdate(ErmUpdate):
 
     def _feature_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
                       labels: torch.Tensor, weigh: Weigh) -> torch.Tensor:
-        features = model.features(images)  # one backbone pass serves both descent steps
+        features = model.embed(images)  # one backbone pass serves both descent steps
         with torch.no_grad():
             weights = weigh(self.loss(model.head(features), labels))
         generated = self.generators[0].ascend_features(model.head, features.detach(), labels)

@@ -104,7 +104,7 @@ def carve_clean_set(train: Split, per_class: int, num_classes: int,
     clean = torch.cat(chosen).sort().values
     keep = torch.ones(len(train), dtype=torch.bool, device=train.labels.device)
     keep[clean] = False
-    return Split(train.images[keep], train.labels[keep]), Split(train.images[clean], train.labels[clean])
+    return train.subset(keep), train.subset(clean)
 
 
 def l2rw_weights(model: nn.Module, images: torch.Tensor, targets: torch.Tensor, clean: Split,
@@ -121,7 +121,7 @@ def l2rw_weights(model: nn.Module, images: torch.Tensor, targets: torch.Tensor, 
                                     allow_unused=True)
     ahead = {name: p if g is None else p - learning_rates[name] * g
              for (name, p), g in zip(params.items(), gradients)}
-    clean_loss = method_loss(functional_call(model, (ahead, buffers), (clean.images,)), clean.labels, alpha).mean()
+    clean_loss = method_loss(functional_call(model, (ahead, buffers), (clean.inputs(),)), clean.labels, alpha).mean()
     (gradient,) = torch.autograd.grad(clean_loss, epsilon)
     raw = (-gradient).clamp(min=0)
     total = raw.sum()
@@ -145,7 +145,7 @@ class LearningToReweight(NoWeights):
             return self.clean
         drawn = torch.randperm(len(self.clean), generator=self.generator, device=self.generator.device)[:size]
         drawn = drawn.to(self.clean.labels.device)
-        return Split(self.clean.images[drawn], self.clean.labels[drawn])
+        return self.clean.subset(drawn)
 
     def weigh(self, images: torch.Tensor, targets: torch.Tensor, losses: torch.Tensor) -> torch.Tensor | None:
         by_parameter = {id(p): group["lr"] for group in self.optimizer.param_groups for p in group["params"]}
