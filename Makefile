@@ -26,8 +26,10 @@ demo: $(STAMP)
 	$(VENV)/bin/robust-tune train --method erm -p epochs=20 -p lr_head=0.05 -p lr_backbone=0.05 -p momentum=0 \
 		--imbalance-class 3 --imbalance-keep 0.05 --imbalance-in train
 
+# Two test processes (pytest-xdist), each test module kept in one of them so its fixtures are built once;
+# one thread each, so the two do not fight over the cores.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadscope
 
 bench: $(STAMP)
 	$(VENV)/bin/robust-tune bench
