@@ -96,8 +96,9 @@ def bench(
         print(f"Measured on {machine()}.\n")
         print("| set-up | " + " | ".join(columns) + " |")
         print("|---|---|---|" + "---:|" * (len(columns) - 3) + "---|")
-        for row in rows:
-            print(f"| {row.setting} | " + " | ".join(cells(row)) + " |")
+        for i, row in enumerate(rows):  # each set-up named on its first row only
+            setting = row.setting if i == 0 or row.setting != rows[i - 1].setting else ""
+            print(f"| {setting} | " + " | ".join(cells(row)) + " |")
         return
     stdout.print(f"Step time as a ratio to ERM at the same precision ({machine()})")
     for setting in dict.fromkeys(row.setting for row in rows):

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from cli.main import app
 from cli.render import stderr
 from cli.study import Db, _print_tables
+from pipeline.config import PRECISIONS
 from pipeline.errors import UserError
 from pipeline.params import parse_assignment
 from pipeline.report import compare_table, percent
@@ -68,20 +69,24 @@ def evaluate(
         "--resplit", help="Draw the split again with each seed (the validation carving; the whole split when "
                           "the data set has no fixed test set).")] = False,
     device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
+    precision: Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
+                                                "the backbone's arithmetic.")] = "auto",
 ) -> None:
     """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
     from pipeline.evaluate import plan_evaluation, run_evaluation
 
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}; use {', '.join(PRECISIONS)}")
     store = Store(db)  # creates the evaluations table in a database from before it
     if stderr.is_terminal:
         bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), console=stderr, transient=True)
         with bars:
-            ran = run_evaluation(store, plan, device, EvaluationView(bars).on_event)
+            ran = run_evaluation(store, plan, device, EvaluationView(bars).on_event, precision)
     else:
-        ran = run_evaluation(store, plan, device, EvaluationView(None).on_event)
+        ran = run_evaluation(store, plan, device, EvaluationView(None).on_event, precision)
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
     _print_tables([compare_table(store, [study])], "table", None)

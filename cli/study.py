@@ -197,6 +197,8 @@ def run(
         min=1, help="Run until this many trials have run, completed or failed (default: the study's budget).")] = None,
     db: Db = None,
     device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
+    precision: Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
+                                                "the backbone's arithmetic.")] = "auto",
     seed: Annotated[Optional[int], typer.Option(help="Override the study's training seed (every trial's).")] = None,
     search_seed: Annotated[Optional[int], typer.Option(
         help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
@@ -220,7 +222,7 @@ def run(
         [f"search_seed={search_seed}"] if search_seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     view = StudyView(study.fixed.get("epochs"))
-    parallel = dict(workers=workers, scheduler=scheduler, trials_per_gpu=trials_per_gpu)
+    parallel = dict(workers=workers, scheduler=scheduler, trials_per_gpu=trials_per_gpu, precision=precision)
     try:
         if stderr.is_terminal:
             with Live(view, console=stderr, refresh_per_second=4, transient=True):

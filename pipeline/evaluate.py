@@ -45,10 +45,11 @@ class Plan:
     seeds: list[int]
     resplit: bool
 
-    def config(self, variant: Variant, seed: int, device: str = "auto") -> TrainConfig:
+    def config(self, variant: Variant, seed: int, device: str = "auto", precision: str = "auto") -> TrainConfig:
         """The TrainConfig of one run; with `resplit` the split is drawn again with the seed."""
         data = replace(self.base.data, split_seed=seed) if self.resplit else self.base.data
-        return replace(self.base, data=data, method=variant.method, params=variant.params, seed=seed, device=device)
+        return replace(self.base, data=data, method=variant.method, params=variant.params, seed=seed, device=device,
+                       precision=precision)
 
 
 def study_and_trial(store: Store, name: str, trial: int | None = None) -> tuple[StudyRecord, TrialRecord]:
@@ -178,7 +179,7 @@ def missing_runs(store: Store, plan: Plan) -> list[tuple[Variant, int]]:
 
 
 def run_evaluation(store: Store, plan: Plan, device: str = "auto",
-                   on_event: Callable[[Any], None] = lambda event: None) -> int:
+                   on_event: Callable[[Any], None] = lambda event: None, precision: str = "auto") -> int:
     """Train every missing run of `plan` and store each as it ends; returns how many ran.
 
     Holds the study's lock, so an evaluate and a `run` of the same study (or two evaluates) never
@@ -194,7 +195,7 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
                                    len(plan.variants) * len(plan.seeds) - len(missing)))
         resolved = str(resolve_device(device))
         for number, (variant, seed) in enumerate(missing, start=1):
-            config = plan.config(variant, seed, device)
+            config = plan.config(variant, seed, device, precision)
             dataset = _dataset(config.data, resolved)
             check_weights(config.backbone, config.weights, dataset.in_channels)
             on_event(RunStarted(variant.name, seed, number, len(missing), int(variant.params["epochs"])))

@@ -46,7 +46,7 @@ def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | N
 
 
 def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int,
-                    device: str) -> Outcome:
+                    device: str, precision: str = "auto") -> Outcome:
     """The task a worker runs: one trial, reported as it starts and after each epoch."""
     from distributed import get_worker
 
@@ -59,7 +59,7 @@ def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, 
         if isinstance(event, EpochEnd):
             worker.log_event(EVENTS, {"trial": trial_index, "epoch": event.epoch, "epochs": event.epochs})
 
-    return trial_outcome(study, trial_index, parameters, seed, device, progress)
+    return trial_outcome(study, trial_index, parameters, seed, device, progress, precision)
 
 
 def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
@@ -83,8 +83,10 @@ class DaskSlots:
     """Up to `capacity` trials at once on Dask workers: submit one, wait until some end."""
 
     def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None], log_file: str,
-                 workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1) -> None:
+                 workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
+                 precision: str = "auto") -> None:
         self.study, self.device, self.on_event, self.log_file = study, device, on_event, log_file
+        self.precision = precision
         self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
         self.futures: dict[Any, int] = {}  # future -> trial index
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
@@ -126,7 +128,7 @@ class DaskSlots:
 
     def submit(self, trial_index: int, parameters: dict[str, Any], seed: int) -> None:
         future = self.client.submit(train_on_worker, self.study, trial_index, parameters, seed, self.device,
-                                    key=f"trial-{trial_index}-{time.time_ns()}", pure=False)
+                                    self.precision, key=f"trial-{trial_index}-{time.time_ns()}", pure=False)
         self.futures[future] = trial_index
 
     def wait(self) -> list[Outcome]:

@@ -108,18 +108,18 @@ def _dataset(data: DataConfig, device: str) -> Dataset:
 
 
 def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device: str = "auto",
-              progress: Progress | None = None) -> dict[str, Any]:
+              progress: Progress | None = None, precision: str = "auto") -> dict[str, Any]:
     """Train one proposed configuration; the same code path as `robust-tune train`."""
-    config = study.train_config(parameters, seed, device)
+    config = study.train_config(parameters, seed, device, precision)
     return train(config, _dataset(config.data, str(resolve_device(device))), progress).to_dict()
 
 
 def trial_outcome(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int, device: str,
-                  progress: Progress | None = None) -> Outcome:
+                  progress: Progress | None = None, precision: str = "auto") -> Outcome:
     """Train one trial and say how it ended, here or on a worker; a UserError or Ctrl-C propagates."""
     started = time.time()
     try:
-        result = run_trial(study, parameters, seed, device, progress)
+        result = run_trial(study, parameters, seed, device, progress, precision)
     except (UserError, KeyboardInterrupt):
         raise
     except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
@@ -168,8 +168,9 @@ class InProcessSlot:
 
     capacity = 1
 
-    def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None]) -> None:
-        self.study, self.device, self.on_event = study, device, on_event
+    def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None],
+                 precision: str = "auto") -> None:
+        self.study, self.device, self.on_event, self.precision = study, device, on_event, precision
         self.queued: tuple[int, dict[str, Any], int] | None = None
 
     def __enter__(self) -> InProcessSlot:
@@ -184,7 +185,7 @@ class InProcessSlot:
     def wait(self) -> list[Outcome]:
         """Train the submitted trial; a UserError or Ctrl-C propagates (the loop stops the study)."""
         (index, parameters, seed), self.queued = self.queued, None
-        return [trial_outcome(self.study, index, parameters, seed, self.device, self.on_event)]
+        return [trial_outcome(self.study, index, parameters, seed, self.device, self.on_event, self.precision)]
 
 
 def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]]:
@@ -230,7 +231,8 @@ def create_study(store: Store, study: StudyConfig) -> StudyRecord:
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
               log_file: str | Path = "runs/robust-tune.log",
               on_event: Callable[[Any], None] = lambda event: None,
-              workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1) -> StudySummary:
+              workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
+              precision: str = "auto") -> StudySummary:
     """Run (or resume) `study` until `trials` (default: its budget) trials have run.
 
     The budget counts trials that ran to an end, completed or failed; a trial interrupted by a
@@ -246,6 +248,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
         from pipeline.parallel import check_options
 
         check_options(workers, scheduler, trials_per_gpu)
+    study.train_config({}, study.seed, device, precision)  # a bad precision fails before anything is stored
     data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
     _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
     check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
@@ -257,9 +260,10 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     if parallel:
         from pipeline.parallel import DaskSlots
 
-        slots: Any = DaskSlots(study, device, on_event, str(log_path), workers, scheduler, trials_per_gpu)
+        slots: Any = DaskSlots(study, device, on_event, str(log_path), workers, scheduler, trials_per_gpu,
+                               precision)
     else:
-        slots = InProcessSlot(study, device, on_event)
+        slots = InProcessSlot(study, device, on_event, precision)
     with store.lock_study(stored), slots:
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 

@@ -67,10 +67,11 @@ class StudyConfig:
         """True when trials are ranked on test data (the papers' protocol), which reports must say."""
         return self.objective.startswith("test_")
 
-    def train_config(self, parameters: dict[str, Value], seed: int, device: str = "auto") -> TrainConfig:
+    def train_config(self, parameters: dict[str, Value], seed: int, device: str = "auto",
+                     precision: str = "auto") -> TrainConfig:
         """The TrainConfig of one trial: the fixed values plus the proposed ones."""
         return TrainConfig(data=self.data, backbone=self.backbone, weights=self.weights, method=self.method,
-                           params={**self.fixed, **parameters}, seed=seed, device=device)
+                           params={**self.fixed, **parameters}, seed=seed, device=device, precision=precision)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

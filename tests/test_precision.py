@@ -1,4 +1,7 @@
 """How the network computes: bf16 autocast against fp32, and channels-last against the standard layout."""
+import json
+import sqlite3
+
 import pytest
 import torch
 
@@ -6,7 +9,11 @@ from pipeline.config import TrainConfig
 from pipeline.methods import parse_method
 from pipeline.methods.generators import GilsAscent, features_and_logits
 from pipeline.models import build_model
+from pipeline.store import Store
+from pipeline.study import run_study
+from pipeline.study_config import load_study
 from pipeline.trainer import prepare, run_epoch, train
+from test_study import study_file
 
 # bf16 keeps 8 bits of mantissa: on the digits after two epochs its accuracies stay within this many
 # points of fp32's on the same seed (measured: at most 1.1 points apart, erm, gils, gils+hws and pgd).
@@ -58,3 +65,26 @@ def test_a_bad_precision_is_one_line_and_exit_2(cli):
     code, out, err = cli("train", "--precision", "fp16", "-p", "epochs=1")
     assert code == 2 and "unknown precision 'fp16'" in err and "auto, fp32, bf16" in err
     assert len(err.strip().splitlines()) == 1 and not out
+
+
+def test_a_study_and_its_evaluation_train_at_the_precision_asked_and_store_it(tmp_path, cli):
+    db, log = str(tmp_path / "runs.db"), str(tmp_path / "ax.log")
+    path = study_file(tmp_path, params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }', trials=1)
+    summary = run_study(load_study(path), db, "cpu", log_file=log, precision="bf16")
+    assert summary.completed == 1
+    with sqlite3.connect(db) as connection:
+        (settings,), = connection.execute("select settings from rt_trials").fetchall()
+    assert json.loads(settings)["precision"] == "bf16"
+    code, _, err = cli("evaluate", "tiny", "--db", db, "--seeds", "1", "--device", "cpu", "--precision", "bf16")
+    assert code == 0, err
+    assert [run.settings["precision"] for run in Store(db).evaluations(Store(db).study("tiny").id)] == ["bf16"]
+    code, _, err = cli("evaluate", "tiny", "--db", db, "--seeds", "2", "--device", "cpu", "--precision", "fp16")
+    assert code == 2 and "unknown precision 'fp16'" in err and len(err.strip().splitlines()) == 1
+    assert len(Store(db).evaluations(Store(db).study("tiny").id)) == 1  # the second seed did not run
+
+
+def test_a_bad_precision_for_a_study_is_one_line_and_creates_nothing(tmp_path, cli):
+    db = tmp_path / "runs.db"
+    code, _, err = cli("run", str(study_file(tmp_path)), "--db", str(db), "--precision", "fp16")
+    assert code == 2 and "unknown precision 'fp16'" in err and len(err.strip().splitlines()) == 1
+    assert not db.exists()
