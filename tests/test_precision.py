@@ -88,3 +88,9 @@ def test_a_bad_precision_for_a_study_is_one_line_and_creates_nothing(tmp_path, c
     code, _, err = cli("run", str(study_file(tmp_path)), "--db", str(db), "--precision", "fp16")
     assert code == 2 and "unknown precision 'fp16'" in err and len(err.strip().splitlines()) == 1
     assert not db.exists()
+
+
+def test_train_names_the_precision_it_ran_at(cli):
+    code, out, err = cli("train", "--precision", "bf16", "--device", "cpu", "-p", "epochs=1")
+    assert code == 0, err
+    assert "on cpu, bf16)" in out
