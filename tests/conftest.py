@@ -189,3 +189,10 @@ def mvtec_root(tmp_path_factory):
     for category in MVTEC_POOLS:
         make_mvtec_tree(root, category)
     return root
+
+
+def markdown_rows(out: str) -> list[list[str]]:
+    """The body of the Markdown table in `out`, each row as its cells (a set-up is named on its first row)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|---")) + 1
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[start:] if line.startswith("|")]

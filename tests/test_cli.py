@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import markdown_rows
 
 METHOD_ARGS = {
     "erm": [],
@@ -81,14 +82,15 @@ def test_bench_measures_every_method_against_erm(cli):
     """The benchmark runs end to end (its figures are for the README, not asserted here)."""
     code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown")
     assert code == 0, err
-    rows = [line for line in out.splitlines() if line.startswith("| small_cnn")]
+    rows = markdown_rows(out)
     from pipeline.benchmark import CASES
 
-    assert len(rows) == len(CASES) + 2 and "| erm | " in rows[0] and "1.00x" in rows[0]
-    assert any("gils input T=15" in row and "ideal" in row for row in rows)
+    assert rows[0][0].startswith("small_cnn") and all(row[0] == "" for row in rows[1:])  # named once
+    assert len(rows) == len(CASES) + 2 and rows[0][1] == "erm" and rows[0][5] == "1.00x"
+    assert any(row[1] == "gils input T=15" and "ideal" in row[-1] for row in rows)
     for part in ("mixup", "cutmix", "cutout", "fgsm", "pgd", "pgdl2", "cw", "gils+pgd"):  # a row per new part
-        assert any(f"| {part}" in row for row in rows), part
-    assert any("plain DataLoader loop" in row for row in rows)
+        assert any(row[1].startswith(part) for row in rows), part
+    assert rows[-1][1] == "plain DataLoader loop (ERM)"
     assert cli("bench", "--setting", "vgg")[0] == 2
 
 
@@ -99,10 +101,11 @@ def test_bench_paper_setting_times_erm_and_gils_at_two_precisions(cli):
                          "--batch-size", "2", "--image-size", "16", "--device", "cpu", "--precision", "fp32",
                          "--precision", "bf16", "--markdown")
     assert code == 0, err
-    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| resnet")]
-    assert [(row[0][2:10], row[1], row[2]) for row in rows] == [
-        ("resnet18", case, precision) for precision in ("fp32", "bf16") for case in ("erm", "gils input T=1", "gils input T=5", "gils input T=15")]
-    assert all("MT-Defect-sized uint8 16px (3, 16, 16), batch 2" in row[0] for row in rows)
+    rows = markdown_rows(out)
+    assert [(row[1], row[2]) for row in rows] == [
+        (case, precision) for precision in ("fp32", "bf16") for case in ("erm", "gils input T=1", "gils input T=5", "gils input T=15")]
+    assert rows[0][0] == "resnet18, MT-Defect-sized uint8 16px (3, 16, 16), batch 2"
+    assert all(row[0] == "" for row in rows[1:])
     assert all(row[5] == "1.00x" for row in rows if row[1] == "erm") and all(float(row[4]) > 0 for row in rows)
     assert cli("bench", "--precision", "fp8")[0] == 2 and cli("bench", "--backbone", "vgg")[0] == 2
 

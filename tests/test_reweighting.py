@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+from conftest import markdown_rows
 import torch
 import torch.nn as nn
 
@@ -210,7 +211,7 @@ def test_the_bench_measures_every_weights_part_against_erm(cli):
     code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown",
                          "--method", "cb", "--method", "groupdro", "--method", "l2rw")
     assert code == 0, err
-    cases = [line.split(" | ")[1] for line in out.splitlines() if line.startswith("| small_cnn")]
+    cases = [row[1] for row in markdown_rows(out)]
     assert cases == ["erm", "cb", "groupdro", "l2rw", "plain DataLoader loop (ERM)"]
     code, _, err = cli("bench", "--method", "sgd")
     assert code == 2 and "no benchmark case for method 'sgd'" in err
