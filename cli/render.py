@@ -16,12 +16,16 @@ if TYPE_CHECKING:
 stderr = Console(stderr=True)
 
 
+def result_title(result: "TrainResult") -> str:
+    """What ran, where and how long: the line above the result table."""
+    settings = result.settings
+    return (f"{settings['method']} on {settings['data']['name']} with {settings['backbone']} (seed {result.seed}, "
+            f"{result.train_seconds:.1f} s on {settings['device']}, {settings.get('precision', 'fp32')})")
+
+
 def result_table(result: "TrainResult") -> Table:
     """Accuracy per split, then per class, so a gain in the mean cannot hide a lost class."""
-    settings = result.settings
-    title = (f"{settings['method']} on {settings['data']['name']} with {settings['backbone']} "
-             f"(seed {result.seed}, {result.train_seconds:.1f} s on {settings['device']}, {settings.get('precision', 'fp32')})")
-    table = Table(title=title, title_justify="left")
+    table = Table()
     table.add_column("top-1 accuracy (%)")
     table.add_column("validation", justify="right")
     table.add_column("test", justify="right")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.main import app
-from cli.render import batches_line, params_line, result_table, stderr, training_progress
+from cli.render import batches_line, params_line, result_table, result_title, stderr, training_progress
 from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
 from pipeline.errors import UserError
 from pipeline.methods import EXAMPLES, parse_method
@@ -115,6 +115,7 @@ def train(
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return
+    stdout.print(result_title(result), highlight=False)
     stdout.print(result_table(result))
     stdout.print(batches_line(result))
     stdout.print(params_line(result), style="dim")
