@@ -28,7 +28,7 @@ from sqlalchemy.orm import scoped_session, sessionmaker
 
 from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
-from pipeline.store import already_exists
+from pipeline.store import create_missing_tables
 from pipeline.study_config import StudyConfig
 
 _CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
@@ -92,19 +92,8 @@ def use_database(url: str) -> StorageConfig:
     factory = ax_db.SESSION_FACTORY
     if factory is None or ax_db._bound_engine(factory).url.render_as_string(hide_password=False) != url:
         ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None)
-    _create_ax_tables(ax_db.get_engine())
+    create_missing_tables(ax_db.create_all_tables, ax_db.get_engine())
     return StorageConfig(url=url)
-
-
-def _create_ax_tables(engine: sa.Engine) -> None:
-    """Ax's tables that are missing; two processes creating them at once: the second retries and finds them."""
-    for attempt in range(5):
-        try:
-            ax_db.create_all_tables(engine)
-            return
-        except sa.exc.DatabaseError as error:
-            if not already_exists(error) or attempt == 4:
-                raise
 
 
 @contextmanager

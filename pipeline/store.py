@@ -166,12 +166,12 @@ def already_exists(error: sa.exc.DatabaseError) -> bool:
     return "already exists" in str(error) or isinstance(error, sa.exc.IntegrityError)
 
 
-def _create_tables(engine: sa.Engine) -> None:
-    """Create the tool's tables that are missing. Two processes opening a new database at once may
+def create_missing_tables(create_all: Callable[[sa.Engine], None], engine: sa.Engine) -> None:
+    """Run `create_all` (the tool's tables, or Ax's). Two processes opening a new database at once may
     both see a table missing; the one that creates it second retries and then finds it made."""
     for attempt in range(5):
         try:
-            metadata.create_all(engine)
+            create_all(engine)
             return
         except sa.exc.DatabaseError as error:
             if not already_exists(error) or attempt == 4:
@@ -213,7 +213,7 @@ class Store:
         try:
             self.engine = sa.create_engine(self.url)
             if create:
-                _create_tables(self.engine)
+                create_missing_tables(metadata.create_all, self.engine)
             elif not sa.inspect(self.engine).has_table(studies.name):
                 raise UserError(f"{self.shown} holds no robust-tune studies; run a study first, or name one with --db")
         except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
