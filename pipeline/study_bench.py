@@ -19,14 +19,12 @@ from PIL import Image
 
 from pipeline.config import resolve_device
 from pipeline.data import load_dataset
-from pipeline.data.paper_splits import magnetic_tile_splits, write_splits
+from pipeline.data.paper_splits import MT_POOLS, magnetic_tile_splits, write_splits
 from pipeline.errors import UserError
 from pipeline.study import TrialEnded, run_study
 from pipeline.study_config import load_study
 
 STUDY_FILE = Path(__file__).resolve().parents[1] / "studies" / "paper" / "gils-mt-defect-resnet18.toml"
-# Images per class folder of the raw Magnetic Tile tree (the design notes, section 5).
-MT_POOLS = {"Blowhole": 115, "Break": 85, "Crack": 57, "Fray": 32, "Free": 952, "Uneven": 103}
 RAW_SIZE = 256  # pixels a side of the generated tiles (the real ones are a few hundred pixels, of varied sizes)
 
 

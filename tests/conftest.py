@@ -18,6 +18,7 @@ import torch
 from cli.main import main
 from pipeline.config import DataConfig
 from pipeline.data import Dataset, load_dataset
+from pipeline.data.paper_splits import MT_POOLS
 
 
 @pytest.fixture(scope="session")
@@ -125,7 +126,6 @@ def cli(capsys):
 
 
 # Pool sizes of the real raw trees (the design notes, section 5): the fakes have exactly these.
-MT_POOLS = {"Blowhole": 115, "Break": 85, "Crack": 57, "Fray": 32, "Free": 952, "Uneven": 103}
 MVTEC_POOLS = {
     "wood": {"good": (247, 19), "color": 8, "combined": 11, "hole": 10, "liquid": 10, "scratch": 21},
     "carpet": {"good": (280, 28), "color": 19, "cut": 17, "hole": 17, "metal_contamination": 17, "thread": 19},

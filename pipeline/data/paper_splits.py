@@ -24,6 +24,9 @@ CARPET: Counts = {"Free": (167, 113), "color": (12, 7), "hole": (12, 5), "thread
                   "metal_contamination": (13, 4)}
 MVTEC = {"wood": WOOD, "carpet": CARPET}
 
+# Images per class folder of the raw Magnetic Tile tree (the design notes, section 5).
+MT_POOLS = {"Blowhole": 115, "Break": 85, "Crack": 57, "Fray": 32, "Free": 952, "Uneven": 103}
+
 FREE = "Free"
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 
