@@ -49,14 +49,13 @@ def bench(
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return
-    from pipeline.config import PRECISIONS
+    from pipeline.config import check_precision
 
     precisions = tuple(precision or ["auto"])
     for name in precisions:
-        if name not in PRECISIONS:
-            raise UserError(f"unknown precision {name!r}; use {', '.join(PRECISIONS)}")
+        check_precision(name)
     if study:
-        _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs, markdown)
+        _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs)
         return
     from pipeline.benchmark import CASES, PAPER_BACKBONES, SETTINGS, Row, benchmark, machine
 
@@ -111,8 +110,8 @@ def bench(
         stdout.print(table)
 
 
-def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None,
-                 markdown: bool) -> None:
+def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None) -> None:
+    """The study benchmark's wall times, always as a Markdown table."""
     from pipeline.benchmark import machine
     from pipeline.study_bench import study_benchmark
 

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from cli.main import app
 from cli.render import stderr
 from cli.study import Db, _print_tables
-from pipeline.config import PRECISIONS
+from pipeline.config import check_precision
 from pipeline.errors import UserError
 from pipeline.params import parse_assignment
 from pipeline.report import compare_table, percent
@@ -77,8 +77,7 @@ def evaluate(
 
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}; use {', '.join(PRECISIONS)}")
+    check_precision(precision)
     store = Store(db)  # creates the evaluations table in a database from before it
     if stderr.is_terminal:
         bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -93,7 +93,7 @@ def make_setting(setting: str, device: torch.device, steps: int, batch_size: int
                        IMAGENET_MEAN, IMAGENET_STD)
     data = data.to(device)
     whole = min(len(data.train) // batch_size, steps) * batch_size
-    data.train = Split(data.train.images[:whole], data.train.labels[:whole], data.train.mean, data.train.std)
+    data.train = data.train.subset(slice(0, whole))
     return [(backbone, data) for backbone in backbones]
 
 
@@ -192,7 +192,7 @@ def _measure(label: str, backbone: str, data: Dataset, cases: tuple, with_datalo
     for precision in precisions:
         erm_step = step["erm", precision]
         ascent_ratio = ascent_step_seconds(runs["erm", precision], data.train, rounds * 3) / erm_step
-        resolved = "bf16" if runs["erm", precision].model.autocast else "fp32"
+        resolved = runs["erm", precision].precision
         for name, _, _, expected in cases:
             if not isinstance(expected, str):
                 expected = f"ideal {2 + expected * ascent_ratio:.2f}"

@@ -92,8 +92,7 @@ class TrainConfig:
     precision: str = "auto"  # one of PRECISIONS; like the device, how the run computes, not what it learns
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise UserError(f"unknown precision {self.precision!r}; use {', '.join(PRECISIONS)}")
+        check_precision(self.precision)
         if self.data.normalize == "auto":  # pretrained weights expect the statistics they were trained on
             normalize = "dataset" if self.weights == "none" else "imagenet"
             object.__setattr__(self, "data", replace(self.data, normalize=normalize))
@@ -114,6 +113,12 @@ def resolve_device(name: str) -> "torch.device":
     if name not in ("cpu", "cuda"):
         raise UserError(f"unknown device {name!r}; use auto, cpu or cuda")
     return torch.device(name)
+
+
+def check_precision(name: str) -> None:
+    """A UserError naming the choices unless `name` is one of PRECISIONS."""
+    if name not in PRECISIONS:
+        raise UserError(f"unknown precision {name!r}; use {', '.join(PRECISIONS)}")
 
 
 def resolve_precision(name: str, device: "torch.device") -> str:

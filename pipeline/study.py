@@ -248,9 +248,9 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
         from pipeline.parallel import check_options
 
         check_options(workers, scheduler, trials_per_gpu)
-    study.train_config({}, study.seed, device, precision)  # a bad precision fails before anything is stored
-    data = study.train_config({}, study.seed).data  # as trials will load it (normalisation resolved)
-    _dataset(data, str(resolve_device(device)))  # bad data fails here, before the database is touched
+    # As trials will load the data (normalisation resolved); a bad precision or bad data fails here,
+    # before the database is touched.
+    data = study.train_config({}, study.seed, device, precision).data
     check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
     store = Store(db)
     log_path = quiet_libraries(log_file)

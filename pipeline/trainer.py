@@ -128,10 +128,15 @@ class Run:
     sampler: Any  # which examples form each batch, and their loss weights
     mixer: Any  # rewrites the drawn batch and its targets (the identity for most methods)
     weights: Any  # per-example loss weights (none for most methods)
-    train: Split  # what the sampler draws from: the training split, less l2rw's clean set
     params: dict[str, Any]
     device: torch.device
+    precision: str  # the backbone's arithmetic, resolved: fp32 or bf16
     augment: Augment  # applied to each training batch on the device (the identity unless configured)
+
+    @property
+    def train(self) -> Split:
+        """What the sampler draws from: the training split, less l2rw's clean set."""
+        return self.weights.train
 
 
 def prepare(config: TrainConfig, dataset: Dataset) -> Run:
@@ -154,7 +159,7 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     sampler = SAMPLERS[method.sampler](len(weights.train), params["batch_size"], params, generator,
                                        initial_loss=math.log(dataset.num_classes))
     return Run(model, optimizer, scheduler, build_update(method.generators, params, context, model), sampler,
-               MIXERS[method.mixer](params, context), weights, weights.train, params, device,
+               MIXERS[method.mixer](params, context), weights, params, device, precision,
                make_augment(config.data, generator))
 
 
@@ -200,7 +205,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
     settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
-                "device": str(run.device), "precision": "bf16" if run.model.autocast else "fp32"}
+                "device": str(run.device), "precision": run.precision}
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,

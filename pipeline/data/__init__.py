@@ -34,8 +34,8 @@ class Split:
         moved = (None if t is None else t.to(device) for t in (self.mean, self.std))
         return Split(self.images.to(device), self.labels.to(device), *moved)
 
-    def subset(self, indices: torch.Tensor) -> "Split":
-        """The examples at `indices` (a tensor of positions or a boolean mask), with the same normalisation."""
+    def subset(self, indices: torch.Tensor | slice) -> "Split":
+        """The examples at `indices` (positions, a boolean mask or a slice), with the same normalisation."""
         return Split(self.images[indices], self.labels[indices], self.mean, self.std)
 
     def normalize(self, images: torch.Tensor) -> torch.Tensor:
