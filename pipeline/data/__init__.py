@@ -7,80 +7,15 @@ model takes, the same float32 numbers as normalising the whole split up front.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 
 from pipeline.config import DataConfig
+from pipeline.data.dataset import Dataset, Split
 from pipeline.errors import UserError
 
-
-@dataclass
-class Split:
-    """Images (N, C, H, W) and labels (N,) int64, on one device. The images are either the model's
-    float32 inputs, or uint8 pixels with the per-channel `mean` and `std` (1, C, 1, 1) that normalise
-    them: inputs = (pixels / 255 - mean) / std."""
-
-    images: torch.Tensor
-    labels: torch.Tensor
-    mean: torch.Tensor | None = None  # set for uint8 pixels only
-    std: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return self.labels.shape[0]
-
-    def to(self, device: torch.device) -> "Split":
-        moved = (None if t is None else t.to(device) for t in (self.mean, self.std))
-        return Split(self.images.to(device), self.labels.to(device), *moved)
-
-    def subset(self, indices: torch.Tensor | slice) -> "Split":
-        """The examples at `indices` (positions, a boolean mask or a slice), with the same normalisation."""
-        return Split(self.images[indices], self.labels[indices], self.mean, self.std)
-
-    def normalize(self, images: torch.Tensor) -> torch.Tensor:
-        """Model inputs from some of this split's images (uint8 pixels are normalised, float32 pass through)."""
-        if self.mean is None:
-            return images
-        return images.float().div_(255).sub_(self.mean).div_(self.std)
-
-    def inputs(self, indices: torch.Tensor | None = None) -> torch.Tensor:
-        """The model inputs of the examples at `indices` (all of them when None), made on the split's device."""
-        return self.normalize(self.images if indices is None else self.images[indices])
-
-    def chunks(self, size: int) -> Iterator[torch.Tensor]:
-        """The model inputs of the whole split in order, `size` examples at a time (for evaluation)."""
-        return (self.normalize(chunk) for chunk in self.images.split(size))
-
-    def class_counts(self, num_classes: int) -> list[int]:
-        return torch.bincount(self.labels, minlength=num_classes).tolist()
-
-
-@dataclass
-class Dataset:
-    """A named data set with its class names and its three splits."""
-
-    name: str
-    class_names: list[str]
-    train: Split
-    val: Split
-    test: Split
-    # The normalisation applied: normalised = (pixel - mean) / std per channel, pixels in [0, 1]
-    # (attacks work in pixel space).
-    pixel_mean: tuple[float, ...] = (0.0,)
-    pixel_std: tuple[float, ...] = (1.0,)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
-
-    @property
-    def in_channels(self) -> int:
-        return self.train.images.shape[1]
-
-    def to(self, device: torch.device) -> "Dataset":
-        return Dataset(self.name, self.class_names, self.train.to(device), self.val.to(device), self.test.to(device),
-                       self.pixel_mean, self.pixel_std)
+__all__ = ["Dataset", "Split", "LOADERS", "load_dataset"]
 
 
 def _digits(config: DataConfig) -> Dataset:

@@ -5,7 +5,7 @@ import torch
 from sklearn.datasets import load_digits as sklearn_digits
 
 from pipeline.config import DataConfig
-from pipeline.data import Dataset, Split
+from pipeline.data.dataset import Dataset, Split
 from pipeline.data.splits import apply_imbalance, stratified_split
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from pipeline.config import DataConfig
-from pipeline.data import Dataset, Split
+from pipeline.data.dataset import Dataset, Split
 from pipeline.data.cache import cached_pixels
 from pipeline.data.manifest import read_manifest
 from pipeline.data.splits import apply_imbalance, stratified_split
