@@ -4,14 +4,12 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cli.main import app
-from cli.render import stderr
+from cli.app import app
+from cli.render import stderr, stdout
 from pipeline.errors import UserError
 
-stdout = Console()
 
 
 @app.command()

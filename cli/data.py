@@ -5,15 +5,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cli.main import app
+from cli.app import app
+from cli.render import stdout
 
 if TYPE_CHECKING:  # pipeline.data loads torch: imported by the commands, not by --help
     from pipeline.data.manifest import Manifest
 
-stdout = Console()
 
 data_app = typer.Typer(help="Prepare data sets.", no_args_is_help=True)
 prepare_app = typer.Typer(

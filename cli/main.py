@@ -1,4 +1,5 @@
-"""Entry point of `robust-tune`: the Typer app and the one place bad input becomes exit code 2.
+"""Entry point of `robust-tune`: the commands registered on the app, and the one place bad input becomes
+exit code 2.
 
 Nothing here or in the command modules imports torch or Ax at the top: `--help`, `report`,
 `studies` and `methods` answer at once, and the commands that train import them when they run.
@@ -6,39 +7,14 @@ Nothing here or in the command modules imports torch or Ax at the top: `--help`,
 from __future__ import annotations
 
 import sys
-from importlib.metadata import version as package_version
-from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from cli import train, study, evaluate, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
+from cli.app import app
 from pipeline.errors import TrainingFailed, UserError
-
-app = typer.Typer(
-    name="robust-tune",
-    help="Tune robust training methods (GI-LS, hardness-weighted DRO) with Bayesian optimisation, "
-         "and compare them honestly against plain training.",
-    no_args_is_help=True,
-    add_completion=True,
-    # Plain help: typer's Rich help panels print every flag as `--json <bool>`, as if it took a value.
-    rich_markup_mode=None,
-)
-
-
-def _print_version(asked: bool) -> None:
-    if asked:
-        print(f"robust-tune {package_version('robust-tune')}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _options(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                   help="Print the version and exit.")] = False) -> None:
-    pass
-
-
-from cli import train, study, evaluate, data, bench  # noqa: E402, F401, I001  (each registers its commands, in this order)
 
 
 def main(argv: list[str] | None = None) -> None:

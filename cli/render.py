@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from pipeline.report import percent
+from pipeline.formats import render_text
+from pipeline.output_file import write_output
+from pipeline.tables import Table as ReportTable, fold_constant_columns, percent
 
 if TYPE_CHECKING:
     from pipeline.trainer import TrainResult
 
+stdout = Console()
 stderr = Console(stderr=True)
 
 
@@ -68,3 +74,55 @@ def training_progress(description: str) -> Iterator:
                            status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
 
         yield on_event
+
+
+def grid(t: ReportTable, columns: list[int], error_width: int | None = None) -> Table:
+    """The table as a narrow Rich grid of the given columns, the error column cut at `error_width`."""
+    grid = Table(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
+                 pad_edge=False)  # no vertical rules and one space between columns: narrow
+    for i in columns:
+        header = t.headers[i]
+        if header == "error":  # cut, never wrapped: one failed trial must not widen the table
+            grid.add_column(header, no_wrap=True, overflow="ellipsis", max_width=error_width)
+        else:
+            grid.add_column(header, no_wrap=True, justify="right" if i > 2 and header != "study" else "left")
+    for row in t.rows:
+        grid.add_row(*(row[i] for i in columns))
+    return grid
+
+
+def rich_table(t: ReportTable, console: Console) -> Table:
+    """The table as a grid that fits the terminal, the error text cut to the room left; one block of
+    `header: value` lines per row only when even that does not fit. Nothing in the grid is cut but errors."""
+    t = fold_constant_columns(t)
+    others = [i for i, header in enumerate(t.headers) if header != "error"]
+    width = Measurement.get(console, console.options.update_width(10_000), grid(t, others)).maximum
+    if width <= console.width:
+        room = console.width - width - 3  # the error column's padding and border
+        return grid(t, list(range(len(t.headers))), error_width=room) if room >= 10 else grid(t, others)
+    cards = Table(title=t.title, title_justify="left", show_header=False, box=None)
+    cards.add_column(style="dim")
+    cards.add_column(overflow="fold")
+    for row in t.rows:
+        for header, cell in zip(t.headers, row):
+            cards.add_row(header, cell)
+        cards.add_section()
+        cards.add_row("", "")
+    return cards
+
+
+def print_tables(tables: list[ReportTable], fmt: str, out: Path | None, force: bool = False,
+                 database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None) -> None:
+    """Tables to the terminal, or to `out` (never over `database`, over an existing file only with `force`);
+    HTML also embeds `images`, (caption, PNG) pairs per study."""
+    if fmt == "table" and out is None:
+        for t in tables:
+            stdout.print(rich_table(t, stdout))
+            for note in t.notes:
+                stdout.print(note, style="dim")
+        return
+    text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
+    if out is None:
+        print(text, end="")
+    else:
+        stderr.print(f"wrote {write_output(out, text, force, database)}")

@@ -7,18 +7,16 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cli.main import app
-from cli.render import batches_line, params_line, result_table, result_title, stderr, training_progress
+from cli.app import app
+from cli.options import Db, Device, Precision
+from cli.render import batches_line, params_line, result_table, result_title, stderr, stdout, training_progress
 from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
 from pipeline.errors import UserError
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES
 from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
-
-stdout = Console()
 
 
 @app.command()
@@ -33,9 +31,8 @@ def train(
     backbone: Annotated[str, typer.Option(help=f"One of {', '.join(BACKBONES)}.")] = "small_cnn",
     weights: Annotated[str, typer.Option(help="none, imagenet (from the local torchvision cache) "
                                               "or a path to a state_dict.")] = "none",
-    device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
-    precision: Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
-                                                "the backbone's arithmetic.")] = "auto",
+    device: Device = "auto",
+    precision: Precision = "auto",
     seed: Annotated[int, typer.Option(help="Training seed (model initialisation and batch order).")] = 0,
     split_seed: Annotated[int, typer.Option(help="Seed of the train/validation/test split.")] = 0,
     imbalance_class: Annotated[Optional[str], typer.Option(
@@ -52,28 +49,22 @@ def train(
         help="Share of the images held out for testing (not with --manifest: it names its test images).")] = 0.2,
     root: Annotated[Optional[str], typer.Option(
         help="images: a folder with one sub-folder of images per class; with --manifest, the folder its "
-             "image paths are relative to (instead of its root.txt).", rich_help_panel="Image data")] = None,
+             "image paths are relative to (instead of its root.txt).")] = None,
     manifest: Annotated[Optional[str], typer.Option(
-        help="images: a manifest folder, as written by `robust-tune data prepare`.",
-        rich_help_panel="Image data")] = None,
-    image_size: Annotated[int, typer.Option(help="images: resize every image to this many pixels a side.",
-                                            rich_help_panel="Image data")] = 224,
+        help="images: a manifest folder, as written by `robust-tune data prepare`.")] = None,
+    image_size: Annotated[int, typer.Option(help="images: resize every image to this many pixels a side.")] = 224,
     cache_dir: Annotated[str, typer.Option(
-        help="images: where decoded, resized images are cached (\"\" turns the cache off).",
-        rich_help_panel="Image data")] = "runs/cache",
-    flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.",
-                                       rich_help_panel="Augmentation")] = False,
+        help="images: where decoded, resized images are cached (\"\" turns the cache off).")] = "runs/cache",
+    flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.")] = False,
     crop_padding: Annotated[int, typer.Option(
-        help="Randomly shift training images by up to this many pixels (padded crop); 0 is off.",
-        rich_help_panel="Augmentation")] = 0,
+        help="Randomly shift training images by up to this many pixels (padded crop); 0 is off.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON for scripts.")] = False,
     from_study: Annotated[Optional[str], typer.Option(
         help="Train a stored study's best configuration (its data, network, method and every parameter) at its "
-             "seed; --param, --seed and --device still apply.", rich_help_panel="From a study")] = None,
+             "seed; --param, --seed and --device still apply.")] = None,
     trial: Annotated[Optional[int], typer.Option(
-        help="With --from-study: this trial instead of the best.", rich_help_panel="From a study")] = None,
-    db: Annotated[Optional[str], typer.Option(envvar="ROBUST_TUNE_DB", help="With --from-study: the database.",
-                                              rich_help_panel="From a study")] = None,
+        help="With --from-study: this trial instead of the best.")] = None,
+    db: Db = None,
     save: Annotated[Optional[Path], typer.Option(
         help="Write the trained weights and the settings that produced them (torch.save; loads with --weights).")]
     = None,

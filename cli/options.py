@@ -1,0 +1,16 @@
+"""Options several commands share, declared once: the database, the device and the precision."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pipeline.store import DEFAULT_DB
+
+Db = Annotated[Optional[str], typer.Option(
+    envvar="ROBUST_TUNE_DB",
+    help=f"Database: a SQLite file path, postgresql://USER@HOST/DB (pip install 'robust-tune[postgres]') "
+         f"or another SQLAlchemy URL (default {DEFAULT_DB}).")]
+Device = Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")]
+Precision = Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
+                                             "the backbone's arithmetic.")]
