@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from pipeline.report import Table
+from pipeline.tables import Table
 
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:80em}
 table{border-collapse:collapse;margin:1em 0}th,td{padding:.2em .6em;border-bottom:1px solid #ddd}

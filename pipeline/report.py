@@ -5,39 +5,17 @@ the CLI renders with Rich or writes as Markdown, CSV, LaTeX, JSON or one HTML pa
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord
+from pipeline.tables import Table, percent
 
-FORMATS = ("table", "markdown", "csv", "latex", "json", "html")
-# File extensions that name a format: `--out` with one of them must agree with `--format`.
-EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".tex": "latex", ".json": "json",
-              ".html": "html", ".htm": "html"}
-
-
-@dataclass
-class Table:
-    """A titled grid of text plus the notes a reader needs to interpret it."""
-
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)  # the same rows as data, for JSON
-
-
-# Columns that describe a study rather than a result: when every row has the same value, the
-# terminal table says it once in its title (`fold_constant_columns`).
-DESCRIPTIVE = ("data set", "network", "method", "selected on")
 OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
                     "val_balanced_accuracy": "val balanced", "test_balanced_accuracy": "test balanced",
                     "val_worst_class_accuracy": "val worst", "test_worst_class_accuracy": "test worst"}
@@ -51,19 +29,6 @@ def dataset_label(data: dict[str, Any]) -> str:
         where = data.get("imbalance_in", "train+val")  # studies stored before the option were skewed in both
         label += f" (class {data['imbalance_class']} at {100 * data['imbalance_keep']:g}% in {where})"
     return label
-
-
-def fold_constant_columns(table: Table, foldable: tuple[str, ...] = DESCRIPTIVE) -> Table:
-    """The same table with each `foldable` column whose value every row shares moved into the title,
-    so a terminal grid stays narrow; the data (records) are unchanged."""
-    constant = [i for i, h in enumerate(table.headers)
-                if h in foldable and table.rows and len({row[i] for row in table.rows}) == 1]
-    if not constant:
-        return table
-    said = ", ".join(f"{table.headers[i]} {table.rows[0][i]}" for i in constant)
-    keep = [i for i in range(len(table.headers)) if i not in constant]
-    return Table(f"{table.title}: {said}", [table.headers[i] for i in keep],
-                 [[row[i] for i in keep] for row in table.rows], table.notes, table.records)
 
 
 def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
@@ -86,11 +51,6 @@ def _value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
-
-
-def percent(value: float | None) -> str:
-    """An accuracy in [0, 1] as a percentage with one decimal; "-" when there is none."""
-    return "-" if value is None else f"{100 * value:.1f}"
 
 
 def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
@@ -278,60 +238,3 @@ def compare_table(store: Store, names: list[str] | None = None, baseline: str | 
         table.notes.append("* the configuration was selected on test accuracy (the papers' protocol): the tuned "
                            "variant's test figures are optimistic.")
     return table
-
-
-def output_format(fmt: str | None, out: Path | None) -> str:
-    """The format to write: `fmt`, else the one `out`'s extension names, else the terminal table.
-    A `fmt` that differs from what the extension names is a UserError (the table goes to files as
-    Markdown, so .md suits it)."""
-    named = EXTENSIONS.get(out.suffix.lower()) if out is not None else None
-    if fmt is None:
-        return named or "table"
-    if fmt not in FORMATS:
-        raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    if named is not None and named != fmt and not (fmt == "table" and named == "markdown"):
-        raise UserError(f"--out {out} names a {named} file but --format is {fmt}; "
-                        f"pass --format {named} or give the file a .{fmt_extension(fmt)} name")
-    return fmt
-
-
-def fmt_extension(fmt: str) -> str:
-    """The usual file extension of a format, without the dot."""
-    return {"table": "md", "markdown": "md", "latex": "tex"}.get(fmt, fmt)
-
-
-def render_text(tables: list[Table], fmt: str, images: dict[str, list[tuple[str, bytes]]] | None = None) -> str:
-    """Markdown, CSV, LaTeX, JSON or HTML text for `tables` (the Rich table is drawn by the CLI);
-    only HTML shows `images`, the (caption, PNG) pairs under each study's name."""
-    if fmt == "html":
-        from pipeline.html_report import html_page
-
-        return html_page(tables, images)
-    if fmt == "json":
-        return json.dumps([{"title": t.title, "rows": t.records, "notes": t.notes} for t in tables], indent=2)
-    parts = []
-    for t in tables:
-        if fmt == "markdown":
-            lines = [f"**{t.title}**", "", "| " + " | ".join(t.headers) + " |",
-                     "|" + "---|" * len(t.headers)] + ["| " + " | ".join(row) + " |" for row in t.rows]
-            parts.append("\n".join(lines + [""] + t.notes))
-        elif fmt == "csv":
-            buffer = io.StringIO()
-            writer = csv.writer(buffer)
-            writer.writerow(t.headers)
-            writer.writerows(t.rows)
-            parts.append(buffer.getvalue().rstrip("\n"))
-        elif fmt == "latex":
-            def escape(text: str) -> str:
-                return text.replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%") \
-                           .replace("_", r"\_").replace("#", r"\#").replace("±", r"$\pm$") \
-                           .replace("~", r"\textasciitilde{}")
-            lines = [r"\begin{table}[t]", r"\centering", rf"\caption{{{escape(t.title)}}}",
-                     r"\begin{tabular}{" + "l" * 3 + "r" * (len(t.headers) - 3) + "}", r"\hline",
-                     " & ".join(escape(h) for h in t.headers) + r" \\", r"\hline"]
-            lines += [" & ".join(escape(c) for c in row) + r" \\" for row in t.rows]
-            lines += [r"\hline", r"\end{tabular}", r"\end{table}"] + [f"% {escape(n)}" for n in t.notes]
-            parts.append("\n".join(lines))
-        else:
-            raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    return "\n\n".join(parts) + "\n"

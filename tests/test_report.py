@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from pipeline.report import best_table, dataset_label, render_text, trials_table
+from pipeline.formats import render_text
+from pipeline.report import best_table, dataset_label, trials_table
 from pipeline.store import Store
 
 
