@@ -5,19 +5,17 @@ import json
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from cli.main import app
-from cli.render import stderr
-from cli.study import Db, _print_tables
+from cli.app import app
+from cli.options import Db, Device, Precision
+from cli.render import print_tables, stderr, stdout
 from pipeline.config import check_precision
 from pipeline.errors import UserError
 from pipeline.params import parse_assignment
-from pipeline.report import compare_table, percent
+from pipeline.report import compare_table
 from pipeline.store import Store
-
-stdout = Console()
+from pipeline.tables import percent
 
 
 class EvaluationView:
@@ -68,9 +66,8 @@ def evaluate(
     resplit: Annotated[bool, typer.Option(
         "--resplit", help="Draw the split again with each seed (the validation carving; the whole split when "
                           "the data set has no fixed test set).")] = False,
-    device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
-    precision: Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
-                                                "the backbone's arithmetic.")] = "auto",
+    device: Device = "auto",
+    precision: Precision = "auto",
 ) -> None:
     """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
     from pipeline.evaluate import plan_evaluation, run_evaluation
@@ -88,7 +85,7 @@ def evaluate(
         ran = run_evaluation(store, plan, device, EvaluationView(None).on_event, precision)
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
-    _print_tables([compare_table(store, [study])], "table", None)
+    print_tables([compare_table(store, [study])], "table", None)
 
 
 def _toml_value(value: Any) -> str:

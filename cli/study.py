@@ -7,27 +7,21 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich import box
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
-from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from cli.main import app
-from cli.render import stderr
+from cli.app import app
+from cli.options import Db, Device, Precision
+from cli.render import print_tables, stderr, stdout
 from pipeline.errors import UserError
-from pipeline.report import FORMATS, Table, best_table, compare_table, fold_constant_columns, output_format, \
-    percent, render_text, studies_table, trials_table
-from pipeline.output_file import check_output, write_output
-from pipeline.store import DEFAULT_DB, Store, sqlite_file
-
-stdout = Console()
-Db = Annotated[Optional[str], typer.Option(
-    envvar="ROBUST_TUNE_DB",
-    help=f"Database: a SQLite file path, postgresql://USER@HOST/DB (pip install 'robust-tune[postgres]') "
-         f"or another SQLAlchemy URL (default {DEFAULT_DB}).")]
+from pipeline.formats import FORMATS, output_format
+from pipeline.output_file import check_output
+from pipeline.report import best_table, compare_table, studies_table, trials_table
+from pipeline.store import Store, sqlite_file
+from pipeline.tables import percent
 
 
 def _params_text(parameters: dict[str, Any]) -> str:
@@ -95,7 +89,8 @@ class StudyView:
 
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
-        from pipeline.study import StudyStarted, TrialEnded, TrialEpoch, TrialRunning, TrialStarted
+        from pipeline.study import StudyStarted, TrialEnded, TrialStarted
+        from pipeline.trial import TrialEpoch, TrialRunning
         from pipeline.trainer import BatchEnd, EpochEnd
 
         if isinstance(event, BatchEnd):
@@ -139,66 +134,14 @@ class StudyView:
         return None
 
 
-def _grid(t: Table, columns: list[int], error_width: int | None = None) -> RichTable:
-    grid = RichTable(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
-                     pad_edge=False)  # no vertical rules and one space between columns: narrow
-    for i in columns:
-        header = t.headers[i]
-        if header == "error":  # cut, never wrapped: one failed trial must not widen the table
-            grid.add_column(header, no_wrap=True, overflow="ellipsis", max_width=error_width)
-        else:
-            grid.add_column(header, no_wrap=True, justify="right" if i > 2 and header != "study" else "left")
-    for row in t.rows:
-        grid.add_row(*(row[i] for i in columns))
-    return grid
-
-
-def _rich_table(t: Table, console: Console) -> RichTable:
-    """The table as a grid that fits the terminal, the error text cut to the room left; one block of
-    `header: value` lines per row only when even that does not fit. Nothing in the grid is cut but errors."""
-    t = fold_constant_columns(t)
-    others = [i for i, header in enumerate(t.headers) if header != "error"]
-    width = Measurement.get(console, console.options.update_width(10_000), _grid(t, others)).maximum
-    if width <= console.width:
-        room = console.width - width - 3  # the error column's padding and border
-        return _grid(t, list(range(len(t.headers))), error_width=room) if room >= 10 else _grid(t, others)
-    cards = RichTable(title=t.title, title_justify="left", show_header=False, box=None)
-    cards.add_column(style="dim")
-    cards.add_column(overflow="fold")
-    for row in t.rows:
-        for header, cell in zip(t.headers, row):
-            cards.add_row(header, cell)
-        cards.add_section()
-        cards.add_row("", "")
-    return cards
-
-
-def _print_tables(tables: list[Table], fmt: str, out: Path | None, force: bool = False,
-                  database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None) -> None:
-    """Tables to the terminal, or to `out` (never over `database`, over an existing file only with `force`);
-    HTML also embeds `images`, (caption, PNG) pairs per study."""
-    if fmt == "table" and out is None:
-        for t in tables:
-            stdout.print(_rich_table(t, stdout))
-            for note in t.notes:
-                stdout.print(note, style="dim")
-        return
-    text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
-    if out is None:
-        print(text, end="")
-    else:
-        stderr.print(f"wrote {write_output(out, text, force, database)}")
-
-
 @app.command()
 def run(
     study_file: Annotated[Path, typer.Argument(help="A study file (TOML), e.g. studies/quickstart.toml.")],
     trials: Annotated[Optional[int], typer.Option(
         min=1, help="Run until this many trials have run, completed or failed (default: the study's budget).")] = None,
     db: Db = None,
-    device: Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")] = "auto",
-    precision: Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
-                                                "the backbone's arithmetic.")] = "auto",
+    device: Device = "auto",
+    precision: Precision = "auto",
     seed: Annotated[Optional[int], typer.Option(help="Override the study's training seed (every trial's).")] = None,
     search_seed: Annotated[Optional[int], typer.Option(
         help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
@@ -215,6 +158,7 @@ def run(
         help="With --workers on a machine with GPUs: how many trials share one GPU.")] = 1,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
+    from pipeline.parallel import trial_runner
     from pipeline.study import StudyInterrupted, run_study
     from pipeline.study_config import load_study
 
@@ -222,7 +166,8 @@ def run(
         [f"search_seed={search_seed}"] if search_seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     view = StudyView(study.fixed.get("epochs"))
-    parallel = dict(workers=workers, scheduler=scheduler, trials_per_gpu=trials_per_gpu, precision=precision)
+    runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
+    parallel = dict(runner=runner, precision=precision)
     try:
         if stderr.is_terminal:
             with Live(view, console=stderr, refresh_per_second=4, transient=True):
@@ -259,7 +204,7 @@ def run(
                      + (f"; trials began training {sum(summary.start_delays) / len(summary.start_delays):.2f} s "
                         "after they were stored, on average" if workers or scheduler else "")
                      + f". Library messages: {summary.log_file}")
-    _print_tables([best_table(Store(db), [study.name])], "table", None)
+    print_tables([best_table(Store(db), [study.name])], "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
         raise typer.Exit(1)
@@ -313,7 +258,7 @@ def report(
         images = {}
         for picture in pictures:
             images.setdefault(picture.study, []).append((picture.file_name, picture.png))
-    _print_tables(tables, fmt, out, force, sqlite_file(store.url), images)
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), images)
 
 
 studies_app = typer.Typer(help="The studies in the database; `studies delete NAME` removes one.")
@@ -324,7 +269,7 @@ app.add_typer(studies_app, name="studies")
 def list_studies(ctx: typer.Context, db: Db = None) -> None:
     """The studies in the database and how far each has come."""
     if ctx.invoked_subcommand is None:
-        _print_tables([studies_table(Store(db, create=False))], "table", None)
+        print_tables([studies_table(Store(db, create=False))], "table", None)
 
 
 @studies_app.command("delete")

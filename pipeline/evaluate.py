@@ -186,7 +186,8 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     write at once."""
     from pipeline.config import resolve_device
     from pipeline.models import check_weights
-    from pipeline.study import _dataset, _kill_point
+    from pipeline.faults import kill_point
+    from pipeline.trial import dataset_for
     from pipeline.trainer import train
 
     with store.lock_study(plan.study):
@@ -196,14 +197,14 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
         resolved = str(resolve_device(device))
         for number, (variant, seed) in enumerate(missing, start=1):
             config = plan.config(variant, seed, device, precision)
-            dataset = _dataset(config.data, resolved)
+            dataset = dataset_for(config.data, resolved)
             check_weights(config.backbone, config.weights, dataset.in_channels)
             on_event(RunStarted(variant.name, seed, number, len(missing), int(variant.params["epochs"])))
             start = time.perf_counter()
             result = train(config, dataset, on_event).to_dict()
             counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
             store.add_evaluation(plan.study.id, variant.name, seed, plan.trial_index, _planned(config), result, counts)
-            _kill_point(f"after-evaluation-{number}")
+            kill_point(f"after-evaluation-{number}")
             on_event(RunEnded(variant.name, seed, number, len(missing), result["test_accuracy"],
                               time.perf_counter() - start))
     return len(missing)

@@ -1,7 +1,7 @@
 """Trials on Dask workers: a cluster of N worker processes on this machine, or an existing scheduler.
 
 Only the process running the study talks to Ax and writes the database; a worker only trains
-(`run_trial`) and sends the outcome back, so SQLite never sees two writers. Workers report when a
+(`pipeline.trial.run_trial`) and sends the outcome back, so SQLite never sees two writers. Workers report when a
 trial starts and each epoch as Dask events, which come back here as the study's progress events.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ import os
 import queue
 import signal
 import time
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.errors import UserError
-from pipeline.study import Outcome, TrialEpoch, TrialRunning, trial_outcome
-from pipeline.study_config import StudyConfig
+from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialJob, TrialRunner, TrialRunning, \
+    trial_outcome
 
 EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
 
@@ -45,21 +45,20 @@ def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | N
     return [str(i // trials_per_gpu % gpus) if gpus else None for i in range(workers)]
 
 
-def train_on_worker(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int,
-                    device: str, precision: str = "auto") -> Outcome:
+def train_on_worker(job: TrialJob) -> Outcome:
     """The task a worker runs: one trial, reported as it starts and after each epoch."""
     from distributed import get_worker
 
     from pipeline.trainer import EpochEnd
 
     worker = get_worker()
-    worker.log_event(EVENTS, {"trial": trial_index, "name": str(worker.name), "started": time.time()})
+    worker.log_event(EVENTS, {"trial": job.trial_index, "name": str(worker.name), "started": time.time()})
 
     def progress(event: Any) -> None:
         if isinstance(event, EpochEnd):
-            worker.log_event(EVENTS, {"trial": trial_index, "epoch": event.epoch, "epochs": event.epochs})
+            worker.log_event(EVENTS, {"trial": job.trial_index, "epoch": event.epoch, "epochs": event.epochs})
 
-    return trial_outcome(study, trial_index, parameters, seed, device, progress, precision)
+    return trial_outcome(job, progress)
 
 
 def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
@@ -79,20 +78,28 @@ def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
                        silence_logs=False)
 
 
-class DaskSlots:
+def trial_runner(workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
+                 device: str = "auto", log_file: str = "runs/robust-tune.log") -> TrialRunner:
+    """Where a study's trials train: this process, a local Dask cluster of `workers` processes, or the
+    cluster at `scheduler`; bad options are a UserError here, before anything is loaded or stored."""
+    if workers is None and scheduler is None:
+        return InProcessRunner()
+    check_options(workers, scheduler, trials_per_gpu)
+    return DaskRunner(device, log_file, workers, scheduler, trials_per_gpu)
+
+
+class DaskRunner:
     """Up to `capacity` trials at once on Dask workers: submit one, wait until some end."""
 
-    def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None], log_file: str,
-                 workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
-                 precision: str = "auto") -> None:
-        self.study, self.device, self.on_event, self.log_file = study, device, on_event, log_file
-        self.precision = precision
+    def __init__(self, device: str, log_file: str, workers: int | None = None, scheduler: str | None = None,
+                 trials_per_gpu: int = 1) -> None:
+        self.device, self.log_file = device, log_file
         self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
         self.futures: dict[Any, int] = {}  # future -> trial index
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
         self.capacity = 0
 
-    def __enter__(self) -> DaskSlots:
+    def __enter__(self) -> DaskRunner:
         import dask
         from distributed import Client
 
@@ -126,12 +133,11 @@ class DaskSlots:
         if self.cluster is not None:
             self.cluster.close()
 
-    def submit(self, trial_index: int, parameters: dict[str, Any], seed: int) -> None:
-        future = self.client.submit(train_on_worker, self.study, trial_index, parameters, seed, self.device,
-                                    self.precision, key=f"trial-{trial_index}-{time.time_ns()}", pure=False)
-        self.futures[future] = trial_index
+    def submit(self, job: TrialJob) -> None:
+        future = self.client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
+        self.futures[future] = job.trial_index
 
-    def wait(self) -> list[Outcome]:
+    def wait(self, on_event: OnEvent) -> list[Outcome]:
         """Outcomes of the trials that ended; progress events are passed on while waiting."""
         from distributed import wait
         from distributed.scheduler import KilledWorker
@@ -141,7 +147,7 @@ class DaskSlots:
                 done, _ = wait(list(self.futures), timeout=0.25, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 done = set()
-            self._pass_on_events()
+            self._pass_on_events(on_event)
             if done:
                 break
         outcomes = []
@@ -160,13 +166,13 @@ class DaskSlots:
             outcomes.append(outcome)
         return outcomes
 
-    def _pass_on_events(self) -> None:
+    def _pass_on_events(self, on_event: OnEvent) -> None:
         while True:
             try:
                 event = self.events.get_nowait()
             except queue.Empty:
                 return
             if "started" in event:
-                self.on_event(TrialRunning(event["trial"], event["name"]))  # Dask sets "worker" to its address
+                on_event(TrialRunning(event["trial"], event["name"]))  # Dask sets "worker" to its address
             else:
-                self.on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"]))
+                on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"]))

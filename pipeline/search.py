@@ -160,8 +160,8 @@ def open_client(study: StudyConfig, url: str) -> Client:
 
 
 class Searcher:
-    """Ax's side of the study loop, and the only code that talks to Ax: ask for one trial, tell how
-    it ended, run interrupted parameters again. A trial asked for and not yet told is pending
+    """Ax's side of the study loop (the pictures read Ax's records apart, in surrogate.py): ask for one
+    trial, tell how it ended, run interrupted parameters again. A trial asked for and not yet told is pending
     (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel."""
 
     def __init__(self, study: StudyConfig, url: str) -> None:
@@ -197,12 +197,13 @@ class Searcher:
     def complete(self, index: int, metrics: dict[str, float]) -> None:
         self.client.complete_trial(trial_index=index, raw_data={self.objective: metrics[self.objective]})
 
-    def fail(self, index: int) -> None:
-        """A trial that raised: abandoned, so its parameters count as tried and are not proposed again."""
+    def abandon(self, index: int) -> None:
+        """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""
         self.client.mark_trial_abandoned(trial_index=index)
 
-    def interrupt(self, index: int, reason: str) -> None:
-        """A trial stopped before it ended: failed in Ax, which may propose its parameters again."""
+    def mark_failed(self, index: int, reason: str) -> None:
+        """A trial stopped before it ended (its parameters run again as a new trial): failed in Ax, which
+        keeps it out of the model's data."""
         self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
 
     def pending(self) -> list[int]:
@@ -216,8 +217,3 @@ class Searcher:
     def parameters(self, index: int) -> dict[str, Any]:
         return dict(self.client._experiment.trials[index].arm.parameters)
 
-
-def fitted_model(client: Client):
-    """The BoTorch model the strategy would use for the next proposal (fits it if needed)."""
-    adapter = client._generation_strategy.fit(experiment=client._experiment)
-    return adapter.generator.surrogate.model

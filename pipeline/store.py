@@ -394,6 +394,7 @@ class StudyLock:
 
     def __init__(self, store: Store, study_id: int, token: str) -> None:
         self.store, self.study_id, self.token = store, study_id, token
+        self.lost: str | None = None  # why the lock is no longer ours, once the heartbeat finds out
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat_until_released, daemon=True, name="study-heartbeat")
         self._thread.start()
@@ -409,9 +410,15 @@ class StudyLock:
         while not self._stop.wait(LOCK_STALE_SECONDS / 6):
             try:
                 if not self.beat():
+                    self.lost = "another process took the study over"
                     return
             except sa.exc.OperationalError:  # the database was busy for too long: try at the next beat
                 pass
+
+    def check(self) -> None:
+        """A UserError when the heartbeat found the lock taken over: this process must stop writing."""
+        if self.lost is not None:
+            raise UserError(f"lost the lock of study {self.study_id}: {self.lost}; stopped")
 
     def release(self) -> None:
         """Stop the heartbeat and delete the lock row, if it is still ours."""

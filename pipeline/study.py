@@ -1,29 +1,25 @@
-"""The trial loop: ask Ax for parameters, train with the shared trainer, tell Ax, persist, resume.
+"""The study loop: ask Ax for parameters, have a runner train them, record how each trial ended, resume.
 
-`run_trial` is a pure, picklable function of (study config, parameters, seed); `run_study` runs it in
-slots (this process, or Dask workers: pipeline/parallel.py) and never prints (events go to a callback).
+`run_study` never prints (events go to a callback) and never imports Dask: the trials run in the
+runner it is given (pipeline/trial.py: this process; pipeline/parallel.py: Dask workers).
 """
 from __future__ import annotations
 
-import functools
 import json
-import os
-import signal
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from pipeline.config import DataConfig, resolve_device
-from pipeline.data import Dataset, load_dataset
+from pipeline.config import resolve_device
 from pipeline.errors import UserError
+from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
 from pipeline.report import best_trial
 from pipeline.store import Store, StudyRecord
 from pipeline.study_config import StudyConfig
-from pipeline.trainer import Progress, train
+from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
 INTERRUPTED = "interrupted: the process running this trial stopped before it ended"
 
@@ -46,41 +42,12 @@ class TrialStarted:
 
 
 @dataclass(frozen=True)
-class TrialRunning:
-    """A worker started a trial (parallel studies only)."""
-
-    trial_index: int
-    worker: str
-
-
-@dataclass(frozen=True)
-class TrialEpoch:
-    """A trial on a worker finished an epoch (parallel studies only)."""
-
-    trial_index: int
-    epoch: int
-    epochs: int
-
-
-@dataclass(frozen=True)
 class TrialEnded:
     trial_index: int
     status: str  # completed | failed | interrupted (its worker died; its parameters run again)
     objective: float | None
     error: str | None
     best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one trial ended in its slot: a result (completed), an error (raised) or lost (its worker died)."""
-
-    trial_index: int
-    result: dict[str, Any] | None = None
-    error: str | None = None  # "Type: message"
-    details: str = ""  # the traceback's last frames
-    lost: str | None = None  # why the trial stopped without an end
-    started: float | None = None  # time.time() when training started
 
 
 @dataclass
@@ -99,33 +66,6 @@ class StudySummary:
     log_file: str = ""
     new_trials: list[int] = field(default_factory=list)
     start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
-
-
-@functools.lru_cache(maxsize=2)
-def _dataset(data: DataConfig, device: str) -> Dataset:
-    """Decode and move a data set once per process; every trial of a study indexes the same tensors."""
-    return load_dataset(data, resolve_device(device))
-
-
-def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device: str = "auto",
-              progress: Progress | None = None, precision: str = "auto") -> dict[str, Any]:
-    """Train one proposed configuration; the same code path as `robust-tune train`."""
-    config = study.train_config(parameters, seed, device, precision)
-    return train(config, _dataset(config.data, str(resolve_device(device))), progress).to_dict()
-
-
-def trial_outcome(study: StudyConfig, trial_index: int, parameters: dict[str, Any], seed: int, device: str,
-                  progress: Progress | None = None, precision: str = "auto") -> Outcome:
-    """Train one trial and say how it ended, here or on a worker; a UserError or Ctrl-C propagates."""
-    started = time.time()
-    try:
-        result = run_trial(study, parameters, seed, device, progress, precision)
-    except (UserError, KeyboardInterrupt):
-        raise
-    except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
-        return Outcome(trial_index, error=f"{type(error).__name__}: {error}", details=traceback.format_exc(limit=-3),
-                       started=started)
-    return Outcome(trial_index, result=result, started=started)
 
 
 def _differences(new: Any, old: Any, path: str = "") -> list[str]:
@@ -148,44 +88,12 @@ def _jsonish(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _kill_point(name: str) -> None:
-    """Fault-injection hook for tests: with ROBUST_TUNE_KILL_AT=name in the environment, the process
-    kills itself (SIGKILL) here, so a test can stop a study between two of its writes."""
-    if os.environ.get("ROBUST_TUNE_KILL_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 class StudyInterrupted(KeyboardInterrupt):
     """Ctrl-C during trials: they are stored as interrupted and will run again first."""
 
     def __init__(self, study: str, trial_indices: list[int]) -> None:
         super().__init__(f"trial(s) {', '.join(map(str, trial_indices))} of study {study} were stopped")
         self.study, self.trial_indices = study, trial_indices
-
-
-class InProcessSlot:
-    """One trial at a time, trained in this process when the study loop waits for it."""
-
-    capacity = 1
-
-    def __init__(self, study: StudyConfig, device: str, on_event: Callable[[Any], None],
-                 precision: str = "auto") -> None:
-        self.study, self.device, self.on_event, self.precision = study, device, on_event, precision
-        self.queued: tuple[int, dict[str, Any], int] | None = None
-
-    def __enter__(self) -> InProcessSlot:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def submit(self, trial_index: int, parameters: dict[str, Any], seed: int) -> None:
-        self.queued = (trial_index, parameters, seed)
-
-    def wait(self) -> list[Outcome]:
-        """Train the submitted trial; a UserError or Ctrl-C propagates (the loop stops the study)."""
-        (index, parameters, seed), self.queued = self.queued, None
-        return [trial_outcome(self.study, index, parameters, seed, self.device, self.on_event, self.precision)]
 
 
 def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]]:
@@ -203,9 +111,9 @@ def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]
         if row is not None and row.status == "completed":
             searcher.complete(index, row.metrics)
         elif row is not None and row.status == "failed":
-            searcher.fail(index)
+            searcher.abandon(index)
         else:
-            searcher.interrupt(index, INTERRUPTED)
+            searcher.mark_failed(index, INTERRUPTED)
             requeued.append(searcher.parameters(index))
     return requeued
 
@@ -223,126 +131,165 @@ def create_study(store: Store, study: StudyConfig) -> StudyRecord:
                 raise UserError(f"the database already holds an Ax experiment named {study.name!r} that is no "
                                 "robust-tune study; give the study another name, nothing was changed")
             new_client(study, store.url)
-        _kill_point("in-study-creation")
+        kill_point("in-study-creation")
 
     return store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()), also=create_ax_experiment)
 
 
+def check_can_train(study: StudyConfig, device: str, precision: str) -> None:
+    """Load the data as trials will (normalisation resolved) and check the network's weights fit it: a bad
+    precision, data set or weights file fails here, before the database is touched."""
+    data = study.train_config({}, study.seed, device, precision).data
+    check_weights(study.backbone, study.weights, dataset_for(data, str(resolve_device(device))).in_channels)
+
+
+def open_study(store: Store, study: StudyConfig) -> StudyRecord:
+    """The stored study of this name, created when new; a different study stored under the name is refused."""
+    stored = store.study(study.name) or create_study(store, study)
+    if stored.fingerprint != study.fingerprint():
+        _refuse_other_study(study, stored.config)
+    return stored
+
+
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
-              log_file: str | Path = "runs/robust-tune.log",
-              on_event: Callable[[Any], None] = lambda event: None,
-              workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
-              precision: str = "auto") -> StudySummary:
+              log_file: str | Path = "runs/robust-tune.log", on_event: OnEvent = lambda event: None,
+              runner: TrialRunner | None = None, precision: str = "auto") -> StudySummary:
     """Run (or resume) `study` until `trials` (default: its budget) trials have run.
 
     The budget counts trials that ran to an end, completed or failed; a trial interrupted by a
     killed process does not count and its parameters run again first. One process at a time runs
-    a study; another gets a UserError naming it. With `workers` (a Dask cluster on this machine) or
-    `scheduler` (an existing Dask cluster) several trials run at once; this process alone talks to Ax
-    and writes the database, asking for one trial whenever a worker is free.
+    a study; another gets a UserError naming it. `runner` trains the trials (default: in this process,
+    one at a time); with Dask workers several run at once, and this process alone talks to Ax and
+    writes the database, asking for one trial whenever a worker is free.
     """
     start = time.perf_counter()
-    budget = trials or study.budget.trials
-    parallel = workers is not None or scheduler is not None
-    if parallel:
-        from pipeline.parallel import check_options
-
-        check_options(workers, scheduler, trials_per_gpu)
-    # As trials will load the data (normalisation resolved); a bad precision or bad data fails here,
-    # before the database is touched.
-    data = study.train_config({}, study.seed, device, precision).data
-    check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
+    runner = runner or InProcessRunner()
+    check_can_train(study, device, precision)
     store = Store(db)
     log_path = quiet_libraries(log_file)
-    stored = store.study(study.name) or create_study(store, study)
-    if stored.fingerprint != study.fingerprint():
-        _refuse_other_study(study, stored.config)
-    if parallel:
-        from pipeline.parallel import DaskSlots
-
-        slots: Any = DaskSlots(study, device, on_event, str(log_path), workers, scheduler, trials_per_gpu,
-                               precision)
-    else:
-        slots = InProcessSlot(study, device, on_event, precision)
-    with store.lock_study(stored), slots:
+    stored = open_study(store, study)
+    with store.lock_study(stored) as lock, runner:
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
-        summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
-        searcher = Searcher(study, store.url)
-        requeued = reconcile(store, stored.id, searcher)
-        ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
-        on_event(StudyStarted(study.name, ran, budget, ran > 0 or bool(requeued), requeued))
-        running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
-        consecutive_failures = 0
+        loop = StudyLoop(study, store, stored, Searcher(study, store.url), lock,
+                         StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
+                         on_event, device, precision)
+        loop.run(runner)
+    loop.summary.best = loop.best()
+    loop.summary.seconds = time.perf_counter() - start
+    return loop.summary
+
+
+class StudyLoop:
+    """One run of a study's loop: ask for a trial whenever the runner has room, record each that ends.
+
+    Only this loop writes: a trial's row is stored before Ax hears of its end, so `reconcile` can make
+    the two agree after a kill between any two writes."""
+
+    def __init__(self, study: StudyConfig, store: Store, stored: StudyRecord, searcher: Any, lock: Any,
+                 summary: StudySummary, on_event: OnEvent, device: str, precision: str) -> None:
+        self.study, self.store, self.stored, self.searcher, self.lock = study, store, stored, searcher, lock
+        self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
+        self.requeued = reconcile(store, stored.id, searcher)  # interrupted parameters, run again first
+        self.ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
+        self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
+        self.failures_in_a_row = 0
+
+    def run(self, runner: TrialRunner) -> None:
+        budget = self.summary.budget
+        self.on_event(StudyStarted(self.study.name, self.ran, budget, self.ran > 0 or bool(self.requeued),
+                                   list(self.requeued)))
         try:
             while True:
-                while not summary.stopped and ran + len(running) < budget and len(running) < slots.capacity:
-                    tick = time.perf_counter()
-                    if requeued:  # an interrupted configuration runs again before anything new is proposed
-                        parameters = requeued.pop(0)
-                        index = searcher.attach(parameters)
-                    elif (asked := searcher.ask(waiting=bool(running))) == "wait":
-                        break  # Ax needs a running trial's result first (the Sobol trials are all out)
-                    elif asked is not None:
-                        index, parameters = asked
-                    else:
-                        summary.stopped = ("Ax can propose no parameters that were not tried already "
-                                           "(search space exhausted)")
-                        break
-                    _kill_point("after-ask")
-                    summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
-                    tick = time.perf_counter()
-                    running[index] = (store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds),
-                                      time.time())
-                    summary.storage_seconds += time.perf_counter() - tick
-                    summary.new_trials.append(index)
-                    on_event(TrialStarted(index, ran + len(running), budget, parameters))
-                    slots.submit(index, parameters, study.seed)
-                if not running:
-                    break
-                for outcome in slots.wait():  # stops while trials run: the stopped ones end first
-                    index = outcome.trial_index
-                    row, stored_at = running.pop(index)
-                    if outcome.started is not None:
-                        summary.start_delays.append(max(0.0, outcome.started - stored_at))
-                    tick = time.perf_counter()
-                    if outcome.lost is not None:  # like a killed run: interrupted, its parameters run again
-                        reason = f"{INTERRUPTED} ({outcome.lost})"
-                        store.interrupt_trial(row, reason)
-                        searcher.interrupt(index, reason)
-                        requeued.append(searcher.parameters(index))
-                        summary.storage_seconds += time.perf_counter() - tick
-                        on_event(TrialEnded(index, "interrupted", None, outcome.lost, _best(store, stored)))
-                    elif outcome.error is not None:
-                        store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started)
-                        searcher.fail(index)
-                        summary.storage_seconds += time.perf_counter() - tick
-                        ran, summary.failed = ran + 1, summary.failed + 1
-                        consecutive_failures += 1
-                        on_event(TrialEnded(index, "failed", None, outcome.error, _best(store, stored)))
-                        if consecutive_failures >= study.budget.max_failures and not summary.stopped:
-                            summary.stopped = (f"{consecutive_failures} trials failed in a row (budget.max_failures); "
-                                               f"last error: {outcome.error}")
-                    else:
-                        store.complete_trial(row, outcome.result, outcome.started)
-                        _kill_point("after-record")
-                        searcher.complete(index, outcome.result)
-                        summary.storage_seconds += time.perf_counter() - tick
-                        ran, summary.completed, consecutive_failures = ran + 1, summary.completed + 1, 0
-                        on_event(TrialEnded(index, "completed", outcome.result[study.objective], None,
-                                            _best(store, stored)))
+                while self.has_room(runner) and (job := self.ask()) is not None:
+                    runner.submit(job)
+                if not self.running:
+                    return
+                for outcome in runner.wait(self.on_event):  # stops while trials run: the stopped ones end first
+                    self.record(outcome)
         except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run them again later
-            # Ax is not told: the trials stay pending there, so the next run requeues them (see reconcile).
-            store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
-            if isinstance(stop, KeyboardInterrupt) and running:
-                raise StudyInterrupted(study.name, sorted(running)) from None
-            raise
-    summary.best = _best(store, stored)
-    summary.seconds = time.perf_counter() - start
-    return summary
+            self.stop_running(stop)
 
+    def has_room(self, runner: TrialRunner) -> bool:
+        """Whether another trial may start: the budget not reached, the runner not full, nothing stopped us."""
+        return (not self.summary.stopped and self.ran + len(self.running) < self.summary.budget
+                and len(self.running) < runner.capacity)
 
-def _best(store: Store, stored: StudyRecord) -> tuple[float, int, dict[str, Any]] | None:
-    """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""
-    top = best_trial(stored, store.trials(stored.id))
-    return None if top is None else (top.metrics[stored.config["objective"]], top.trial_index, top.parameters)
+    def ask(self) -> TrialJob | None:
+        """The next trial, stored as running: an interrupted configuration first, else Ax's proposal;
+        None while Ax waits for a running trial, or when it has nothing left to propose (the study stops)."""
+        tick = time.perf_counter()
+        if self.requeued:
+            parameters = self.requeued.pop(0)
+            index = self.searcher.attach(parameters)
+        elif (asked := self.searcher.ask(waiting=bool(self.running))) == "wait":
+            return None  # Ax needs a running trial's result first (the Sobol trials are all out)
+        elif asked is None:
+            self.summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
+            return None
+        else:
+            index, parameters = asked
+        kill_point("after-ask")
+        self.summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
+        tick = time.perf_counter()
+        self.lock.check()
+        row = self.store.start_trial(self.stored.id, index, parameters, self.study.seed, proposal_seconds)
+        self.running[index] = (row, time.time())
+        self.summary.storage_seconds += time.perf_counter() - tick
+        self.summary.new_trials.append(index)
+        self.on_event(TrialStarted(index, self.ran + len(self.running), self.summary.budget, parameters))
+        return TrialJob(self.study, index, parameters, self.study.seed, self.device, self.precision)
+
+    def record(self, outcome: Outcome) -> None:
+        """Store how a trial ended, then tell Ax (in that order: see `reconcile`)."""
+        row, stored_at = self.running.pop(outcome.trial_index)
+        if outcome.started is not None:
+            self.summary.start_delays.append(max(0.0, outcome.started - stored_at))
+        tick = time.perf_counter()
+        self.lock.check()
+        if outcome.lost is not None:
+            status, objective, error = "interrupted", None, outcome.lost
+            self.requeue(outcome.trial_index, row, f"{INTERRUPTED} ({outcome.lost})")
+        elif outcome.error is not None:
+            status, objective, error = "failed", None, outcome.error
+            self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started)
+            self.searcher.abandon(outcome.trial_index)
+        else:
+            status, objective, error = "completed", outcome.result[self.study.objective], None
+            self.store.complete_trial(row, outcome.result, outcome.started)
+            kill_point("after-record")
+            self.searcher.complete(outcome.trial_index, outcome.result)
+        self.summary.storage_seconds += time.perf_counter() - tick
+        if status != "interrupted":
+            self.ran += 1
+            self.count(status, error)
+        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best()))
+
+    def requeue(self, index: int, row: int, reason: str) -> None:
+        """A trial that lost its worker: interrupted, as after a killed run, and its parameters run again."""
+        self.store.interrupt_trial(row, reason)
+        self.searcher.mark_failed(index, reason)
+        self.requeued.append(self.searcher.parameters(index))
+
+    def count(self, status: str, error: str | None) -> None:
+        """The failure policy: budget.max_failures trials failing in a row stop the study."""
+        if status == "completed":
+            self.summary.completed, self.failures_in_a_row = self.summary.completed + 1, 0
+            return
+        self.summary.failed, self.failures_in_a_row = self.summary.failed + 1, self.failures_in_a_row + 1
+        if self.failures_in_a_row >= self.study.budget.max_failures and not self.summary.stopped:
+            self.summary.stopped = (f"{self.failures_in_a_row} trials failed in a row (budget.max_failures); "
+                                    f"last error: {error}")
+
+    def stop_running(self, stop: BaseException) -> None:
+        """Stop on a UserError or Ctrl-C: the running trials are stored as interrupted and Ax is not told,
+        so they stay pending there and the next run requeues them (see `reconcile`); then re-raise."""
+        self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+        if isinstance(stop, KeyboardInterrupt) and self.running:
+            raise StudyInterrupted(self.study.name, sorted(self.running)) from None
+        raise stop
+
+    def best(self) -> tuple[float, int, dict[str, Any]] | None:
+        """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""
+        top = best_trial(self.stored, self.store.trials(self.stored.id))
+        return None if top is None else (top.metrics[self.study.objective], top.trial_index, top.parameters)

@@ -21,6 +21,7 @@ from pipeline.config import resolve_device
 from pipeline.data import load_dataset
 from pipeline.data.paper_splits import MT_POOLS, magnetic_tile_splits, write_splits
 from pipeline.errors import UserError
+from pipeline.parallel import trial_runner
 from pipeline.study import TrialEnded, run_study
 from pipeline.study_config import load_study
 
@@ -81,6 +82,7 @@ def study_benchmark(device: str = "auto", workers: tuple[int, ...] = (2, 4, 8), 
 
             start = time.perf_counter()
             summary = run_study(study, db=str(root / f"study-{n}.db"), device=device, log_file=root / "study.log",
-                                on_event=on_event, workers=n or None, trials_per_gpu=max(n, 1))
+                                on_event=on_event, runner=trial_runner(n or None, trials_per_gpu=max(n, 1),
+                                                                       device=device, log_file=str(root / "study.log")))
             timings.append(StudyTiming(n, time.perf_counter() - start, summary.completed, summary.failed))
     return timings

@@ -14,7 +14,7 @@ import torch
 
 from pipeline.metrics import evaluate as accuracy_of
 from pipeline.models import build_model
-from pipeline.report import compare_table, mean_interval, render_text
+from pipeline.report import compare_table, mean_interval
 from pipeline.store import Store
 from test_study import study_file
 

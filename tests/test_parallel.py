@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pipeline.parallel import worker_devices
+from pipeline.parallel import trial_runner, worker_devices
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
@@ -23,7 +23,8 @@ def stored_trials(db, name):
 
 def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_points(tmp_path):
     path, db = study_file(tmp_path, "both", params=FAST, trials=4), tmp_path / "runs.db"
-    summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log", workers=2)
+    summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log",
+                        runner=trial_runner(workers=2, device="cpu", log_file=str(tmp_path / "ax.log")))
     assert summary.completed == 4 and summary.stopped is None
     trials = stored_trials(db, "both")
     assert [(t.trial_index, t.status) for t in trials] == [(i, "completed") for i in range(4)]

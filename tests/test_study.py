@@ -13,7 +13,8 @@ import pytest
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from pipeline.store import Store
-from pipeline.study import INTERRUPTED, run_study, run_trial
+from pipeline.study import INTERRUPTED, run_study
+from pipeline.trial import run_trial
 from pipeline.study_config import load_study
 
 TINY = """
@@ -80,7 +81,8 @@ def test_after_initialisation_the_gp_has_an_ard_matern_5_2_kernel(tmp_path):
     client = search.load_client(study, Store(db).url)
     generated_by = [client._experiment.trials[i].generator_runs[0]._generation_node_name for i in range(3)]
     assert "Sobol" in generated_by[0] and "Sobol" in generated_by[1] and "BoTorch" in generated_by[2]
-    kernel = search.fitted_model(client).covar_module
+    adapter = client._generation_strategy.fit(experiment=client._experiment)  # the model of the next proposal
+    kernel = adapter.generator.surrogate.model.covar_module
     kernel = kernel.base_kernel if isinstance(kernel, ScaleKernel) else kernel
     assert isinstance(kernel, MaternKernel) and kernel.nu == 2.5
     assert kernel.lengthscale.shape[-1] == len(study.search) == 3  # one lengthscale per parameter (ARD)

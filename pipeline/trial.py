@@ -1,0 +1,126 @@
+"""One trial: what it trains (a TrialJob), how it ended (an Outcome), and the runners that train trials,
+here or elsewhere, behind one small protocol the study loop drives.
+
+`run_trial` is a pure, picklable function of (study config, parameters, seed): the same code path as
+`robust-tune train`, in this process or on a Dask worker (pipeline/parallel.py).
+"""
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from pipeline.config import DataConfig, resolve_device
+from pipeline.data import Dataset, load_dataset
+from pipeline.errors import UserError
+from pipeline.study_config import StudyConfig
+from pipeline.trainer import Progress, train
+
+OnEvent = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial to train: the study's settings, Ax's index and parameters, where and how it computes."""
+
+    study: StudyConfig
+    trial_index: int
+    parameters: dict[str, Any]
+    seed: int
+    device: str = "auto"
+    precision: str = "auto"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one trial ended in its runner: a result (completed), an error (raised) or lost (its worker died)."""
+
+    trial_index: int
+    result: dict[str, Any] | None = None
+    error: str | None = None  # "Type: message"
+    details: str = ""  # the traceback's last frames
+    lost: str | None = None  # why the trial stopped without an end
+    started: float | None = None  # time.time() when training started
+
+
+@dataclass(frozen=True)
+class TrialRunning:
+    """A worker started a trial (parallel studies only)."""
+
+    trial_index: int
+    worker: str
+
+
+@dataclass(frozen=True)
+class TrialEpoch:
+    """A trial on a worker finished an epoch (parallel studies only)."""
+
+    trial_index: int
+    epoch: int
+    epochs: int
+
+
+@functools.lru_cache(maxsize=2)
+def dataset_for(data: DataConfig, device: str) -> Dataset:
+    """Decode and move a data set once per process; every trial or run on it indexes the same tensors."""
+    return load_dataset(data, resolve_device(device))
+
+
+def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device: str = "auto",
+              progress: Progress | None = None, precision: str = "auto") -> dict[str, Any]:
+    """Train one proposed configuration; the same code path as `robust-tune train`."""
+    config = study.train_config(parameters, seed, device, precision)
+    return train(config, dataset_for(config.data, str(resolve_device(device))), progress).to_dict()
+
+
+def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
+    """Train one trial and say how it ended, here or on a worker; a UserError or Ctrl-C propagates."""
+    started = time.time()
+    try:
+        result = run_trial(job.study, job.parameters, job.seed, job.device, progress, job.precision)
+    except (UserError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
+        return Outcome(job.trial_index, error=f"{type(error).__name__}: {error}",
+                       details=traceback.format_exc(limit=-3), started=started)
+    return Outcome(job.trial_index, result=result, started=started)
+
+
+class TrialRunner(Protocol):
+    """Where a study's trials train: up to `capacity` at once; `submit` hands one over, `wait` returns
+    the outcomes of those that ended (at least one), passing progress events on meanwhile."""
+
+    capacity: int
+
+    def __enter__(self) -> TrialRunner: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def submit(self, job: TrialJob) -> None: ...
+
+    def wait(self, on_event: OnEvent) -> list[Outcome]: ...
+
+
+class InProcessRunner:
+    """One trial at a time, trained in this process when the study loop waits for it."""
+
+    capacity = 1
+
+    def __init__(self) -> None:
+        self.queued: TrialJob | None = None
+
+    def __enter__(self) -> InProcessRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, job: TrialJob) -> None:
+        self.queued = job
+
+    def wait(self, on_event: OnEvent) -> list[Outcome]:
+        """Train the submitted trial; a UserError or Ctrl-C propagates (the loop stops the study)."""
+        job, self.queued = self.queued, None
+        return [trial_outcome(job, on_event)]
