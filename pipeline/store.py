@@ -416,7 +416,10 @@ class StudyLock:
                 pass
 
     def check(self) -> None:
-        """A UserError when the heartbeat found the lock taken over: this process must stop writing."""
+        """Refresh the heartbeat before a write; a UserError when the lock was taken over (this process was
+        paused past the stale time, say): it must stop writing."""
+        if self.lost is None and not self.beat():
+            self.lost = "another process took the study over"
         if self.lost is not None:
             raise UserError(f"lost the lock of study {self.study_id}: {self.lost}; stopped")
 

@@ -283,8 +283,10 @@ class StudyLoop:
 
     def stop_running(self, stop: BaseException) -> None:
         """Stop on a UserError or Ctrl-C: the running trials are stored as interrupted and Ax is not told,
-        so they stay pending there and the next run requeues them (see `reconcile`); then re-raise."""
-        self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+        so they stay pending there and the next run requeues them (see `reconcile`); then re-raise. A loop
+        that lost the study's lock writes nothing more: the study is another process's now."""
+        if self.lock.lost is None:
+            self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
         if isinstance(stop, KeyboardInterrupt) and self.running:
             raise StudyInterrupted(self.study.name, sorted(self.running)) from None
         raise stop

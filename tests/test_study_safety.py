@@ -177,3 +177,23 @@ def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
     assert store.create_study("held", "other fingerprint", {}).fingerprint == "f"  # creation cannot overwrite
     lock.release()
     assert rows(tmp_path / "runs.db", "select * from rt_study_locks") == []
+
+
+def test_a_run_paused_past_the_stale_time_and_taken_over_stops_without_writing_again(tmp_path, monkeypatch):
+    """A laptop lid closed mid-trial: another process takes the stale lock over; the paused run, resumed,
+    finds out before its next write, stops with one line and leaves the study to the new holder."""
+    path, db = study_file(tmp_path, "paused", params="epochs = 3\nT = { low = 1, high = 3 }", trials=3), \
+        tmp_path / "runs.db"
+    process = start_run(path, db, env={"ROBUST_TUNE_LOCK_STALE_SECONDS": "1"})
+    wait_for_running_trial(process, db)
+    process.send_signal(signal.SIGSTOP)
+    time.sleep(1.5)
+    monkeypatch.setattr("pipeline.store.LOCK_STALE_SECONDS", 1.0)  # as the paused run's
+    store = Store(str(db))
+    before = rows(db, "select trial_index, status from rt_trials")
+    with store.lock_study(store.study("paused")):  # taken over: the holder's heartbeat is stale
+        process.send_signal(signal.SIGCONT)
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 2
+        assert "lost the lock of study" in err and "Traceback" not in err
+        assert rows(db, "select trial_index, status from rt_trials") == before  # nothing written after the loss
