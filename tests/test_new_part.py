@@ -53,4 +53,3 @@ def test_a_weights_part_declared_here_is_listed_and_trains_from_the_cli_as_its_f
         assert weighted[key] == faster[key], key
     plain = train_json(cli, "hws")
     assert weighted["epoch_train_loss"] != plain["epoch_train_loss"]  # the weights did change the steps
-

@@ -68,4 +68,3 @@ def cutout(images: torch.Tensor, size: int, generator: torch.Generator) -> torch
     in_cols = (cols >= cx - size // 2) & (cols < cx + size - size // 2)  # (N, W)
     hole = in_rows[:, None, :, None] & in_cols[:, None, None, :]
     return images.masked_fill(hole, 0.0)
-

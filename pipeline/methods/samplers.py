@@ -109,4 +109,3 @@ class HardnessWeightedSampler(DistinctCounter):
 def importance_weights(losses: torch.Tensor, stale_losses: torch.Tensor, beta: float) -> torch.Tensor:
     """w_i = exp(beta * (loss_i - L_i)) clipped to [0.1, 10] (Algorithm 1, lines 9-10)."""
     return torch.exp(beta * (losses - stale_losses)).clamp(*IMPORTANCE_WEIGHT_CLIP)
-

@@ -20,8 +20,8 @@ from torch.func import functional_call
 
 from pipeline.data import Split
 from pipeline.methods.context import PartContext
-from pipeline.methods.losses import method_loss
 from pipeline.methods.interfaces import Params, Sampler, Weigh, Weights
+from pipeline.methods.losses import method_loss
 
 
 def class_membership(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
