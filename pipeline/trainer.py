@@ -15,10 +15,10 @@ from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
 from pipeline.methods import parse_method
 from pipeline.methods.context import PartContext
-from pipeline.methods.mixers import MIXERS
-from pipeline.methods.samplers import SAMPLERS
+from pipeline.methods.declarations import MIXERS, SAMPLERS, WEIGHTS
+from pipeline.methods.interfaces import Mixer, Sampler, Update, Weights
 from pipeline.methods.updates import build_update
-from pipeline.methods.weights import WEIGHTS, batch_weigh
+from pipeline.methods.weights import batch_weigh
 from pipeline.metrics import SplitMetrics, evaluate, predict, split_metrics
 from pipeline.models import build_model, make_optimizer
 
@@ -124,10 +124,10 @@ class Run:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    update: Any  # how a batch moves the model: one descent, or generate then two descents
-    sampler: Any  # which examples form each batch, and their loss weights
-    mixer: Any  # rewrites the drawn batch and its targets (the identity for most methods)
-    weights: Any  # per-example loss weights (none for most methods)
+    update: Update  # how a batch moves the model: one descent, or generate then two descents
+    sampler: Sampler  # which examples form each batch, and their loss weights
+    mixer: Mixer  # rewrites the drawn batch and its targets (the identity for most methods)
+    weights: Weights  # per-example loss weights (every example weighs 1 for most methods)
     params: dict[str, Any]
     device: torch.device
     precision: str  # the backbone's arithmetic, resolved: fp32 or bf16
@@ -154,12 +154,12 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
                  channels_last=device.type == "cuda" and config.backbone != "small_cnn")
     optimizer, scheduler = make_optimizer(model, params)
     context = PartContext(generator, dataset.num_classes, dataset.pixel_mean, dataset.pixel_std)
-    weights = WEIGHTS[method.weights](params, context, dataset.train, model, optimizer)
+    weights = WEIGHTS.load(method.weights)(params, context, dataset.train, model, optimizer)
     # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
-    sampler = SAMPLERS[method.sampler](len(weights.train), params["batch_size"], params, generator,
-                                       initial_loss=math.log(dataset.num_classes))
-    return Run(model, optimizer, scheduler, build_update(method.generators, params, context, model), sampler,
-               MIXERS[method.mixer](params, context), weights, params, device, precision,
+    sampler = SAMPLERS.load(method.sampler)(len(weights.train), params["batch_size"], params, generator,
+                                            initial_loss=math.log(dataset.num_classes))
+    return Run(model, optimizer, scheduler, build_update(method, params, context, model), sampler,
+               MIXERS.load(method.mixer)(params, context), weights, params, device, precision,
                make_augment(config.data, generator))
 
 

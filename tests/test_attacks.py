@@ -5,7 +5,8 @@ import torch.nn.functional as F
 
 from pipeline.methods import parse_method
 from pipeline.methods.context import PartContext
-from pipeline.methods.generators import GENERATORS, GilsAscent, features_and_logits
+from pipeline.methods.declarations import GENERATORS
+from pipeline.methods.generators import GilsAscent, features_and_logits
 from pipeline.methods.updates import build_update
 from pipeline.models import build_model
 
@@ -25,7 +26,7 @@ def context(seed: int = 0) -> PartContext:
 
 
 def attack(name: str, model, seed: int = 0, **given):
-    return GENERATORS[name](parse_method(name).resolve(given), context(seed), model)
+    return GENERATORS.load(name)(parse_method(name).resolve(given), context(seed), model)
 
 
 def pixel_loss(model, pixels, labels) -> torch.Tensor:
@@ -83,9 +84,9 @@ def test_cw_returns_misclassified_examples_or_the_original():
 def test_gils_pgd_applies_pgd_to_the_gils_ascent_output():
     model, images, _, labels = setting()
     params = parse_method("gils+pgd").resolve({"T": 3, "eta": 1.0})
-    generated, start_losses = build_update(("gils", "pgd"), params, context(5), model).generate(model, images, labels)
+    generated, start_losses = build_update(parse_method("gils+pgd"), params, context(5), model).generate(model, images, labels)
     ascended, _ = GilsAscent(params).ascend(features_and_logits(model), images, labels)
-    expected, _ = GENERATORS["pgd"](params, context(5), model).generate(model, ascended, labels)
+    expected, _ = GENERATORS.load("pgd")(params, context(5), model).generate(model, ascended, labels)
     assert torch.equal(generated, expected)
     assert start_losses is not None and start_losses.shape == (16,)
 
@@ -94,7 +95,7 @@ def test_attacks_leave_batchnorm_statistics_and_parameters_alone():
     model, images, _, labels = setting()
     model.train()
     before = [t.clone() for t in model.state_dict().values()]
-    update = build_update(("pgd",), parse_method("pgd").resolve({}), context(), model)
+    update = build_update(parse_method("pgd"), parse_method("pgd").resolve({}), context(), model)
     update.generate(model, images, labels)
     assert model.training
     assert all(torch.equal(a, b) for a, b in zip(before, model.state_dict().values()))

@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
+from pipeline.methods.losses import SmoothedLoss, smoothed_cross_entropy, smoothed_targets
 from pipeline.methods import parse_method
 from pipeline.methods.generators import GilsAscent, features_and_logits
-from pipeline.methods.updates import ErmUpdate, GeneratedUpdate
+from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate
 from pipeline.models import build_model, make_optimizer
 from pipeline.params import TRAINING_PARAMS, resolve
 
@@ -17,9 +17,9 @@ def ascent(**given) -> GilsAscent:
     return GilsAscent(parse_method("gils").resolve(given))
 
 
-def gils(**given) -> GeneratedUpdate:
+def gils(**given) -> TwoDescentUpdate:
     params = parse_method("gils").resolve(given)
-    return GeneratedUpdate(params, [GilsAscent(params)])
+    return TwoDescentUpdate(SmoothedLoss(params), [GilsAscent(params)])
 
 
 def training_params(**given) -> dict:
@@ -109,7 +109,7 @@ def test_gils_with_T_zero_equals_two_clean_label_smoothing_steps():
     images, labels = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
     (a, opt_a), (b, opt_b) = twins(seed=3)
     gils(T=0, alpha=0.2).step(a, opt_a, images, labels, lambda losses: None)
-    ls = ErmUpdate({"alpha": 0.2})
+    ls = OneDescentUpdate(SmoothedLoss({"alpha": 0.2}))
     for _ in range(2):
         ls.step(b, opt_b, images, labels, lambda losses: None)
     assert_same_parameters(a, b)

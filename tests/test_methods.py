@@ -1,16 +1,22 @@
 """Methods composed of registry parts: names, refusals, every part trained from the CLI, reproducibility."""
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 
 from pipeline.methods import parse_method
-from pipeline.methods.declarations import FAMILIES, PARTS
+from pipeline.methods.declarations import FAMILIES, GENERATORS, PARTS
+from pipeline.methods.parts import Part, Stage
+from pipeline.params import HParam
 from pipeline.report import best_table
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 
 EVERY_METHOD = [*PARTS, "gils+pgd", "mixup+hws"]
+LOSS = "pipeline.methods.losses:SmoothedLoss"
 FEWER_STEPS = {"gils": "T=1", "pgd": "pgd_steps=2", "pgdl2": "pgdl2_steps=2", "cw": "cw_steps=2"}  # keep tests small
 
 
@@ -23,13 +29,52 @@ def test_todays_names_keep_their_meaning():
     assert [p.name for p in parse_method("gils").params][-5:] == ["alpha", "T", "eta", "gamma", "perturb"]
 
 
-def test_every_parameter_name_belongs_to_one_part():
-    owners: dict[str, set] = {}
-    for part in PARTS.values():
-        for p in part.params:
-            owners.setdefault(p.name, set()).add(id(p))
-    assert all(len(ids) == 1 for ids in owners.values())  # shared only as the same declaration
+def test_the_catalogue_refuses_a_part_that_breaks_a_rule_and_takes_a_shared_declaration():
     assert set(FAMILIES) == {"loss", "sampler", "mixer", "generator", "weights"}
+    alpha = PARTS["ls"].params[0]
+    mix_alpha = PARTS["mixup"].params[0]
+    refused = {
+        "part cb is declared twice": Part("cb", "weights", (), "again", "pipeline.methods.weights:NoWeights"),
+        "parameter alpha is declared twice with different meanings": Part(
+            "smooth", "loss", (HParam("alpha", "float", 0.2, "[0, 1)", "another alpha"),), "x", LOSS),
+        "parameter epochs is declared twice": Part(
+            "long", "weights", (HParam("epochs", "int", 9, "[1, 9]", "not the trainer's"),), "x", LOSS),
+        "implies the unknown loss 'focal'": Part("focus", "mixer", (), "x", LOSS, implies_loss="focal"),
+        "only a generator, has a stage": Part("chained", "weights", (), "x", LOSS, stage=Stage("attack", 1)),
+        "must be lower case, without +": Part("a+b", "weights", (), "x", LOSS),
+        "unknown family 'optimiser'": Part("adam", "optimiser", (), "x", LOSS),
+    }
+    for message, part in refused.items():
+        with pytest.raises(ValueError, match=re.escape(message)):
+            PARTS.add(part)
+        assert part.name not in PARTS or PARTS[part.name] is not part
+    shared = PARTS.add(Part("smoothmix", "mixer", (mix_alpha, alpha), "x", "pipeline.methods.mixers:MixUpMixer"))
+    try:
+        assert PARTS["smoothmix"] is shared and "smoothmix" in FAMILIES["mixer"]
+        assert parse_method("smoothmix+hws").parts == ("erm", "smoothmix", "hws")
+    finally:
+        PARTS.remove("smoothmix")
+    assert "smoothmix" not in PARTS and "smoothmix" not in FAMILIES["mixer"]
+
+
+def test_every_declaration_names_an_importable_constructor_and_attacks_set_their_own_parameters():
+    defaults = [registry.default for registry in FAMILIES.values() if registry.default is not None]
+    for part in [*PARTS.values(), *defaults]:
+        assert callable(part.load()), part.name
+    for part in GENERATORS.values():
+        if part.stage.name == "attack":
+            assert sorted(part.options["arguments"].values()) == sorted(p.name for p in part.params), part.name
+
+
+def test_reading_the_declarations_and_parsing_every_method_import_no_torch():
+    probe = ("import sys\n"
+             "from pipeline.methods import parse_method\n"
+             "from pipeline.methods.declarations import ALL_PARAMS, PARTS\n"
+             "for name in [*PARTS, 'gils+pgd', 'hws+gils', 'mixup+ls+l2rw', 'gils+cb']:\n"
+             "    parse_method(name).resolve({})\n"
+             "print(sorted(m for m in ('torch', 'torchvision', 'torchattacks') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
 
 @pytest.mark.parametrize("method, message", [

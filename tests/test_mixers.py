@@ -4,14 +4,15 @@ import torch.nn.functional as F
 
 from pipeline.methods import parse_method
 from pipeline.methods.context import PartContext
-from pipeline.methods.mixers import MIXERS, cutout
+from pipeline.methods.declarations import MIXERS
+from pipeline.methods.mixers import cutout
 
 CLASSES = 4
 
 
 def mixer(name: str, seed: int = 0, **given):
     context = PartContext(torch.Generator().manual_seed(seed), CLASSES, (0.0,), (1.0,))
-    return MIXERS[name](parse_method(name).resolve(given), context)
+    return MIXERS.load(name)(parse_method(name).resolve(given), context)
 
 
 def batch():

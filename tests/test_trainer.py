@@ -1,10 +1,12 @@
 """The shared trainer: every method through one loop, deterministic, with honest metrics."""
-import dataclasses
-
 import pytest
 
-from pipeline.config import TrainConfig
-from pipeline.trainer import BatchEnd, EpochEnd, TrainingDiverged, train
+from pipeline.config import DataConfig, TrainConfig
+from pipeline.methods.mixers import CutoutMixer, NoMixer
+from pipeline.methods.samplers import HardnessWeightedSampler, UniformSampler
+from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate
+from pipeline.methods.weights import ClassBalanced, GroupDro, NoWeights
+from pipeline.trainer import BatchEnd, EpochEnd, TrainingDiverged, prepare, train
 
 
 def run(digits, method, seed=0, **params):
@@ -52,6 +54,21 @@ def test_a_diverging_run_raises(digits):
         run(digits, "erm", lr_head=1e38, lr_backbone=1e38)
 
 
-def test_config_is_plain_data():
-    config = TrainConfig(method="ls", params={"alpha": 0.1})
-    assert dataclasses.asdict(config)["params"] == {"alpha": 0.1}
+def test_the_settings_a_run_records_retrain_it_exactly(digits):
+    first = run(digits, "hws+ls", seed=2, beta=1.0)
+    settings = first.settings
+    assert settings["method"] == "ls+hws" and settings["params"]["alpha"] == 0.1  # canonical name, defaults filled
+    config = TrainConfig(data=DataConfig(**settings["data"]), **{key: settings[key] for key in (
+        "backbone", "weights", "method", "params", "seed", "device", "precision")})
+    again = train(config, digits)
+    assert again.to_dict() | {"train_seconds": 0} == first.to_dict() | {"train_seconds": 0}
+
+
+@pytest.mark.parametrize("method, parts", [
+    ("erm", (OneDescentUpdate, UniformSampler, NoMixer, NoWeights)),
+    ("gils+cb", (TwoDescentUpdate, UniformSampler, NoMixer, ClassBalanced)),
+    ("cutout+hws+groupdro", (OneDescentUpdate, HardnessWeightedSampler, CutoutMixer, GroupDro)),
+])
+def test_a_run_holds_the_parts_its_method_names_and_each_familys_default_otherwise(digits, method, parts):
+    prepared = prepare(TrainConfig(method=method, device="cpu"), digits)
+    assert tuple(type(part) for part in (prepared.update, prepared.sampler, prepared.mixer, prepared.weights)) == parts

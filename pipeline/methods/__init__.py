@@ -8,8 +8,11 @@
   weights      cb, groupdro, l2rw: per-example loss weights (at most one); they multiply the hardness
                sampler's importance weights
 
-The parts may be written in any order (hws+gils is gils+hws). GI-LS implies the ls loss; a name
-with no loss uses erm. A mixer never goes with a generator (the papers never combine them).
+The parts may be written in any order (hws+gils is gils+hws). How parts combine is declared on them and
+read here for every part alike: a part may imply a loss (GI-LS implies ls; a name with no loss uses the
+loss family's default, erm), a generator has a stage in a chain (GI-LS's ascent before one attack) and
+may need a parameter value when another follows it. A mixer never goes with a generator (the papers
+never combine them).
 """
 from __future__ import annotations
 
@@ -17,14 +20,16 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pipeline.errors import UserError
-from pipeline.methods.declarations import FAMILIES, PARTS
+from pipeline.methods.declarations import FAMILIES, GENERATORS, LOSSES, PARTS, SAMPLERS
+from pipeline.methods.parts import Part
 from pipeline.params import TRAINING_PARAMS, HParam, Value, resolve
 
-# The torch code (the part classes) is imported by the trainer only, so reading the declarations
-# here stays free of torch.
+# The torch code (the parts' classes) is imported when a run builds its parts, so reading the
+# declarations here stays free of torch.
 
 EXAMPLES = ("erm, ls, gils, hws, gils+hws, mixup, cutmix, cutout, pgd, fgsm, cw, pgdl2, gils+pgd, mixup+hws, "
             "cb, groupdro, l2rw, gils+cb, mixup+l2rw")
+SINGLE_FAMILIES = ("loss", "sampler", "mixer", "weights")  # a method names at most one part of each
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,13 @@ class Method:
         return TRAINING_PARAMS + tuple(p for part in self.parts for p in PARTS[part].params)
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Value]:
-        """Validated parameter values with defaults filled in."""
+        """Validated parameter values with defaults filled in; a generator that another follows in the
+        chain gets the parameter values it declares it then needs."""
         values = resolve(self.params, given, self.name)
-        if len(self.generators) > 1 and values["perturb"] == "feature":
-            raise UserError(f"method {self.name} attacks the GI-LS batch in pixel space: it needs perturb = input")
+        for generator in (GENERATORS[name] for name in self.generators[:-1]):
+            need = generator.when_followed
+            if need is not None and values[need.param] != need.value:
+                raise UserError(f"method {self.name} {need.why}: it needs {need.param} = {need.value}")
         return values
 
 
@@ -67,24 +75,45 @@ def parse_method(name: str) -> Method:
                         "joined with +")
     if len(set(parts)) < len(parts):
         raise UserError(f"method {name!r} names a part twice")
-    chosen = {family: [p for p in parts if p in registry] for family, registry in FAMILIES.items()}
-    for family in ("loss", "sampler", "mixer", "weights"):
+    chosen = {family: [PARTS[p] for p in parts if p in registry] for family, registry in FAMILIES.items()}
+    for family in SINGLE_FAMILIES:
         if len(chosen[family]) > 1:
-            raise UserError(f"method {name!r} combines {' and '.join(chosen[family])}: one {family} at most")
+            raise UserError(f"method {name!r} combines {' and '.join(p.name for p in chosen[family])}: "
+                            f"one {family} at most")
     generators = chosen["generator"]
-    attacks = [g for g in generators if g != "gils"]
     if chosen["mixer"] and generators:
-        raise UserError(f"method {name!r} combines the mixer {chosen['mixer'][0]} with the generator "
-                        f"{generators[0]}: the papers never combine them")
-    if len(attacks) > 1:
-        raise UserError(f"method {name!r} combines {' and '.join(attacks)}: one attack at most (after gils)")
-    if "gils" in generators and chosen["loss"] == ["erm"]:
-        raise UserError(f"method {name!r}: GI-LS trains on label-smoothed targets; drop erm")
-    loss = "ls" if "gils" in generators else (chosen["loss"] or ["erm"])[0]
-    sampler = (chosen["sampler"] or ["uniform"])[0]
-    mixer = chosen["mixer"][0] if chosen["mixer"] else None
-    weights = chosen["weights"][0] if chosen["weights"] else None
-    ordered = tuple(sorted(generators, key=lambda g: g != "gils"))
-    shown = [*ordered, *([mixer] if mixer else []), *(["ls"] if loss == "ls" and "gils" not in ordered else []),
-             *([weights] if weights else []), *(["hws"] if sampler == "hws" else [])]
-    return Method("+".join(shown) or loss, loss, sampler, mixer, ordered, weights)
+        raise UserError(f"method {name!r} combines the mixer {chosen['mixer'][0].name} with the generator "
+                        f"{generators[0].name}: the papers never combine them")
+    check_stages(name, generators)
+    loss = implied_loss(name, [part for family in chosen.values() for part in family], chosen["loss"])
+    sampler = chosen["sampler"][0] if chosen["sampler"] else SAMPLERS.chosen(None)
+    mixer = chosen["mixer"][0].name if chosen["mixer"] else None
+    weights = chosen["weights"][0].name if chosen["weights"] else None
+    ordered = tuple(p.name for p in sorted(generators, key=lambda p: p.stage.order))
+    implied = {part.implies_loss for family in chosen.values() for part in family}
+    shown = [*ordered, *([mixer] if mixer else []),
+             *([loss] if loss != LOSSES.chosen(None).name and loss not in implied else []),
+             *([weights] if weights else []), *([sampler.name] if sampler is not SAMPLERS.chosen(None) else [])]
+    return Method("+".join(shown) or loss, loss, sampler.name, mixer, ordered, weights)
+
+
+def check_stages(name: str, generators: list[Part]) -> None:
+    """A UserError when two generators of `name` take one stage of the chain (two attacks)."""
+    for stage in sorted({part.stage for part in generators}, key=lambda stage: stage.order):
+        members = [part.name for part in generators if part.stage == stage]
+        if len(members) > 1:
+            earlier = [part.name for part in GENERATORS.values() if part.stage.order < stage.order]
+            after = f" (after {' or '.join(earlier)})" if earlier else ""
+            raise UserError(f"method {name!r} combines {' and '.join(members)}: one {stage.name} at most{after}")
+
+
+def implied_loss(name: str, chosen: list[Part], losses: list[Part]) -> str:
+    """The loss part of method `name`: the one it names, else the one a part implies, else the default;
+    a UserError when it names a loss other than one a part implies."""
+    implying = [part for part in chosen if part.implies_loss is not None]
+    for part in implying:
+        if losses and losses[0].name != part.implies_loss:
+            raise UserError(f"method {name!r}: {part.implies_why}; drop {losses[0].name}")
+    if losses:
+        return losses[0].name
+    return implying[0].implies_loss if implying else LOSSES.chosen(None).name

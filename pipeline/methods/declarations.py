@@ -1,27 +1,23 @@
-"""Every method part's hyper-parameters and source, torch-free so `robust-tune methods`, --help and the
-study-file checks read them without loading the training code.
+"""Every method part, declared once: its hyper-parameters, source and implementation, one registry per
+family. Torch-free: each declaration names its implementation, imported when a run builds the part, so
+`robust-tune methods`, --help and the study-file checks read them without loading the training code.
 
-A method is composed of parts, one registry per family: a loss, a sampler (which examples form the
-batch), at most one mixer (rewrites the batch and its targets), a chain of generators (an extra
-batch the model is trained on first) and at most one weights part (per-example loss weights). A parameter name means one thing: it is declared once, or shared
-as the very same declaration by parts that are never combined (mix_alpha); anything else fails here.
+A method is composed of parts: a loss, a sampler (which examples form the batch), at most one mixer
+(rewrites the batch and its targets), a chain of generators (an extra batch the model is trained on
+first) and at most one weights part (per-example loss weights). Adding a part is a class and a
+declaration here (or `PARTS.add` elsewhere); the rules every part keeps are checked on registration
+(pipeline/methods/parts.py): a duplicate name or a parameter name with two meanings fails at import.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from pipeline.methods.parts import Catalogue, Part, Registry, Requirement, Stage
 from pipeline.params import TRAINING_PARAMS, Choice, HParam, Range
 
-
-@dataclass(frozen=True)
-class Part:
-    """One registered part: its family, its hyper-parameters and where it comes from."""
-
-    name: str
-    family: str  # "loss" | "sampler" | "mixer" | "generator" | "weights"
-    params: tuple[HParam, ...]
-    source: str
-
+if TYPE_CHECKING:
+    from pipeline.methods.interfaces import (GeneratorFactory, LossFactory, MixerFactory, SamplerFactory,
+                                             WeightsFactory)
 
 ALPHA = HParam("alpha", "float", 0.1, "[0, 1)", "label smoothing (eq. 3): true class 1 - alpha, others alpha / (k - 1)",
                Range(0.0, 0.5), column="alpha")
@@ -29,80 +25,110 @@ MIX_ALPHA = HParam("mix_alpha", "float", 1.0, "(0, inf)", "the mixing weight is 
                    "(default 1.0: uniform, as in both papers)", Range(0.1, 2.0))
 EPS_8 = 8 / 255  # the GI-LS paper's maximum perturbation for PGD and FGSM (section 4.3)
 
-LOSSES = {
-    "erm": Part("erm", "loss", (), "plain cross-entropy training (the benchmark every table compares against)"),
-    "ls": Part("ls", "loss", (ALPHA,), "label smoothing as in eq. 3 of the GI-LS paper"),
-}
+LOSS = "pipeline.methods.losses:SmoothedLoss"  # erm is eq. 3 with alpha = 0
+ERM = Part("erm", "loss", (), "plain cross-entropy training (the benchmark every table compares against)", LOSS)
+LOSSES: Registry[LossFactory] = Registry("loss", [
+    ERM,
+    Part("ls", "loss", (ALPHA,), "label smoothing as in eq. 3 of the GI-LS paper", LOSS),
+], default=ERM)
 
-SAMPLERS = {
-    "uniform": Part("uniform", "sampler", (), "every example once per epoch in a random order"),
-    "hws": Part("hws", "sampler", (
+UNIFORM = Part("uniform", "sampler", (), "every example once per epoch in a random order",
+               "pipeline.methods.samplers:UniformSampler")
+SAMPLERS: Registry[SamplerFactory] = Registry("sampler", [
+    UNIFORM,
+    Part("hws", "sampler", (
         HParam("beta", "float", 10.0, "(0, inf)", "robustness: batches are drawn from softmax(beta * stale losses)",
                Range(0.1, 1000.0, log=True), column="beta"),
         HParam("importance_sampling", "bool", False, "", "weight losses by exp(beta * (loss - stale loss)), "
                "clipped to [0.1, 10]", Choice((False, True)), column="IS"),
         HParam("hws_replacement", "bool", True, "", "true: i.i.d. draws (the paper's formula); false: no "
                "example twice in a batch (the authors' released sampler)"),
-    ), "DRO with hardness-weighted sampling (Algorithm 1 of the hardness-weighted sampling paper)"),
-}
+    ), "DRO with hardness-weighted sampling (Algorithm 1 of the hardness-weighted sampling paper)",
+        "pipeline.methods.samplers:HardnessWeightedSampler"),
+], default=UNIFORM)
 
-MIXERS = {
-    "mixup": Part("mixup", "mixer", (MIX_ALPHA,), "Mixup (Zhang et al. 2018), torchvision.transforms.v2.MixUp"),
-    "cutmix": Part("cutmix", "mixer", (MIX_ALPHA,), "CutMix (Yun et al. 2019), torchvision.transforms.v2.CutMix"),
-    "cutout": Part("cutout", "mixer", (
+MIXERS: Registry[MixerFactory] = Registry("mixer", [
+    Part("mixup", "mixer", (MIX_ALPHA,), "Mixup (Zhang et al. 2018), torchvision.transforms.v2.MixUp",
+         "pipeline.methods.mixers:MixUpMixer"),
+    Part("cutmix", "mixer", (MIX_ALPHA,), "CutMix (Yun et al. 2019), torchvision.transforms.v2.CutMix",
+         "pipeline.methods.mixers:CutMixMixer"),
+    Part("cutout", "mixer", (
         HParam("cutout_size", "int", 0, "[0, 4096]", "side of the zeroed square in pixels (0: half the image "
                "side, as DeVries and Taylor's 16 px on 32 px CIFAR-10)"),
-    ), "Cutout (DeVries and Taylor 2017): one square hole at a random centre, clipped at the border"),
-}
+    ), "Cutout (DeVries and Taylor 2017): one square hole at a random centre, clipped at the border",
+        "pipeline.methods.mixers:CutoutMixer"),
+], default=Part("no mixer", "mixer", (), "the batch as drawn", "pipeline.methods.mixers:NoMixer"))
 
-GENERATORS = {
-    "gils": Part("gils", "generator", (
+# A chain of generators: GI-LS's ascent first, then at most one attack on its batch (the GI-LS paper's
+# Table 7). The attacks are one class, given the torchattacks constructor and which of its keyword
+# arguments each parameter sets.
+ASCENT, ATTACK = Stage("ascent", 0), Stage("attack", 1)
+ATTACK_CLASS = "pipeline.methods.generators:Attack"
+
+
+def torchattacks_options(constructor: str, **arguments: str) -> dict[str, object]:
+    """The Attack class's options for `torchattacks.<constructor>`: keyword argument -> parameter name."""
+    return {"constructor": constructor, "arguments": arguments}
+
+
+GENERATORS: Registry[GeneratorFactory] = Registry("generator", [
+    Part("gils", "generator", (
         HParam("T", "int", 5, "[0, 100]", "gradient-ascent steps per perturbed example (the paper searches "
                "1-15; each costs a forward and backward pass)", Range(1, 15), column="T"),
         HParam("eta", "float", 2.0, "(0, inf)", "gradient-ascent step size", Range(1.5, 3.0), column="eta"),
         HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (paper: 1e-3)"),
         HParam("perturb", "choice", "input", ("input", "feature"),
                "ascend on the image (Algorithm 1 as written) or on the feature map z (nearly free)"),
-    ), "GI-LS: label smoothing inside Wasserstein DRO (Algorithm 1 of the GI-LS paper)"),
-    "pgd": Part("pgd", "generator", (
+    ), "GI-LS: label smoothing inside Wasserstein DRO (Algorithm 1 of the GI-LS paper)",
+        "pipeline.methods.generators:GilsAscent", implies_loss="ls",
+        implies_why="GI-LS trains on label-smoothed targets", stage=ASCENT,
+        when_followed=Requirement("perturb", "input", "attacks the GI-LS batch in pixel space")),
+    Part("pgd", "generator", (
         HParam("pgd_eps", "float", EPS_8, "[0, 1]", "L-inf radius in [0, 1] pixels (GI-LS paper: 8/255)"),
         HParam("pgd_step", "float", 2 / 255, "[0, 1]", "step size (Madry et al. 2018 and torchattacks: 2/255)"),
         HParam("pgd_steps", "int", 10, "[1, 1000]", "steps from a random start (torchattacks' default: 10)"),
-    ), "PGD adversarial training (Madry et al. 2018), torchattacks.PGD"),
-    "fgsm": Part("fgsm", "generator", (
+    ), "PGD adversarial training (Madry et al. 2018), torchattacks.PGD", ATTACK_CLASS,
+        torchattacks_options("PGD", eps="pgd_eps", alpha="pgd_step", steps="pgd_steps"), stage=ATTACK),
+    Part("fgsm", "generator", (
         HParam("fgsm_eps", "float", EPS_8, "[0, 1]", "step eps * sign(gradient) in [0, 1] pixels (GI-LS paper: 8/255)"),
-    ), "FGSM adversarial training (Goodfellow et al. 2014), torchattacks.FGSM"),
-    "cw": Part("cw", "generator", (
+    ), "FGSM adversarial training (Goodfellow et al. 2014), torchattacks.FGSM", ATTACK_CLASS,
+        torchattacks_options("FGSM", eps="fgsm_eps"), stage=ATTACK),
+    Part("cw", "generator", (
         HParam("cw_c", "float", 1.0, "(0, inf)", "weight of the misclassification term (torchattacks' default: 1)"),
         HParam("cw_steps", "int", 50, "[1, 1000]", "Adam steps (torchattacks' default: 50)"),
         HParam("cw_lr", "float", 0.01, "(0, inf)", "Adam learning rate (torchattacks' default: 0.01)"),
-    ), "Carlini-Wagner L2 attack (Carlini and Wagner 2017), torchattacks.CW"),
-    "pgdl2": Part("pgdl2", "generator", (
+    ), "Carlini-Wagner L2 attack (Carlini and Wagner 2017), torchattacks.CW", ATTACK_CLASS,
+        torchattacks_options("CW", c="cw_c", steps="cw_steps", lr="cw_lr"), stage=ATTACK),
+    Part("pgdl2", "generator", (
         HParam("pgdl2_eps", "float", 0.5, "(0, inf)", "L2 radius in [0, 1] pixels (0.5, the usual CIFAR value)"),
         HParam("pgdl2_step", "float", 0.1, "(0, inf)", "step size (eps / 5, the ratio of torchattacks' defaults)"),
         HParam("pgdl2_steps", "int", 10, "[1, 1000]", "steps from a random start (torchattacks' default: 10)"),
-    ), "PGD in the L2 ball (Madry et al. 2018), torchattacks.PGDL2"),
-}
+    ), "PGD in the L2 ball (Madry et al. 2018), torchattacks.PGDL2", ATTACK_CLASS,
+        torchattacks_options("PGDL2", eps="pgdl2_eps", alpha="pgdl2_step", steps="pgdl2_steps"), stage=ATTACK),
+])
 
-WEIGHTS = {
-    "cb": Part("cb", "weights", (
+WEIGHTS: Registry[WeightsFactory] = Registry("weights", [
+    Part("cb", "weights", (
         HParam("cb_power", "float", 1.0, "[0, 1]", "weight frequency^-power of the example's class, mean 1 over "
                "the training set (1: inverse frequency, 0: ERM)", Range(0.0, 1.0)),
-    ), "class-balanced loss weights: the inverse of the class's training frequency"),
-    "groupdro": Part("groupdro", "weights", (
+    ), "class-balanced loss weights: the inverse of the class's training frequency",
+        "pipeline.methods.weights:ClassBalanced"),
+    Part("groupdro", "weights", (
         HParam("groupdro_eta", "float", 0.01, "[0, inf)", "step size of the group weights: q_g *= "
                "exp(eta * group g's mean loss in the batch), then q is renormalised (DomainBed: 0.01)",
                Range(1e-3, 1e-1, log=True)),
-    ), "Group DRO over the classes (Sagawa et al. 2020, the algorithm in DomainBed)"),
-    "l2rw": Part("l2rw", "weights", (
+    ), "Group DRO over the classes (Sagawa et al. 2020, the algorithm in DomainBed)",
+        "pipeline.methods.weights:GroupDro"),
+    Part("l2rw", "weights", (
         HParam("l2rw_clean_per_class", "int", 10, "[1, 1000]", "examples per class taken out of the "
                "training split as the clean set (at most half a class, at least one)"),
-    ), "Learning to Reweight (Ren et al. 2018, Algorithm 1): weights from a look-ahead on a clean set"),
-}
+    ), "Learning to Reweight (Ren et al. 2018, Algorithm 1): weights from a look-ahead on a clean set",
+        "pipeline.methods.weights:LearningToReweight"),
+], default=Part("no weights", "weights", (), "every example weighs 1", "pipeline.methods.weights:NoWeights"))
 
-FAMILIES: dict[str, dict[str, Part]] = {"loss": LOSSES, "sampler": SAMPLERS, "mixer": MIXERS,
-                                        "generator": GENERATORS, "weights": WEIGHTS}
-PARTS: dict[str, Part] = {name: part for family in FAMILIES.values() for name, part in family.items()}
+# The one way to reach every part: by name, or family by family (`PARTS.families`); `PARTS.add` registers one.
+PARTS = Catalogue(LOSSES, SAMPLERS, MIXERS, GENERATORS, WEIGHTS)
+FAMILIES = PARTS.families
 
 
 def all_params() -> tuple[HParam, ...]:
@@ -115,9 +141,8 @@ def all_params() -> tuple[HParam, ...]:
                    [p for part in SAMPLERS.values() for p in part.params],
                    [p for part in WEIGHTS.values() for p in part.params]):
         for p in params:
-            if seen.setdefault(p.name, p) is not p:
-                raise ValueError(f"parameter {p.name} is declared twice with different meanings")
+            seen.setdefault(p.name, p)
     return tuple(seen.values())
 
 
-ALL_PARAMS = all_params()  # checked at import: a duplicate name fails here
+ALL_PARAMS = all_params()

@@ -3,17 +3,19 @@ the GI-LS ascent and the adversarial attacks of the GI-LS paper's Tables 6 and 7
 
 `generate(model, images, labels) -> (generated, losses at the start or None)` runs with the model in
 eval mode (BatchNorm statistics untouched, per-example ascents independent) and accumulates no
-parameter gradient. Generators chain: in gils+pgd, PGD attacks the GI-LS batch.
+parameter gradient. Generators chain: in gils+pgd, PGD attacks the GI-LS batch. The attacks are one
+class, `Attack`, given a torchattacks constructor by their declarations.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 import torch.nn as nn
 import torchattacks
 
 from pipeline.methods.context import PartContext, global_rng_from
+from pipeline.methods.interfaces import Params
 from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
 
 Forward = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -34,9 +36,11 @@ class GilsAscent:
     of size eta on  l_LS(x^t) - gamma * 1/2 ||f(x^t) - f(x)||^2,  on the image (perturb = "input") or
     on the feature map z = f(x) through the linear head (perturb = "feature", eq. 16 in closed form)."""
 
-    def __init__(self, params: dict, context: PartContext | None = None, model: nn.Module | None = None) -> None:
+    measures_start_losses = True  # the ascent's first forward pass gives them (None only when T = 0)
+
+    def __init__(self, params: Params, context: PartContext | None = None, model: nn.Module | None = None) -> None:
         self.alpha, self.steps, self.eta, self.gamma = params["alpha"], params["T"], params["eta"], params["gamma"]
-        self.perturb = params["perturb"]
+        self.generates_features = params["perturb"] == "feature"
 
     def generate(self, model: nn.Module, images: torch.Tensor,
                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -76,43 +80,23 @@ class GilsAscent:
 
 
 class Attack:
-    """A torchattacks attack as a generator. The data set's normalisation is declared to the attack, which
-    takes and returns normalised images and perturbs in [0, 1] pixel space between (clipping there);
-    its random draws come from the run's generator."""
+    """A torchattacks attack as a generator: `torchattacks.<constructor>(model, **keywords)`, each keyword
+    argument set from the method's parameter that `arguments` names for it (its declaration gives both).
+    The data set's normalisation is declared to the attack, which takes and returns normalised images
+    and perturbs in [0, 1] pixel space between (clipping there); its random draws come from the run's
+    generator."""
 
-    def __init__(self, params: dict, context: PartContext, model: nn.Module) -> None:
-        self.attack = self.build(model, params)
+    measures_start_losses = False
+    generates_features = False
+
+    def __init__(self, params: Params, context: PartContext, model: nn.Module, *, constructor: str,
+                 arguments: Mapping[str, str]) -> None:
+        build = getattr(torchattacks, constructor)
+        self.attack = build(model, **{keyword: params[name] for keyword, name in arguments.items()})
         self.attack.set_normalization_used(mean=list(context.pixel_mean), std=list(context.pixel_std))
         self.context = context
-
-    def build(self, model: nn.Module, params: dict) -> torchattacks.attack.Attack:
-        raise NotImplementedError
 
     def generate(self, model: nn.Module, images: torch.Tensor,
                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         with global_rng_from(self.context.generator):
             return self.attack(images.detach(), labels), None
-
-
-class PgdAttack(Attack):
-    def build(self, model: nn.Module, params: dict) -> torchattacks.attack.Attack:
-        return torchattacks.PGD(model, eps=params["pgd_eps"], alpha=params["pgd_step"], steps=params["pgd_steps"])
-
-
-class FgsmAttack(Attack):
-    def build(self, model: nn.Module, params: dict) -> torchattacks.attack.Attack:
-        return torchattacks.FGSM(model, eps=params["fgsm_eps"])
-
-
-class CwAttack(Attack):
-    def build(self, model: nn.Module, params: dict) -> torchattacks.attack.Attack:
-        return torchattacks.CW(model, c=params["cw_c"], steps=params["cw_steps"], lr=params["cw_lr"])
-
-
-class PgdL2Attack(Attack):
-    def build(self, model: nn.Module, params: dict) -> torchattacks.attack.Attack:
-        return torchattacks.PGDL2(model, eps=params["pgdl2_eps"], alpha=params["pgdl2_step"],
-                                  steps=params["pgdl2_steps"])
-
-
-GENERATORS = {"gils": GilsAscent, "pgd": PgdAttack, "fgsm": FgsmAttack, "cw": CwAttack, "pgdl2": PgdL2Attack}

@@ -1,8 +1,11 @@
-"""Label smoothing exactly as the GI-LS paper's eq. 3, and the per-example losses built on it."""
+"""Label smoothing exactly as the GI-LS paper's eq. 3, and the per-example losses built on it: the loss
+parts erm (alpha = 0) and ls."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from pipeline.methods.interfaces import Params
 
 
 def smoothed_targets(labels: torch.Tensor, num_classes: int, alpha: float) -> torch.Tensor:
@@ -43,3 +46,14 @@ def method_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float) -> to
     if targets.is_floating_point():
         return soft_cross_entropy(logits, targets, alpha)
     return smoothed_cross_entropy(logits, labels=targets, alpha=alpha)
+
+
+class SmoothedLoss:
+    """The loss part of erm and ls: cross-entropy on eq. 3 targets, per example (alpha = 0, erm's, is plain
+    cross-entropy)."""
+
+    def __init__(self, params: Params) -> None:
+        self.alpha = params.get("alpha", 0.0)
+
+    def __call__(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return method_loss(logits, targets, self.alpha)

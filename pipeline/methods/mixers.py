@@ -10,12 +10,13 @@ import torch
 from torchvision.transforms import v2
 
 from pipeline.methods.context import PartContext, global_rng_from
+from pipeline.methods.interfaces import Params
 
 
 class NoMixer:
-    """The batch as drawn."""
+    """The batch as drawn: the mixer of a method that names none."""
 
-    def __init__(self, params: dict, context: PartContext) -> None:
+    def __init__(self, params: Params, context: PartContext) -> None:
         pass
 
     def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,7 +29,7 @@ class TorchvisionMixer:
 
     TRANSFORM: type[v2.Transform]
 
-    def __init__(self, params: dict, context: PartContext) -> None:
+    def __init__(self, params: Params, context: PartContext) -> None:
         self.transform = self.TRANSFORM(alpha=params["mix_alpha"], num_classes=context.num_classes)
         self.generator = context.generator
 
@@ -49,7 +50,7 @@ class CutoutMixer:
     """Cutout (DeVries and Taylor 2017): one square hole of side `cutout_size` (0: half the image side)
     at a uniformly random centre per image, clipped at the border, set to zero (the data set mean)."""
 
-    def __init__(self, params: dict, context: PartContext) -> None:
+    def __init__(self, params: Params, context: PartContext) -> None:
         self.size, self.generator = params["cutout_size"], context.generator
 
     def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,6 +68,3 @@ def cutout(images: torch.Tensor, size: int, generator: torch.Generator) -> torch
     in_cols = (cols >= cx - size // 2) & (cols < cx + size - size // 2)  # (N, W)
     hole = in_rows[:, None, :, None] & in_cols[:, None, None, :]
     return images.masked_fill(hole, 0.0)
-
-
-MIXERS = {None: NoMixer, "mixup": MixUpMixer, "cutmix": CutMixMixer, "cutout": CutoutMixer}

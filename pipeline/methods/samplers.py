@@ -14,6 +14,8 @@ from typing import Iterator
 
 import torch
 
+from pipeline.methods.interfaces import Params
+
 
 IMPORTANCE_WEIGHT_CLIP = (0.1, 10.0)  # w_min, w_max of the hardness paper (appendix 8.1)
 # Without replacement, the authors' released sampler raises every probability to at least 1e-4 / n and
@@ -47,7 +49,7 @@ class DistinctCounter:
 class UniformSampler(DistinctCounter):
     """Every example once per epoch in a random order (plain SGD)."""
 
-    def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
+    def __init__(self, num_examples: int, batch_size: int, params: Params, generator: torch.Generator,
                  initial_loss: float = 0.0) -> None:
         self.num_examples, self.batch_size, self.generator = num_examples, batch_size, generator
         self.batches_per_epoch = max(1, num_examples // batch_size + (num_examples % batch_size > 1))
@@ -72,7 +74,7 @@ class HardnessWeightedSampler(DistinctCounter):
     (the authors' released sampler, with its probability floor).
     """
 
-    def __init__(self, num_examples: int, batch_size: int, params: dict, generator: torch.Generator,
+    def __init__(self, num_examples: int, batch_size: int, params: Params, generator: torch.Generator,
                  initial_loss: float = 0.0) -> None:
         self.batch_size, self.generator = batch_size, generator
         self.beta, self.importance_sampling = params["beta"], params["importance_sampling"]
@@ -107,6 +109,3 @@ class HardnessWeightedSampler(DistinctCounter):
 def importance_weights(losses: torch.Tensor, stale_losses: torch.Tensor, beta: float) -> torch.Tensor:
     """w_i = exp(beta * (loss_i - L_i)) clipped to [0.1, 10] (Algorithm 1, lines 9-10)."""
     return torch.exp(beta * (losses - stale_losses)).clamp(*IMPORTANCE_WEIGHT_CLIP)
-
-
-SAMPLERS = {"uniform": UniformSampler, "hws": HardnessWeightedSampler}

@@ -8,16 +8,18 @@ weights it returns (None: uniform) multiply every descent loss of the step.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Sequence, cast
 
 import torch
 import torch.nn as nn
 
 from pipeline.methods.context import PartContext
-from pipeline.methods.generators import GENERATORS, Attack
-from pipeline.methods.losses import method_loss, weighted_mean
+from pipeline.methods.declarations import GENERATORS, LOSSES
+from pipeline.methods.interfaces import FeatureGenerator, Generator, Loss, Params, Update, Weigh
+from pipeline.methods.losses import weighted_mean
 
-Weigh = Callable[[torch.Tensor], torch.Tensor | None]
+if TYPE_CHECKING:
+    from pipeline.methods import Method
 
 
 def descend(optimizer: torch.optim.Optimizer, losses: torch.Tensor, weights: torch.Tensor | None) -> None:
@@ -27,14 +29,12 @@ def descend(optimizer: torch.optim.Optimizer, losses: torch.Tensor, weights: tor
     optimizer.step()
 
 
-class ErmUpdate:
-    """One step on the method's loss (cross-entropy on eq. 3 targets; alpha = 0 is plain ERM)."""
+class OneDescentUpdate:
+    """One descent step on the batch as the sampler drew it and the mixer rewrote it, with the method's
+    loss (erm, ls, on a mixer's targets too) and the step's weights: every method without a generator."""
 
-    def __init__(self, params: dict) -> None:
-        self.alpha = params.get("alpha", 0.0)
-
-    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return method_loss(logits, targets, self.alpha)
+    def __init__(self, loss: Loss) -> None:
+        self.loss = loss
 
     def step(self, model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
              targets: torch.Tensor, weigh: Weigh) -> torch.Tensor:
@@ -43,19 +43,19 @@ class ErmUpdate:
         return losses.detach()
 
 
-class GeneratedUpdate(ErmUpdate):
+class TwoDescentUpdate:
     """Algorithm 1's step with any chain of generators: generate (model in eval mode), then one descent
-    on the generated batch followed by one on the original batch, the method's loss in both.
+    on the generated batch followed by one on the original batch, the method's loss and the same
+    weights in both.
 
-    GI-LS alone with perturb = "feature" generates a feature map, whose descent moves the head only;
-    one backbone pass then serves both descent steps.
+    A lone generator that makes feature maps (GI-LS with perturb = "feature") moves the head only in
+    its first descent; one backbone pass then serves both descent steps.
     """
 
-    def __init__(self, params: dict, generators: list) -> None:
-        super().__init__(params)
-        self.generators = generators
-        self.on_features = len(generators) == 1 and params.get("perturb") == "feature"
-        self.attack_first = isinstance(generators[0], Attack)  # it reports no losses at the start
+    def __init__(self, loss: Loss, generators: Sequence[Generator]) -> None:
+        self.loss = loss
+        self.generators = list(generators)
+        self.on_features = len(self.generators) == 1 and self.generators[0].generates_features
 
     def step(self, model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
              labels: torch.Tensor, weigh: Weigh) -> torch.Tensor:
@@ -77,7 +77,7 @@ class GeneratedUpdate(ErmUpdate):
         was_training = model.training
         model.eval()
         generated, start_losses = images, None
-        if self.attack_first:
+        if not self.generators[0].measures_start_losses:  # one extra forward gives the sampler its losses
             with torch.no_grad():
                 start_losses = self.loss(model(images), labels)
         for generator in self.generators:
@@ -91,7 +91,8 @@ class GeneratedUpdate(ErmUpdate):
         features = model.embed(images)  # one backbone pass serves both descent steps
         with torch.no_grad():
             weights = weigh(self.loss(model.head(features), labels))
-        generated = self.generators[0].ascend_features(model.head, features.detach(), labels)
+        generator = cast(FeatureGenerator, self.generators[0])
+        generated = generator.ascend_features(model.head, features.detach(), labels)
         descend(optimizer, self.loss(model.head(generated), labels), weights)  # moves the head only
         # The backbone did not move, so `features` is still f(x) at the new parameters.
         losses = self.loss(model.head(features), labels)
@@ -99,10 +100,10 @@ class GeneratedUpdate(ErmUpdate):
         return losses.detach()
 
 
-def build_update(generators: tuple[str, ...], params: dict, context: PartContext,
-                 model: nn.Module) -> ErmUpdate:
-    """The update of a method with these generators (none: one descent step)."""
-    if not generators:
-        return ErmUpdate(params)
-    return GeneratedUpdate(params, [GENERATORS[name](params, context, model) for name in generators])
-
+def build_update(method: Method, params: Params, context: PartContext, model: nn.Module) -> Update:
+    """The update of `method`: its loss part, with its chain of generators if it has one (two descents),
+    else one descent."""
+    loss = LOSSES.load(method.loss)(params)
+    if not method.generators:
+        return OneDescentUpdate(loss)
+    return TwoDescentUpdate(loss, [GENERATORS.load(name)(params, context, model) for name in method.generators])

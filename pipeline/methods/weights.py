@@ -20,8 +20,8 @@ from torch.func import functional_call
 
 from pipeline.data import Split
 from pipeline.methods.context import PartContext
+from pipeline.methods.interfaces import Params, Sampler, Weigh, Weights
 from pipeline.methods.losses import method_loss
-from pipeline.methods.updates import Weigh
 
 
 def class_membership(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -32,9 +32,10 @@ def class_membership(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 
 class NoWeights:
-    """Every example weighs 1. The base of every weights part: `train` is the split the sampler draws from."""
+    """Every example weighs 1: the weights of a method that names none, and the base of the weights parts
+    here (`train` is the split the sampler draws from)."""
 
-    def __init__(self, params: dict, context: PartContext, train: Split, model: nn.Module,
+    def __init__(self, params: Params, context: PartContext, train: Split, model: nn.Module,
                  optimizer: torch.optim.Optimizer) -> None:
         self.train = train
 
@@ -53,7 +54,7 @@ def class_balanced_weights(class_counts: torch.Tensor, power: float) -> torch.Te
 class ClassBalanced(NoWeights):
     """Each example weighted by the inverse of its class's training frequency (to the power cb_power)."""
 
-    def __init__(self, params: dict, context: PartContext, train: Split, model: nn.Module,
+    def __init__(self, params: Params, context: PartContext, train: Split, model: nn.Module,
                  optimizer: torch.optim.Optimizer) -> None:
         super().__init__(params, context, train, model, optimizer)
         counts = torch.bincount(train.labels, minlength=context.num_classes)
@@ -68,7 +69,7 @@ class GroupDro(NoWeights):
     q_g <- q_g exp(eta * group g's mean loss in the batch), q renormalised (groups absent from the batch
     keep their share), then the step minimises sum_g q_g (group g's mean loss)."""
 
-    def __init__(self, params: dict, context: PartContext, train: Split, model: nn.Module,
+    def __init__(self, params: Params, context: PartContext, train: Split, model: nn.Module,
                  optimizer: torch.optim.Optimizer) -> None:
         super().__init__(params, context, train, model, optimizer)
         self.eta, self.num_classes = params["groupdro_eta"], context.num_classes
@@ -133,7 +134,7 @@ class LearningToReweight(NoWeights):
     the clean set (the whole set when it is no larger than the batch), carved out of the training split
     so that validation and test stay untouched; the real step then trains on the weighted loss."""
 
-    def __init__(self, params: dict, context: PartContext, train: Split, model: nn.Module,
+    def __init__(self, params: Params, context: PartContext, train: Split, model: nn.Module,
                  optimizer: torch.optim.Optimizer) -> None:
         self.generator, self.model, self.optimizer = context.generator, model, optimizer
         self.alpha = params.get("alpha", 0.0)
@@ -157,10 +158,7 @@ class LearningToReweight(NoWeights):
         return len(losses) * weights  # (1/b) sum_i (b w_i) loss_i is Algorithm 1's sum_i w_i loss_i
 
 
-WEIGHTS = {None: NoWeights, "cb": ClassBalanced, "groupdro": GroupDro, "l2rw": LearningToReweight}
-
-
-def batch_weigh(sampler, weights: NoWeights, indices: torch.Tensor, images: torch.Tensor,
+def batch_weigh(sampler: Sampler, weights: Weights, indices: torch.Tensor, images: torch.Tensor,
                 targets: torch.Tensor) -> Weigh:
     """The step's `weigh`: the sampler's weights (it also refreshes its stale losses) times the weights part's."""
 
