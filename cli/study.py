@@ -21,7 +21,7 @@ from pipeline.errors import UserError
 from pipeline.report import FORMATS, Table, best_table, compare_table, fold_constant_columns, output_format, \
     percent, render_text, studies_table, trials_table
 from pipeline.output_file import check_output, write_output
-from pipeline.store import DEFAULT_DB, Store, sqlite_file
+from pipeline.store import DEFAULT_DB, SchemaUpgraded, Store, sqlite_file
 
 stdout = Console()
 Db = Annotated[Optional[str], typer.Option(
@@ -103,6 +103,8 @@ class StudyView:
         elif isinstance(event, EpochEnd):
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
                              status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
+        elif isinstance(event, SchemaUpgraded):
+            return event.message
         elif isinstance(event, StudyStarted):
             self.name, self.budget, self.ran = event.name, event.budget, event.ran
             resumed = f", resuming after {event.ran} trial(s)" if event.resumed else ""
@@ -137,6 +139,12 @@ class StudyView:
             return (f"trial {event.trial_index} ({trial['k']} of {self.budget}){where} {event.status}: "
                     f"objective {objective}, {seconds:.1f} s, {event.error or _params_text(trial['parameters'])}{best}")
         return None
+
+
+def print_upgrade(message: str | None) -> None:
+    """The one line saying a database written by an earlier version was upgraded, on stderr."""
+    if message:
+        stderr.print(message, soft_wrap=True, markup=False, highlight=False)
 
 
 def _grid(t: Table, columns: list[int], error_width: int | None = None) -> RichTable:
@@ -225,8 +233,13 @@ def run(
     parallel = dict(workers=workers, scheduler=scheduler, trials_per_gpu=trials_per_gpu, precision=precision)
     try:
         if stderr.is_terminal:
+            def on_live_event(event: Any) -> None:
+                if isinstance(event, SchemaUpgraded):
+                    print_upgrade(event.message)
+                view.on_event(event)
+
             with Live(view, console=stderr, refresh_per_second=4, transient=True):
-                summary = run_study(study, db, device, trials, log_file, view.on_event, **parallel)
+                summary = run_study(study, db, device, trials, log_file, on_live_event, **parallel)
             if view.rows:
                 stderr.print(view.trials_grid())  # the run's trials stay on screen
         else:  # a log (nohup, CI): one plain line per study start and per trial end
@@ -338,13 +351,12 @@ def delete_study(
     from pipeline.forget import delete_study as forget
 
     store = Store(db, create=False)
-    study = store.study(name)
-    if study is None:
-        known = ", ".join(s.name for s in store.all_studies()) or "none"
-        raise UserError(f"no study named {name!r} in {store.shown}; known: {known}")
+    study = store.require_study(name)
     count = len(store.trials(study.id))
     if not yes and not typer.confirm(f"Delete study {name} and its {count} trial(s) from {store.shown}?"):
         stderr.print("nothing was deleted")
         raise typer.Exit(1)
+    store = Store(db, create=False, write=True)  # upgrades a database written by an earlier version
+    print_upgrade(store.upgraded)
     forget(store, name, log_file)
     stdout.print(f"deleted study {name} and its {count} trial(s)")

@@ -6,7 +6,6 @@ slots (this process, or Dask workers: pipeline/parallel.py) and never prints (ev
 from __future__ import annotations
 
 import functools
-import json
 import os
 import signal
 import time
@@ -20,8 +19,7 @@ from pipeline.data import Dataset, load_dataset
 from pipeline.errors import UserError
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.report import best_trial
-from pipeline.store import Store, StudyRecord
+from pipeline.store import LockLost, SchemaUpgraded, Store, StudyRecord, best_trial
 from pipeline.study_config import StudyConfig
 from pipeline.trainer import Progress, train
 
@@ -128,24 +126,9 @@ def trial_outcome(study: StudyConfig, trial_index: int, parameters: dict[str, An
     return Outcome(trial_index, result=result, started=started)
 
 
-def _differences(new: Any, old: Any, path: str = "") -> list[str]:
-    """Dotted paths where two JSON-like values differ."""
-    if isinstance(new, dict) and isinstance(old, dict):
-        return [d for key in sorted(set(new) | set(old))
-                for d in _differences(new.get(key), old.get(key), f"{path}.{key}" if path else key)]
-    return [] if new == old else [path]
-
-
-def _refuse_other_study(study: StudyConfig, stored_config: dict[str, Any]) -> None:
-    identity = {k: v for k, v in _jsonish(study.to_dict()).items() if k not in ("budget", "description")}
-    differing = _differences(identity, {k: stored_config.get(k) for k in identity})
+def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:
     raise UserError(f"a different study named {study.name!r} is already stored (differs in: "
                     f"{', '.join(differing) or 'details'}); give this study another name, nothing was changed")
-
-
-def _jsonish(value: Any) -> Any:
-    """`value` as the database's JSON columns give it back (tuples become lists and so on)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 def _kill_point(name: str) -> None:
@@ -225,7 +208,7 @@ def create_study(store: Store, study: StudyConfig) -> StudyRecord:
             new_client(study, store.url)
         _kill_point("in-study-creation")
 
-    return store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()), also=create_ax_experiment)
+    return store.create_study(study, also=create_ax_experiment)
 
 
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
@@ -252,11 +235,11 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     # before the database is touched.
     data = study.train_config({}, study.seed, device, precision).data
     check_weights(study.backbone, study.weights, _dataset(data, str(resolve_device(device))).in_channels)
-    store = Store(db)
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     log_path = quiet_libraries(log_file)
     stored = store.study(study.name) or create_study(store, study)
-    if stored.fingerprint != study.fingerprint():
-        _refuse_other_study(study, stored.config)
+    if differing := stored.study.differences(study):
+        _refuse_other_study(study, differing)
     if parallel:
         from pipeline.parallel import DaskSlots
 
@@ -264,7 +247,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
                                precision)
     else:
         slots = InProcessSlot(study, device, on_event, precision)
-    with store.lock_study(stored), slots:
+    with store.lock_study(stored) as lock, slots:
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
         summary = StudySummary(study.name, 0, 0, budget, log_file=str(log_path))
@@ -292,6 +275,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
                     _kill_point("after-ask")
                     summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
                     tick = time.perf_counter()
+                    lock.check()
                     running[index] = (store.start_trial(stored.id, index, parameters, study.seed, proposal_seconds),
                                       time.time())
                     summary.storage_seconds += time.perf_counter() - tick
@@ -306,6 +290,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
                     if outcome.started is not None:
                         summary.start_delays.append(max(0.0, outcome.started - stored_at))
                     tick = time.perf_counter()
+                    lock.check()
                     if outcome.lost is not None:  # like a killed run: interrupted, its parameters run again
                         reason = f"{INTERRUPTED} ({outcome.lost})"
                         store.interrupt_trial(row, reason)
@@ -333,7 +318,8 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
                                             _best(store, stored)))
         except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run them again later
             # Ax is not told: the trials stay pending there, so the next run requeues them (see reconcile).
-            store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+            if not isinstance(stop, LockLost):  # the study's trials are the new holder's to mark now
+                store.interrupt_running_trials(stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
             if isinstance(stop, KeyboardInterrupt) and running:
                 raise StudyInterrupted(study.name, sorted(running)) from None
             raise
@@ -345,4 +331,4 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
 def _best(store: Store, stored: StudyRecord) -> tuple[float, int, dict[str, Any]] | None:
     """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""
     top = best_trial(stored, store.trials(stored.id))
-    return None if top is None else (top.metrics[stored.config["objective"]], top.trial_index, top.parameters)
+    return None if top is None else (top.metrics[stored.study.objective], top.trial_index, top.parameters)
