@@ -222,3 +222,13 @@ def test_a_postgresql_database_in_the_0_1_0_layout_is_upgraded_in_one_transactio
     store = Store(postgres_url, create=False)
     assert [t.status for t in store.trials(store.require_study("shared").id)] == ["completed", "completed"]
     engine.dispose()
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parent.parent.glob("studies/**/*.toml")), ids=lambda p: p.stem)
+def test_every_study_file_reads_back_from_its_stored_json_as_the_same_study(path):
+    from pipeline.study_config import StudyConfig, load_study
+
+    study = load_study(path)
+    stored = json.loads(json.dumps(study.to_dict(), default=str))  # as the database's JSON column gives it back
+    assert StudyConfig.from_dict(stored) == study
+    assert StudyConfig.from_dict(stored).differences(study) == [] and study.differences(study) == []
