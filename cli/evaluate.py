@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated, Any, Optional
 
 import typer
@@ -9,12 +10,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.options import Db, Device, Precision
-from cli.render import print_tables, stderr, stdout
-from pipeline.config import check_precision
+from cli.render import print_tables, print_upgrade, stderr, stdout
+from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import UserError
-from pipeline.params import parse_assignment
+from pipeline.params import Choice, parse_assignment
 from pipeline.report import compare_table
-from pipeline.store import Store
+from pipeline.store import Store, StudyRecord, TrialRecord
 from pipeline.tables import percent
 
 
@@ -75,7 +76,8 @@ def evaluate(
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
     check_precision(precision)
-    store = Store(db)  # creates the evaluations table in a database from before it
+    store = Store(db)  # upgrades a database written by an earlier version
+    print_upgrade(store.upgraded)
     if stderr.is_terminal:
         bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), console=stderr, transient=True)
@@ -96,32 +98,32 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-def _study_toml(study: Any, trial: Any, config: Any) -> str:
+def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> str:
     """A runnable study file: the study's data, network and method, every fixed parameter at the best
     trial's value, and each searched one with the study's range and its best value beside it."""
-    stored = study.config
-    objective = stored["objective"]
+    stored = study.study
+    objective = stored.objective
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
              f"{objective} {percent(trial.metrics[objective])}%.",
              "# Fixed parameters are at its values; searched ones keep the study's range, the best value beside it.",
              f"name = {_toml_value(study.name + '-best')}",
-             f"objective = {_toml_value(objective)}", f"seed = {stored['seed']}",
-             f"search_seed = {stored['search_seed']}", "", "[data]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in stored["data"].items() if v is not None]
+             f"objective = {_toml_value(objective)}", f"seed = {stored.seed}",
+             f"search_seed = {stored.search_seed}", "", "[data]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.data).items() if v is not None]
     lines += ["", "[model]", f"backbone = {_toml_value(config.backbone)}", f"weights = {_toml_value(config.weights)}",
               "", "[method]", f"name = {_toml_value(config.method)}", "", "[params]"]
     for name, value in config.params.items():
-        space = stored["search"].get(name)
+        space = stored.search.get(name)
         if space is None:
             lines.append(f"{name} = {_toml_value(value)}")
-        elif "values" in space:
-            lines.append(f"{name} = {{ values = [{', '.join(_toml_value(v) for v in space['values'])}] }}"
+        elif isinstance(space, Choice):
+            lines.append(f"{name} = {{ values = [{', '.join(_toml_value(v) for v in space.values)}] }}"
                          f"  # best: {_toml_value(value)}")
         else:
-            log = ", log = true" if space.get("log") else ""
-            lines.append(f"{name} = {{ low = {_toml_value(space['low'])}, high = {_toml_value(space['high'])}{log} }}"
+            log = ", log = true" if space.log else ""
+            lines.append(f"{name} = {{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log} }}"
                          f"  # best: {_toml_value(value)}")
-    lines += ["", "[budget]"] + [f"{k} = {v}" for k, v in stored["budget"].items()]
+    lines += ["", "[budget]"] + [f"{k} = {v}" for k, v in asdict(stored.budget).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -142,7 +144,7 @@ def best(
     config = trial_config(record, chosen)
     if format_ == "json":
         print(json.dumps({"study": record.name, "trial_index": chosen.trial_index,
-                          "objective": record.config["objective"], "metrics": chosen.metrics,
+                          "objective": record.study.objective, "metrics": chosen.metrics,
                           "train": {k: v for k, v in config.to_dict().items() if k != "device"}}, indent=2))
     else:
         print(_study_toml(record, chosen, config), end="")

@@ -76,6 +76,12 @@ def training_progress(description: str) -> Iterator:
         yield on_event
 
 
+def print_upgrade(message: str | None) -> None:
+    """The one line saying a database written by an earlier version was upgraded, on stderr."""
+    if message:
+        stderr.print(message, soft_wrap=True, markup=False, highlight=False)
+
+
 def grid(t: ReportTable, columns: list[int], error_width: int | None = None) -> Table:
     """The table as a narrow Rich grid of the given columns, the error column cut at `error_width`."""
     grid = Table(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,

@@ -15,12 +15,12 @@ from rich.text import Text
 
 from cli.app import app
 from cli.options import Db, Device, Precision
-from cli.render import print_tables, stderr, stdout
+from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.formats import FORMATS, output_format
 from pipeline.output_file import check_output
 from pipeline.report import best_table, compare_table, studies_table, trials_table
-from pipeline.store import Store, sqlite_file
+from pipeline.store import SchemaUpgraded, Store, sqlite_file
 from pipeline.tables import percent
 
 
@@ -98,6 +98,8 @@ class StudyView:
         elif isinstance(event, EpochEnd):
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
                              status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
+        elif isinstance(event, SchemaUpgraded):
+            return event.message
         elif isinstance(event, StudyStarted):
             self.name, self.budget, self.ran = event.name, event.budget, event.ran
             resumed = f", resuming after {event.ran} trial(s)" if event.resumed else ""
@@ -170,8 +172,13 @@ def run(
     parallel = dict(runner=runner, precision=precision)
     try:
         if stderr.is_terminal:
+            def on_live_event(event: Any) -> None:
+                if isinstance(event, SchemaUpgraded):
+                    print_upgrade(event.message)
+                view.on_event(event)
+
             with Live(view, console=stderr, refresh_per_second=4, transient=True):
-                summary = run_study(study, db, device, trials, log_file, view.on_event, **parallel)
+                summary = run_study(study, db, device, trials, log_file, on_live_event, **parallel)
             if view.rows:
                 stderr.print(view.trials_grid())  # the run's trials stay on screen
         else:  # a log (nohup, CI): one plain line per study start and per trial end
@@ -283,13 +290,12 @@ def delete_study(
     from pipeline.forget import delete_study as forget
 
     store = Store(db, create=False)
-    study = store.study(name)
-    if study is None:
-        known = ", ".join(s.name for s in store.all_studies()) or "none"
-        raise UserError(f"no study named {name!r} in {store.shown}; known: {known}")
+    study = store.require_study(name)
     count = len(store.trials(study.id))
     if not yes and not typer.confirm(f"Delete study {name} and its {count} trial(s) from {store.shown}?"):
         stderr.print("nothing was deleted")
         raise typer.Exit(1)
+    store = Store(db, create=False, write=True)  # upgrades a database written by an earlier version
+    print_upgrade(store.upgraded)
     forget(store, name, log_file)
     stdout.print(f"deleted study {name} and its {count} trial(s)")

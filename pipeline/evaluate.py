@@ -15,12 +15,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from pipeline.config import DataConfig, TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.params import Value
-from pipeline.report import best_trial
-from pipeline.store import Store, StudyRecord, TrialRecord
+from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
 
 TUNED = "tuned"  # the variant name of the best configuration itself
 
@@ -54,10 +53,7 @@ class Plan:
 
 def study_and_trial(store: Store, name: str, trial: int | None = None) -> tuple[StudyRecord, TrialRecord]:
     """A stored study and its best completed trial (or trial `trial`); UserError naming what is missing."""
-    study = store.study(name)
-    if study is None:
-        known = ", ".join(s.name for s in store.all_studies()) or "none"
-        raise UserError(f"no study named {name!r} in {store.shown}; known: {known}")
+    study = store.require_study(name)
     trials = store.trials(study.id)
     if trial is None:
         chosen = best_trial(study, trials)
@@ -74,11 +70,11 @@ def study_and_trial(store: Store, name: str, trial: int | None = None) -> tuple[
 def trial_config(study: StudyRecord, trial: TrialRecord) -> TrainConfig:
     """The full configuration a trial trained with: the study's data and network, its fixed parameters
     and the trial's proposed ones, every parameter resolved (defaults filled in), at the study's seed."""
-    config = study.config
-    method = parse_method(config["method"])
-    params = method.resolve({**config["fixed"], **trial.parameters})
-    return TrainConfig(data=DataConfig(**config["data"]), backbone=config["backbone"], weights=config["weights"],
-                       method=method.name, params=params, seed=config["seed"])
+    config = study.study
+    method = parse_method(config.method)
+    params = method.resolve({**config.fixed, **trial.parameters})
+    return TrainConfig(data=config.data, backbone=config.backbone, weights=config.weights,
+                       method=method.name, params=params, seed=config.seed)
 
 
 def inherited(method_name: str, best: dict[str, Value], given: dict[str, str]) -> dict[str, Value]:
@@ -190,7 +186,7 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     from pipeline.trial import dataset_for
     from pipeline.trainer import train
 
-    with store.lock_study(plan.study):
+    with store.lock_study(plan.study) as lock:
         missing = missing_runs(store, plan)
         on_event(EvaluationStarted(plan.study.name, plan.trial_index, len(plan.variants) * len(plan.seeds),
                                    len(plan.variants) * len(plan.seeds) - len(missing)))
@@ -203,6 +199,7 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
             start = time.perf_counter()
             result = train(config, dataset, on_event).to_dict()
             counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
+            lock.check()
             store.add_evaluation(plan.study.id, variant.name, seed, plan.trial_index, _planned(config), result, counts)
             kill_point(f"after-evaluation-{number}")
             on_event(RunEnded(variant.name, seed, number, len(missing), result["test_accuracy"],

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from pipeline.errors import UserError
 from pipeline.library_logs import quiet_libraries
 from pipeline.store import Store
 
@@ -15,10 +14,7 @@ from pipeline.store import Store
 def delete_study(store: Store, name: str, log_file: str | Path = "runs/robust-tune.log") -> None:
     """Remove study `name` and everything stored for it; other studies stay as they are.
     Ax's messages go to `log_file`."""
-    study = store.study(name)
-    if study is None:
-        known = ", ".join(s.name for s in store.all_studies()) or "none"
-        raise UserError(f"no study named {name!r} in {store.shown}; known: {known}")
+    study = store.require_study(name)
     with store.lock_study(study):  # never under a process that is running the study
         _delete_locked(store, name, log_file)
 

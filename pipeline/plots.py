@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 
 from pipeline.errors import UserError
 from pipeline.output_file import write_output
-from pipeline.report import COMPARE_METRICS, _select, best_trial, compare_table, dataset_label
-from pipeline.store import Store, StudyRecord, TrialRecord
+from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
+from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
 
 
 @dataclass
@@ -54,7 +54,7 @@ class StudyData:
 
     @property
     def objective(self) -> str:
-        return self.study.config["objective"]
+        return self.study.study.objective
 
     @property
     def best(self) -> TrialRecord | None:
@@ -79,7 +79,7 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     data: dict[str, Any] = {}
     for i, s in enumerate(studies):
         color = f"C{i}"
-        label = s.study.name if len(studies) == 1 else f"{s.study.config['backbone']} ({s.study.name})"
+        label = s.study.name if len(studies) == 1 else f"{s.study.study.backbone} ({s.study.name})"
         done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
                 if t.status == "completed" and t.metrics and s.objective in t.metrics]
         failed = [t.trial_index for t in s.trials if t.status == "failed"]
@@ -92,8 +92,8 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
                       transform=axes.get_xaxis_transform(), label=f"{label}: failed")
         data[s.study.name] = {"trial_index": [i for i, _ in done], "objective": [v for _, v in done],
                               "failed": failed, "best_so_far": best_so_far}
-    initial = {s.study.config["budget"].get("initial") for s in studies}
-    if len(initial) == 1 and None not in initial:
+    initial = {s.study.study.budget.initial for s in studies}
+    if len(initial) == 1:
         sobol = initial.pop()
         axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {sobol} trials)")
         axes.text(sobol - 0.4, 0.5, "Gaussian process →", transform=axes.get_xaxis_transform(),
@@ -194,7 +194,7 @@ def scatter_figure(s: StudyData, x: str, y: str, note: str) -> Figure:
 
 def map_pictures(s: StudyData) -> list[Picture]:
     """Two panels (GP mean, standard error) per pair of searched parameters, or the trials alone and a note."""
-    searched = list(s.study.config["search"])
+    searched = list(s.study.study.search)
     if s.best is None:
         return []
     pictures = []
@@ -237,7 +237,7 @@ def per_class_pictures(s: StudyData) -> list[Picture]:
         return []
     classes = list(best.per_class["test"])
     values = [100 * best.per_class["test"][c] for c in classes]
-    rare = s.study.config["data"].get("imbalance_class")
+    rare = s.study.study.data.imbalance_class
     worst = min(values)
     figure = Figure(figsize=(max(5, 0.45 * len(classes) + 2), 3.5), layout="constrained")
     axes = figure.add_subplot()
@@ -292,9 +292,9 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
     loaded = []
     for study in _select(store, names):
         trials = store.trials(study.id)
-        searched = len(study.config["search"]) >= 2
+        searched = len(study.study.search) >= 2
         completed = sum(t.status == "completed" for t in trials)
-        model = (load_study_model(study.name, store.url, study.config["objective"])
+        model = (load_study_model(study.name, store.url, study.study.objective)
                  if searched and completed >= MIN_TRIALS else None)
         comparison = compare_table(store, [study.name]).records if store.evaluations(study.id) else []
         loaded.append(StudyData(study, trials, model, comparison))
@@ -306,7 +306,7 @@ def draw(studies: list[StudyData]) -> list[Picture]:
     pictures = [p for s in studies for kind in PICTURES for p in kind(s)]
     by_dataset: dict[str, list[StudyData]] = {}
     for s in studies:
-        by_dataset.setdefault(dataset_label(s.study.config["data"]), []).append(s)
+        by_dataset.setdefault(dataset_label(s.study.study.data), []).append(s)
     for dataset, group in by_dataset.items():
         if len(group) > 1:
             figure, data = trace_figure(group, f"{dataset}: objective of every trial, one line per study")

@@ -13,7 +13,9 @@ from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
-from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord
+from pipeline.config import DataConfig
+from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial
+from pipeline.study_config import StudyConfig
 from pipeline.tables import Table, percent
 
 OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
@@ -21,28 +23,19 @@ OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
                     "val_worst_class_accuracy": "val worst", "test_worst_class_accuracy": "test worst"}
 
 
-def dataset_label(data: dict[str, Any]) -> str:
+def dataset_label(data: DataConfig) -> str:
     """A short name for a data set as configured, with its imbalance and where it applies, if any."""
-    label = Path(data["manifest"]).name if data.get("manifest") else (
-        Path(data["root"]).name if data.get("root") else data["name"])
-    if data.get("imbalance_class") is not None:
-        where = data.get("imbalance_in", "train+val")  # studies stored before the option were skewed in both
-        label += f" (class {data['imbalance_class']} at {100 * data['imbalance_keep']:g}% in {where})"
+    label = Path(data.manifest).name if data.manifest else Path(data.root).name if data.root else data.name
+    if data.imbalance_class is not None:
+        label += f" (class {data.imbalance_class} at {100 * data.imbalance_keep:g}% in {data.imbalance_in})"
     return label
 
 
-def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
-    """The completed trial with the highest objective (the earliest on ties)."""
-    objective = study.config["objective"]
-    completed = [t for t in trials if t.status == "completed" and t.metrics and objective in t.metrics]
-    return max(completed, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
-
-
-def selection_label(config: dict[str, Any]) -> str:
+def selection_label(study: StudyConfig) -> str:
     """How a study's best trial was chosen: "val", or "test *" (optimistic), "test, no val split *"."""
-    if not config["objective"].startswith("test_"):
+    if not study.selected_on_test:
         return "val"
-    return "test, no val split *" if config["data"].get("val_fraction") == 0 else "test *"
+    return "test, no val split *" if study.data.val_fraction == 0 else "test *"
 
 
 def _value(value: Any) -> str:
@@ -54,14 +47,10 @@ def _value(value: Any) -> str:
 
 
 def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
-    chosen = store.all_studies()
-    if names:
-        known = {s.name for s in chosen}
-        for name in names:
-            if name not in known:
-                raise UserError(f"no study named {name!r} in {store.shown}; known: {', '.join(sorted(known)) or 'none'}")
-        chosen = [s for s in chosen if s.name in names]
-    return chosen
+    """The studies named (each must exist), in the order they were stored; all of them by default."""
+    for name in names or []:
+        store.require_study(name)
+    return [s for s in store.all_studies() if not names or s.name in names]
 
 
 def best_table(store: Store, names: list[str] | None = None) -> Table:
@@ -72,32 +61,31 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         trial = best_trial(study, trials)
         if trial is None:
             continue
-        config = study.config
-        key = (dataset_label(config["data"]), config["backbone"], config["method"])
+        config = study.study
+        key = (dataset_label(config.data), config.backbone, config.method)
         completed = sum(t.status == "completed" for t in trials)
-        objective = config["objective"]
-        if key not in best or trial.metrics[objective] > best[key][1].metrics[best[key][0].config["objective"]]:
+        if key not in best or trial.metrics[config.objective] > best[key][1].metrics[best[key][0].study.objective]:
             best[key] = (study, trial, completed)
     # Every searched parameter, and the papers' columns (alpha, T, eta, epoch, beta, IS) where fixed,
     # in the registries' order.
     columns = [p for p in ALL_PARAMS
-               if any(p.name in s.config["search"] or (p.column and p.name in s.config["fixed"])
+               if any(p.name in s.study.search or (p.column and p.name in s.study.fixed)
                       for s, _, _ in best.values())]
     headers = (["data set", "network", "method"] + [p.column or p.name for p in columns]
                + ["val acc", "test acc", "worst class", "trials", "selected on", "study"])
     table = Table("Best combination of hyper-parameters", headers, [])
     for (dataset, network, method), (study, trial, completed) in sorted(best.items()):
-        on_test = study.config["objective"].startswith("test_")
-        params = [_value(trial.parameters.get(p.name, study.config["fixed"].get(p.name, "-"))) for p in columns]
+        config = study.study
+        params = [_value(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
         table.rows.append([dataset, network, method, *params, percent(trial.metrics.get("val_accuracy")),
                            percent(trial.metrics.get("test_accuracy")),
                            percent(trial.metrics.get("test_worst_class_accuracy")),
-                           f"{completed}/{study.config['budget']['trials']}",
-                           selection_label(study.config), study.name])
+                           f"{completed}/{config.budget.trials}",
+                           selection_label(config), study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
                               "metrics": trial.metrics, "completed_trials": completed,
-                              "objective": study.config["objective"], "selected_on_test": on_test})
+                              "objective": config.objective, "selected_on_test": config.selected_on_test})
     table.notes.append("Accuracies in %. The best trial is chosen by each study's objective; "
                        "worst class is the lowest per-class accuracy on the test set.")
     if any(r["selected_on_test"] for r in table.records):
@@ -108,16 +96,17 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
 
 def trials_table(store: Store, name: str) -> Table:
     """Every trial of one study: its parameters, status, accuracies, time and error."""
-    study = _select(store, [name])[0]
-    searched = list(study.config["search"])
+    study = store.require_study(name)
+    config = study.study
+    searched = list(config.search)
     labels = {p.name: p.column or p.name for p in ALL_PARAMS}
-    objective = study.config["objective"]
+    objective = config.objective
     ranked_on = [] if objective in ("val_accuracy", "test_accuracy") else [objective]  # else shown already
     headers = ["trial", "status", *[labels.get(p, p) for p in searched],
                *[OBJECTIVE_LABELS.get(o, o) for o in ranked_on], "val acc", "test acc", "worst class", "train s",
                "error"]
-    table = Table(f"Trials of {name} ({study.config['method']} on {dataset_label(study.config['data'])}, "
-                  f"{study.config['backbone']}; objective {study.config['objective']})", headers, [])
+    table = Table(f"Trials of {name} ({config.method} on {dataset_label(config.data)}, "
+                  f"{config.backbone}; objective {config.objective})", headers, [])
     for t in store.trials(study.id):
         m = t.metrics or {}
         table.rows.append([str(t.trial_index), t.status, *[_value(t.parameters.get(p, "-")) for p in searched],
@@ -126,7 +115,7 @@ def trials_table(store: Store, name: str) -> Table:
                            percent(m.get("test_worst_class_accuracy")),
                            "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",
                            (t.error or "").splitlines()[0][:80] if t.error else ""])
-        table.records.append({k: v for k, v in asdict(t).items() if k != "id"})
+        table.records.append({k: v for k, v in asdict(t).items() if k not in ("id", "settings")})
     return table
 
 
@@ -136,20 +125,20 @@ def studies_table(store: Store) -> Table:
                                               "best", "objective"], [])
     for study in store.all_studies():
         trials = store.trials(study.id)
-        config = study.config
+        config = study.study
         best = best_trial(study, trials)
         completed = sum(t.status == "completed" for t in trials)
         running = sum(t.status == "running" for t in trials)
-        table.rows.append([study.name, config["method"], dataset_label(config["data"]), config["backbone"],
-                           f"{completed}/{config['budget']['trials']}" + (f" +{running} running" if running else ""),
+        table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
+                           f"{completed}/{config.budget.trials}" + (f" +{running} running" if running else ""),
                            str(sum(t.status == "failed" for t in trials)),
-                           "-" if best is None else percent(best.metrics[config["objective"]]),
-                           OBJECTIVE_LABELS.get(config["objective"], config["objective"])
-                           + (" (no val split) *" if config["data"].get("val_fraction") == 0 else "")])
-        table.records.append({"study": study.name, "method": config["method"], "completed": completed,
-                              "running": running, "budget": config["budget"]["trials"],
-                              "objective": config["objective"],
-                              "best": None if best is None else best.metrics[config["objective"]]})
+                           "-" if best is None else percent(best.metrics[config.objective]),
+                           OBJECTIVE_LABELS.get(config.objective, config.objective)
+                           + (" (no val split) *" if config.data.val_fraction == 0 else "")])
+        table.records.append({"study": study.name, "method": config.method, "completed": completed,
+                              "running": running, "budget": config.budget.trials,
+                              "objective": config.objective,
+                              "best": None if best is None else best.metrics[config.objective]})
     return table
 
 
@@ -217,19 +206,19 @@ def compare_table(store: Store, names: list[str] | None = None, baseline: str | 
                                         "contains_zero": half is None or abs(mean) <= half}
             any_run = next(iter(seeds.values()))
             table.rows.append(
-                [study.name, variant, any_run.settings["method"], str(len(seeds))]
+                [study.name, variant, any_run.settings.method, str(len(seeds))]
                 + [_interval_text(*summary[key]) for key, _ in COMPARE_METRICS]
                 + [_interval_text(differences[key]["mean"], differences[key]["half_width"], signed=True)
                    + (" ~" if differences[key]["contains_zero"] else "") if key in differences else "-"
                    for key in COMPARE_DIFFERENCES]
-                + [selection_label(study.config)])
+                + [selection_label(study.study)])
             table.records.append({
-                "study": study.name, "variant": variant, "method": any_run.settings["method"],
+                "study": study.name, "variant": variant, "method": any_run.settings.method,
                 "trial_index": any_run.trial_index, "seeds": sorted(seeds), "baseline": wanted if reference else None,
                 "metrics": {key: {"mean": summary[key][0], "half_width": summary[key][1],
                                   "values": [values[s][key] for s in sorted(values)]} for key, _ in COMPARE_METRICS},
-                "difference": differences, "params": any_run.settings["params"],
-                "objective": study.config["objective"], "selected_on": selection_label(study.config)})
+                "difference": differences, "params": any_run.settings.params,
+                "objective": study.study.objective, "selected_on": selection_label(study.study)})
     table.notes.append(f"Test accuracies in %: mean ± half-width of the {CONFIDENCE:.0%} Student t interval over "
                        "seeds; smallest class is the class with the fewest training examples. Differences are "
                        f"paired on the seeds both variants ran; ~ marks an interval that contains 0 "

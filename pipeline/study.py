@@ -5,7 +5,6 @@ runner it is given (pipeline/trial.py: this process; pipeline/parallel.py: Dask 
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +15,7 @@ from pipeline.errors import UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.report import best_trial
-from pipeline.store import Store, StudyRecord
+from pipeline.store import SchemaUpgraded, Store, StudyRecord, best_trial
 from pipeline.study_config import StudyConfig
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -68,24 +66,9 @@ class StudySummary:
     start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
 
 
-def _differences(new: Any, old: Any, path: str = "") -> list[str]:
-    """Dotted paths where two JSON-like values differ."""
-    if isinstance(new, dict) and isinstance(old, dict):
-        return [d for key in sorted(set(new) | set(old))
-                for d in _differences(new.get(key), old.get(key), f"{path}.{key}" if path else key)]
-    return [] if new == old else [path]
-
-
-def _refuse_other_study(study: StudyConfig, stored_config: dict[str, Any]) -> None:
-    identity = {k: v for k, v in _jsonish(study.to_dict()).items() if k not in ("budget", "description")}
-    differing = _differences(identity, {k: stored_config.get(k) for k in identity})
+def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:
     raise UserError(f"a different study named {study.name!r} is already stored (differs in: "
                     f"{', '.join(differing) or 'details'}); give this study another name, nothing was changed")
-
-
-def _jsonish(value: Any) -> Any:
-    """`value` as the database's JSON columns give it back (tuples become lists and so on)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 class StudyInterrupted(KeyboardInterrupt):
@@ -133,7 +116,7 @@ def create_study(store: Store, study: StudyConfig) -> StudyRecord:
             new_client(study, store.url)
         kill_point("in-study-creation")
 
-    return store.create_study(study.name, study.fingerprint(), _jsonish(study.to_dict()), also=create_ax_experiment)
+    return store.create_study(study, also=create_ax_experiment)
 
 
 def check_can_train(study: StudyConfig, device: str, precision: str) -> None:
@@ -146,8 +129,8 @@ def check_can_train(study: StudyConfig, device: str, precision: str) -> None:
 def open_study(store: Store, study: StudyConfig) -> StudyRecord:
     """The stored study of this name, created when new; a different study stored under the name is refused."""
     stored = store.study(study.name) or create_study(store, study)
-    if stored.fingerprint != study.fingerprint():
-        _refuse_other_study(study, stored.config)
+    if differing := stored.study.differences(study):
+        _refuse_other_study(study, differing)
     return stored
 
 
@@ -165,7 +148,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     start = time.perf_counter()
     runner = runner or InProcessRunner()
     check_can_train(study, device, precision)
-    store = Store(db)
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     log_path = quiet_libraries(log_file)
     stored = open_study(store, study)
     with store.lock_study(stored) as lock, runner:

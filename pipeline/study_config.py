@@ -38,6 +38,14 @@ OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
                    for metric in ("accuracy", "balanced_accuracy", "worst_class_accuracy"))
 
 
+# StudyConfig fields that may change without making the study another one.
+NOT_IDENTITY = ("budget", "description")
+# Fields added after studies were first stored get, in a study stored before them, the value that
+# reproduces what it did (StudyConfig.from_dict, data_config_from_dict): search_seed was the seed, and an
+# imbalance skewed validation too before data.imbalance_in. Any other field did nothing before it existed
+# at its default. migrations/versions/0002 writes the same values into stored studies.
+
+
 @dataclass(frozen=True)
 class Budget:
     trials: int = 20
@@ -76,10 +84,71 @@ class StudyConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> StudyConfig:
+        """The inverse of `to_dict`, for a study stored by any version: a field the stored JSON lacks (it
+        was added later) gets the value that reproduces what that version did."""
+        seed = raw.get("seed", 0)
+        return cls(name=raw["name"], data=data_config_from_dict(raw.get("data") or {}),
+                   backbone=raw.get("backbone", "small_cnn"), weights=raw.get("weights", "none"),
+                   method=raw["method"], fixed=_with_new_params(raw["method"], raw.get("fixed") or {},
+                                                                raw.get("search") or {}),
+                   search={k: _space(v) for k, v in (raw.get("search") or {}).items()},
+                   objective=raw.get("objective", "val_accuracy"), seed=seed,
+                   search_seed=raw.get("search_seed", seed),  # before search_seed, Ax was seeded with `seed`
+                   budget=Budget(**{f.name: raw.get("budget", {}).get(f.name, f.default)
+                                    for f in dataclasses.fields(Budget)}),
+                   description=raw.get("description", ""))
+
+    def identity(self) -> dict[str, Any]:
+        """What the study is, as JSON: every field but those that may change without making it another
+        study (NOT_IDENTITY: the budget may grow, the description be reworded)."""
+        return json.loads(json.dumps({k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY},
+                                     default=str))
+
     def fingerprint(self) -> str:
-        """Identity of what the study searches; the budget may grow without making it another study."""
-        identity = {k: v for k, v in self.to_dict().items() if k not in ("budget", "description")}
-        return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        """A short hash of `identity`, stored beside the study."""
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def differences(self, other: StudyConfig) -> list[str]:
+        """Dotted paths (e.g. fixed.epochs) where `other` is another experiment than this study; empty
+        when it is the same one. A study stored by an earlier version is read with `from_dict`, so a
+        field added since, at the value that reproduces the old behaviour, is no difference."""
+        return _differences(other.identity(), self.identity())
+
+
+def data_config_from_dict(raw: dict[str, Any]) -> DataConfig:
+    """A stored DataConfig (a study's, or a run's settings) as this version reads it: a field added since it
+    was stored is at the value that reproduces what it did (its default but for imbalance_in, which was
+    train+val for an imbalanced split); one since removed is dropped."""
+    known = {f.name for f in dataclasses.fields(DataConfig)}
+    values = {k: v for k, v in raw.items() if k in known}
+    if values.get("imbalance_class") is not None:
+        values.setdefault("imbalance_in", "train+val")
+    return DataConfig(**values)
+
+
+def _space(raw: dict[str, Any]) -> Range | Choice:
+    """A stored search space: {"values": [...]} or {"low", "high", "log"}."""
+    return Choice(tuple(raw["values"])) if "values" in raw else Range(raw["low"], raw["high"], raw.get("log", False))
+
+
+def _with_new_params(method_name: str, fixed: dict[str, Value], search: dict[str, Any]) -> dict[str, Value]:
+    """`fixed` with each parameter the method took on after the study was stored, at its default (what
+    the method did before it existed); a method this version no longer knows keeps what was stored."""
+    try:
+        params = parse_method(method_name).params
+    except UserError:
+        return dict(fixed)
+    return {**{p.name: p.default for p in params if p.name not in fixed and p.name not in search}, **fixed}
+
+
+def _differences(new: Any, old: Any, path: str = "") -> list[str]:
+    """Dotted paths where two JSON-like values differ."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return [d for key in sorted(set(new) | set(old))
+                for d in _differences(new.get(key), old.get(key), f"{path}.{key}" if path else key)]
+    return [] if new == old else [path]
 
 
 class _Fields:

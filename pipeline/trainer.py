@@ -205,7 +205,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
     settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
-                "device": str(run.device), "precision": run.precision}
+                "device": str(run.device), "precision": run.precision, "threads": torch.get_num_threads()}
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,

@@ -16,6 +16,7 @@ from pipeline.metrics import evaluate as accuracy_of
 from pipeline.models import build_model
 from pipeline.report import compare_table, mean_interval
 from pipeline.store import Store
+from pipeline.study_config import parse_study
 from test_study import study_file
 
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
@@ -73,7 +74,7 @@ def _result(accuracy: float, rare: float) -> dict:
 
 def test_the_paired_difference_uses_matched_seeds_only(tmp_path):
     store = Store(str(tmp_path / "paired.db"))
-    study = store.create_study("s", "f", {"objective": "val_accuracy", "data": {"val_fraction": 0.2}})
+    study = store.create_study(parse_study({"name": "s", "method": {"name": "ls"}}, "s.toml"))
     counts = {str(c): 100 for c in range(10)} | {"3": 5}
     tuned = {0: (0.90, 0.5), 1: (0.80, 0.6), 2: (0.99, 0.9)}
     erm = {0: (0.85, 0.2), 1: (0.78, 0.1)}  # seed 2 was not run for erm: it must not enter the difference
@@ -107,13 +108,13 @@ def test_evaluate_inherits_the_shared_settings_varies_one_and_a_second_call_runs
         u.metrics["val_accuracy"] for u in store.trials(study.id)))
     runs = {(e.variant, e.seed): e.settings for e in store.evaluations(study.id)}
     assert sorted(runs) == sorted((v, s) for v in ("tuned", "erm", "hws", "alpha=0.3") for s in (0, 1))
-    tuned, erm, hws = runs[("tuned", 0)]["params"], runs[("erm", 1)]["params"], runs[("hws", 0)]["params"]
+    tuned, erm, hws = runs[("tuned", 0)].params, runs[("erm", 1)].params, runs[("hws", 0)].params
     assert tuned["alpha"] == pytest.approx(best.parameters["alpha"])
     for baseline in (erm, hws):  # the shared settings come from the best trial, not the defaults
         assert baseline["epochs"] == 1 and baseline["lr_head"] == 0.05 and "alpha" not in baseline
-    assert hws["beta"] == 2.0 and runs[("hws", 0)]["method"] == "hws"
-    assert runs[("alpha=0.3", 1)]["params"]["alpha"] == 0.3 and runs[("alpha=0.3", 1)]["params"]["lr_head"] == 0.05
-    assert runs[("tuned", 1)]["seed"] == 1
+    assert hws["beta"] == 2.0 and runs[("hws", 0)].method == "hws"
+    assert runs[("alpha=0.3", 1)].params["alpha"] == 0.3 and runs[("alpha=0.3", 1)].params["lr_head"] == 0.05
+    assert runs[("tuned", 1)].seed == 1
 
     before = evaluations(db)
     again = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "2", "--against", "erm,hws",

@@ -81,7 +81,7 @@ def test_the_trace_plots_the_stored_objectives_in_trial_order(study_db, pictures
 
 
 def test_a_map_passes_through_the_models_prediction_at_the_best_trial(study_db, pictures, tmp_path):
-    from pipeline.report import best_trial
+    from pipeline.store import best_trial
     from pipeline.surrogate import load_study_model
 
     store = Store(str(study_db), create=False)

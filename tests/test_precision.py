@@ -77,7 +77,7 @@ def test_a_study_and_its_evaluation_train_at_the_precision_asked_and_store_it(tm
     assert json.loads(settings)["precision"] == "bf16"
     code, _, err = cli("evaluate", "tiny", "--db", db, "--seeds", "1", "--device", "cpu", "--precision", "bf16")
     assert code == 0, err
-    assert [run.settings["precision"] for run in Store(db).evaluations(Store(db).study("tiny").id)] == ["bf16"]
+    assert [run.settings.precision for run in Store(db).evaluations(Store(db).study("tiny").id)] == ["bf16"]
     code, _, err = cli("evaluate", "tiny", "--db", db, "--seeds", "2", "--device", "cpu", "--precision", "fp16")
     assert code == 2 and "unknown precision 'fp16'" in err and len(err.strip().splitlines()) == 1
     assert len(Store(db).evaluations(Store(db).study("tiny").id)) == 1  # the second seed did not run

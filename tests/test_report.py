@@ -5,9 +5,12 @@ import json
 
 import pytest
 
+from pipeline.config import DataConfig
 from pipeline.formats import render_text
+from pipeline.params import Range
 from pipeline.report import best_table, dataset_label, trials_table
 from pipeline.store import Store
+from pipeline.study_config import Budget, StudyConfig, data_config_from_dict
 
 
 def result(val, test, worst=0.5):
@@ -18,11 +21,10 @@ def result(val, test, worst=0.5):
 
 
 def add_study(store, name, method="gils", objective="val_accuracy", backbone="resnet18", runs=()):
-    config = {"name": name, "data": {"name": "digits", "imbalance_class": None, "imbalance_keep": 0.01},
-              "backbone": backbone, "method": method, "objective": objective,
-              "search": {"alpha": {}, "T": {}, "eta": {}}, "fixed": {"epochs": 30, "gamma": 1e-3},
-              "budget": {"trials": 20}}
-    study = store.create_study(name, "f" + name, config)
+    config = StudyConfig(name=name, data=DataConfig(name="digits"), backbone=backbone, weights="none", method=method,
+                         objective=objective, search={"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0)},
+                         fixed={"epochs": 30, "gamma": 1e-3}, budget=Budget(trials=20))
+    study = store.create_study(config)
     for index, (parameters, values) in enumerate(runs):
         row = store.start_trial(study.id, index, parameters, 0, 0.1)
         if values is None:
@@ -91,12 +93,12 @@ def test_report_through_the_cli(store, cli, tmp_path):
 
 
 def test_dataset_labels():
-    assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05,
-                          "imbalance_in": "train"}) == "digits (class 3 at 5% in train)"
+    assert dataset_label(data_config_from_dict({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05,
+                                                "imbalance_in": "train"})) == "digits (class 3 at 5% in train)"
     # studies stored before imbalance_in existed were skewed in training and validation
-    assert dataset_label({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05}) == \
-        "digits (class 3 at 5% in train+val)"
-    assert dataset_label({"name": "images", "manifest": "splits/mt-defect"}) == "mt-defect"
+    assert dataset_label(data_config_from_dict({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05})) \
+        == "digits (class 3 at 5% in train+val)"
+    assert dataset_label(data_config_from_dict({"name": "images", "manifest": "splits/mt-defect"})) == "mt-defect"
 
 
 def test_reading_a_database_that_does_not_exist_creates_nothing(cli, tmp_path):

@@ -58,8 +58,8 @@ def test_run_search_seed_option_is_stored_with_the_study(tmp_path, cli):
     code, _, err = cli("run", str(path), "--db", db, "--device", "cpu", "--search-seed", "7",
                        "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
-    config = Store(db, create=False).study("s").config
-    assert (config["seed"], config["search_seed"]) == (3, 7)
+    config = Store(db, create=False).study("s").study
+    assert (config.seed, config.search_seed) == (3, 7)
     code, _, err = cli("run", str(path), "--db", db, "--device", "cpu", "--search-seed", "x")
     assert code == 2 and "--search-seed" in err and len(err.strip().splitlines()) == 1
 

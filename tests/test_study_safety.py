@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.store import Store, study_locks
-from pipeline.study import _jsonish, run_study
-from pipeline.study_config import load_study
+from pipeline.study import run_study
+from pipeline.study_config import load_study, parse_study
 from test_study import study_file
 
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
@@ -108,7 +108,7 @@ def test_a_kill_while_creating_a_study_leaves_nothing_and_a_study_stored_without
     assert process.returncode == -signal.SIGKILL
     assert rows(db, "select * from rt_studies") == [] and rows(db, "select * from experiment_v2") == []
     study = load_study(path)
-    Store(str(db)).create_study("born", study.fingerprint(), _jsonish(study.to_dict()))  # as earlier versions left it
+    Store(str(db)).create_study(study)  # as earlier versions left it
     summary = run_study(study, str(db), "cpu", log_file=tmp_path / "ax.log")
     assert summary.completed == 1 and rows(db, "select name from experiment_v2") == [("born",)]
 
@@ -163,7 +163,8 @@ def now() -> dt.datetime:
 
 def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
     store = Store(str(tmp_path / "runs.db"))
-    study = store.create_study("held", "f", {})
+    held = parse_study({"name": "held", "method": {"name": "ls"}}, "held.toml")
+    study = store.create_study(held)
     with store.engine.begin() as connection:  # a live process on another host, seen just now
         connection.execute(study_locks.insert().values(study_id=study.id, token="other", pid=4321,
                                                        host="elsewhere", heartbeat_at=now()))
@@ -174,7 +175,8 @@ def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
             heartbeat_at=now() - dt.timedelta(minutes=10)))
     lock = store.lock_study(study)
     assert rows(tmp_path / "runs.db", "select pid from rt_study_locks") == [(os.getpid(),)]
-    assert store.create_study("held", "other fingerprint", {}).fingerprint == "f"  # creation cannot overwrite
+    other = parse_study({"name": "held", "method": {"name": "erm"}, "params": {"epochs": 3, "lr_head": {"low": 0.01, "high": 0.1}}}, "other.toml")
+    assert store.create_study(other).fingerprint == held.fingerprint()  # creation cannot overwrite
     lock.release()
     assert rows(tmp_path / "runs.db", "select * from rt_study_locks") == []
 
@@ -188,7 +190,7 @@ def test_a_run_paused_past_the_stale_time_and_taken_over_stops_without_writing_a
     wait_for_running_trial(process, db)
     process.send_signal(signal.SIGSTOP)
     time.sleep(1.5)
-    monkeypatch.setattr("pipeline.store.LOCK_STALE_SECONDS", 1.0)  # as the paused run's
+    monkeypatch.setattr("pipeline.store.lock.LOCK_STALE_SECONDS", 1.0)  # as the paused run's
     store = Store(str(db))
     before = rows(db, "select trial_index, status from rt_trials")
     with store.lock_study(store.study("paused")):  # taken over: the holder's heartbeat is stale

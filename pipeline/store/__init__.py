@@ -1,0 +1,18 @@
+"""The database: studies, trials, evaluations and the study lock, as typed records, at a schema version
+that a database written by an earlier version is upgraded to (see upgrade.py).
+
+    schema      the tables and the schema version
+    records     the typed records and the rules on them (best_trial)
+    lock        the study lock and its heartbeat
+    upgrade     the schema version of a database, and its upgrade in one transaction (Alembic: migrations/)
+    database    the Store and database URLs
+"""
+from pipeline.store.database import DEFAULT_DB, Store, database_url, sqlite_file
+from pipeline.store.lock import LOCK_STALE_SECONDS, LockLost, StudyLock
+from pipeline.store.records import EvaluationRecord, RunSettings, StudyRecord, TrialRecord, best_trial
+from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
+from pipeline.store.upgrade import SchemaUpgraded
+
+__all__ = ["DEFAULT_DB", "EvaluationRecord", "LOCK_STALE_SECONDS", "LockLost", "RunSettings", "SchemaUpgraded",
+           "Store", "StudyLock", "StudyRecord", "TrialRecord", "best_trial", "create_missing_tables",
+           "database_url", "epochs", "evaluations", "sqlite_file", "studies", "study_locks", "trials"]

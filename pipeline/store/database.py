@@ -1,0 +1,257 @@
+"""The Store: the tool's records of studies, trials and evaluations in any SQLAlchemy database (SQLite by
+default, PostgreSQL for a shared server), read and written as typed records.
+
+A study's row and Ax's experiment are created in one transaction, and deleted in one. A trial's row is
+written when it starts (so a crash leaves it visibly `running`) and completed in one transaction when it
+ends. Writers open the database at this version's schema (upgrading one written by an earlier version);
+readers never change it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import sqlalchemy as sa
+
+from pipeline.errors import UserError
+from pipeline.store.lock import StudyLock, now, take_lock
+from pipeline.store.records import EvaluationRecord, RunSettings, StudyRecord, TrialRecord
+from pipeline.store.schema import epochs, evaluations, studies, study_locks, trials
+from pipeline.store.upgrade import check_readable, upgrade_schema
+from pipeline.study_config import StudyConfig
+
+DEFAULT_DB = "runs/robust-tune.db"
+
+
+def database_url(db: str | None, create: bool = True) -> str:
+    """A SQLAlchemy URL for `db`: a plain path means a SQLite file, and postgresql:// means PostgreSQL
+    through psycopg (the `postgres` extra). With `create` a SQLite file's folder is made; without it
+    a SQLite file that does not exist is a UserError and nothing is created."""
+    db = db or DEFAULT_DB
+    is_path = not re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", db)  # a one-letter scheme is a Windows drive
+    try:
+        url = sa.engine.make_url(f"sqlite:///{db}" if is_path else db)
+    except sa.exc.ArgumentError:
+        raise UserError(f"malformed database URL {db!r}: expected dialect://..., e.g. sqlite:///runs/x.db "
+                        "(a file whose name has a ':' is written ./NAME)") from None
+    if is_path and url.database != db:
+        raise UserError(f"database path {db!r} cannot be written as a SQLite URL; rename it without '?' or '#'")
+    file = sqlite_file(url)
+    if file is not None and not create and not file.is_file():
+        raise UserError(f"no database at {file}; run a study first, or name one with --db")
+    if file is not None and create:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    if url.drivername in ("postgresql", "postgres"):  # SQLAlchemy's default driver is psycopg2; ours is psycopg 3
+        return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return f"sqlite:///{db}" if is_path else db
+
+
+def sqlite_file(url: str | sa.engine.URL) -> Path | None:
+    """The file of a SQLite URL; None for an in-memory SQLite database or another database server."""
+    url = sa.engine.make_url(url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
+
+
+def _open_error(error: Exception, shown: str) -> str:
+    """One line saying why the database at `shown` cannot be opened."""
+    if isinstance(error, ImportError):
+        driver = getattr(error, "name", None) or str(error)
+        if driver == "psycopg":
+            return (f"cannot open database {shown}: PostgreSQL's driver is not installed; "
+                    "install it with: pip install 'robust-tune[postgres]'")
+        return (f"cannot open database {shown}: the driver {driver} is not installed (for PostgreSQL write "
+                "postgresql://... and pip install 'robust-tune[postgres]')")
+    cause = getattr(error, "orig", None) or error  # the driver's own message, without SQLAlchemy's wrapping
+    return f"cannot open database {shown}: {' '.join(str(cause).split()) or type(cause).__name__}"
+
+
+def _started_at(started: float | None) -> dict[str, dt.datetime]:
+    """The started_at column's new value, as UTC like every stored time, or no change."""
+    if started is None:
+        return {}
+    return {"started_at": dt.datetime.fromtimestamp(started, dt.timezone.utc).replace(tzinfo=None)}
+
+
+class Store:
+    """Studies, trials and evaluations in one database; every write is its own transaction."""
+
+    def __init__(self, db: str | None = None, create: bool = True, write: bool | None = None,
+                 on_upgrade: Callable[[str], None] | None = None) -> None:
+        """Open the database. A writer (`write`, by default `create`) brings it to this version's schema:
+        with `create` a new file and its tables are made; a database written by an earlier version is
+        upgraded in place (`upgraded` then holds the one line saying so, also given to `on_upgrade`).
+        A reader (create=False) creates and changes nothing: a missing database, one without the tool's
+        tables, or one written by a newer version is a UserError."""
+        self.url = database_url(db, create)
+        self.shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)  # for messages
+        self.upgraded: str | None = None
+        write = create if write is None else write
+        try:
+            self.engine = sa.create_engine(self.url)
+            if not create and not sa.inspect(self.engine).has_table(studies.name):
+                raise UserError(f"{self.shown} holds no robust-tune studies; run a study first, or name one with --db")
+            if write:
+                self.upgraded = upgrade_schema(self.engine, self.shown, sqlite_file(self.url))
+            else:
+                check_readable(self.engine, self.shown)
+        except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
+            raise UserError(_open_error(error, self.shown)) from None
+        if self.upgraded is not None and on_upgrade is not None:
+            on_upgrade(self.upgraded)
+
+    def study(self, name: str) -> StudyRecord | None:
+        """The stored study `name`, or None."""
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(studies).where(studies.c.name == name)).first()
+        return None if row is None else _study_record(row)
+
+    def all_studies(self) -> list[StudyRecord]:
+        """Every stored study, in the order they were stored."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(studies).order_by(studies.c.id)).all()
+        return [_study_record(row) for row in rows]
+
+    def require_study(self, name: str) -> StudyRecord:
+        """The stored study `name`; a UserError naming the studies there are when there is none."""
+        study = self.study(name)
+        if study is None:
+            known = ", ".join(sorted(s.name for s in self.all_studies())) or "none"
+            raise UserError(f"no study named {name!r} in {self.shown}; known: {known}")
+        return study
+
+    def create_study(self, study: StudyConfig, also: Callable[[sa.Connection], None] | None = None) -> StudyRecord:
+        """Store a new study, or return the one another process stored first under its name (the unique
+        name decides the race); the caller compares them. `also` writes the study's other records (Ax's)
+        through the same connection: all of it is committed together, or none."""
+        config = json.loads(json.dumps(study.to_dict(), default=str))  # as the JSON column gives it back
+        try:
+            with self.engine.begin() as connection:
+                try:
+                    connection.execute(studies.insert().values(name=study.name, fingerprint=study.fingerprint(),
+                                                               config=config, created_at=now()))
+                except sa.exc.IntegrityError:
+                    raise _AlreadyStored from None
+                if also is not None:
+                    also(connection)
+        except _AlreadyStored:
+            pass
+        return self.study(study.name)  # type: ignore[return-value]
+
+    def lock_study(self, study: StudyRecord) -> StudyLock:
+        """Become the one process running `study`, taking over a stale lock; UserError while another holds it."""
+        return take_lock(self.engine, study.id, study.name)
+
+    def start_trial(self, study_id: int, trial_index: int, parameters: dict[str, Any], seed: int,
+                    proposal_seconds: float) -> int:
+        with self.engine.begin() as connection:
+            result = connection.execute(trials.insert().values(
+                study_id=study_id, trial_index=trial_index, status="running", parameters=parameters, seed=seed,
+                proposal_seconds=proposal_seconds, started_at=now()))
+        return result.inserted_primary_key[0]
+
+    def complete_trial(self, trial_id: int, result: dict[str, Any], started: float | None = None) -> None:
+        """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once;
+        `started` (a time.time()) replaces the start time by when training really began (on a worker)."""
+        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
+        with self.engine.begin() as connection:
+            connection.execute(trials.update().where(trials.c.id == trial_id).values(
+                status="completed", metrics=metrics, settings=result["settings"],
+                per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
+                train_seconds=result["train_seconds"], ended_at=now(), **_started_at(started)))
+            connection.execute(epochs.insert(), [
+                {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy}
+                for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
+
+    def fail_trial(self, trial_id: int, error: str, started: float | None = None) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(trials.update().where(trials.c.id == trial_id).values(
+                status="failed", error=error, ended_at=now(), **_started_at(started)))
+
+    def interrupt_trial(self, trial_id: int, reason: str) -> None:
+        """One trial stopped before its end (its worker died); its parameters run again as a new trial."""
+        with self.engine.begin() as connection:
+            connection.execute(trials.update().where(trials.c.id == trial_id).values(
+                status="interrupted", error=reason, ended_at=now()))
+
+    def interrupt_running_trials(self, study_id: int, reason: str) -> list[int]:
+        """Mark trials a killed process left `running` as interrupted; returns their Ax indices."""
+        with self.engine.begin() as connection:
+            running = connection.execute(sa.select(trials.c.trial_index).where(
+                trials.c.study_id == study_id, trials.c.status == "running")).scalars().all()
+            connection.execute(trials.update().where(trials.c.study_id == study_id, trials.c.status == "running")
+                               .values(status="interrupted", error=reason, ended_at=now()))
+        return list(running)
+
+    def trials(self, study_id: int) -> list[TrialRecord]:
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(trials).where(trials.c.study_id == study_id)
+                                      .order_by(trials.c.trial_index)).all()
+            curves: dict[int, list] = {}
+            for e in connection.execute(sa.select(epochs).join(trials).where(trials.c.study_id == study_id)
+                                        .order_by(epochs.c.trial_id, epochs.c.epoch)):
+                curves.setdefault(e.trial_id, []).append(e)
+        return [TrialRecord(r.id, r.trial_index, r.status, r.parameters, r.seed, r.metrics, r.per_class,
+                            r.train_seconds, r.proposal_seconds, r.error,
+                            [e.train_loss for e in curves.get(r.id, [])],
+                            [e.val_accuracy for e in curves.get(r.id, [])],
+                            None if r.settings is None else RunSettings.from_dict(r.settings)) for r in rows]
+
+    def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
+                       result: dict[str, Any], train_class_counts: dict[str, int]) -> bool:
+        """Store one finished evaluation run; False (and nothing written) when (study, variant, seed) is
+        already stored: a stored run is never replaced."""
+        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(evaluations.insert().values(
+                    study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config,
+                    metrics=metrics, per_class={"val": result["val_per_class_accuracy"],
+                                                "test": result["test_per_class_accuracy"]},
+                    train_class_counts=train_class_counts, settings=result["settings"],
+                    train_seconds=result["train_seconds"], created_at=now()))
+        except sa.exc.IntegrityError:
+            return False
+        return True
+
+    def evaluations(self, study_id: int) -> list[EvaluationRecord]:
+        """A study's evaluation runs in the order they were stored; none in a database from before them."""
+        if not sa.inspect(self.engine).has_table(evaluations.name):  # readers create no table
+            return []
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(evaluations).where(evaluations.c.study_id == study_id)
+                                      .order_by(evaluations.c.id)).all()
+        return [EvaluationRecord(r.variant, r.seed, r.trial_index, r.config, r.metrics, r.per_class,
+                                 r.train_class_counts, RunSettings.from_dict(r.settings), r.train_seconds)
+                for r in rows]
+
+    def delete_study(self, name: str, also: Callable[[sa.Connection], None] | None = None) -> bool:
+        """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction,
+        with what `also` deletes through the same connection (Ax's records); False when there is no such
+        study. Other studies are not touched."""
+        with self.engine.begin() as connection:
+            study_id = connection.execute(sa.select(studies.c.id).where(studies.c.name == name)).scalar()
+            if study_id is None:
+                return False
+            if also is not None:
+                also(connection)
+            its_trials = sa.select(trials.c.id).where(trials.c.study_id == study_id)
+            connection.execute(epochs.delete().where(epochs.c.trial_id.in_(its_trials)))
+            if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
+                connection.execute(evaluations.delete().where(evaluations.c.study_id == study_id))
+            connection.execute(trials.delete().where(trials.c.study_id == study_id))
+            connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
+            connection.execute(studies.delete().where(studies.c.id == study_id))
+        return True
+
+
+def _study_record(row: sa.Row) -> StudyRecord:
+    return StudyRecord(row.id, row.name, row.fingerprint, StudyConfig.from_dict(row.config), row.created_at)
+
+
+class _AlreadyStored(Exception):
+    """Another process stored a study under the name first."""

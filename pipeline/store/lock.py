@@ -1,0 +1,132 @@
+"""The study lock: one process at a time runs (or evaluates, or deletes) a study.
+
+The holder keeps the study's row in rt_study_locks and refreshes its heartbeat there from a background
+thread; a lock whose holder has not been seen for LOCK_STALE_SECONDS is taken over. A holder that finds
+its lock taken over (or cannot refresh it for that long) records it, and `check` stops it before its
+next write, so two processes never write one study's trials at once.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import threading
+import time
+import uuid
+
+import sqlalchemy as sa
+
+from pipeline.errors import UserError
+from pipeline.store.schema import study_locks
+
+# A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
+LOCK_STALE_SECONDS = float(os.environ.get("ROBUST_TUNE_LOCK_STALE_SECONDS", "120"))
+
+
+def now() -> dt.datetime:
+    """The time as stored: UTC without a time zone."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class LockLost(UserError):
+    """This process no longer holds the study's lock: another one took it over."""
+
+
+def take_lock(engine: sa.Engine, study_id: int, name: str) -> StudyLock:
+    """Become the one process running study `name`, taking over a stale lock; UserError while another holds it."""
+    token, host = uuid.uuid4().hex, socket.gethostname()
+    mine = dict(token=token, pid=os.getpid(), host=host, heartbeat_at=now())
+    try:
+        with engine.begin() as connection:
+            connection.execute(study_locks.insert().values(study_id=study_id, **mine))
+        return StudyLock(engine, study_id, name, token)
+    except sa.exc.IntegrityError:
+        pass
+    with engine.connect() as connection:
+        holder = connection.execute(sa.select(study_locks).where(study_locks.c.study_id == study_id)).first()
+    if holder is None:  # released in the meantime: try again
+        return take_lock(engine, study_id, name)
+    seen = (now() - holder.heartbeat_at).total_seconds()
+    if seen < LOCK_STALE_SECONDS and not (holder.host == host and not _alive(holder.pid)):
+        raise UserError(f"study {name} is being run by process {holder.pid} on host {holder.host} "
+                        f"(last seen {seen:.0f} s ago); wait for it or stop it")
+    with engine.begin() as connection:  # take over, unless another process just did
+        taken = connection.execute(study_locks.update().where(
+            study_locks.c.study_id == study_id, study_locks.c.token == holder.token).values(**mine)).rowcount
+    if not taken:
+        raise UserError(f"study {name} was just taken over by another process; wait for it or stop it")
+    return StudyLock(engine, study_id, name, token)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class StudyLock:
+    """A held study lock; a background thread refreshes its heartbeat until `release`."""
+
+    def __init__(self, engine: sa.Engine, study_id: int, name: str, token: str) -> None:
+        self.engine, self.study_id, self.name, self.token = engine, study_id, name, token
+        self.lost: str | None = None  # why the lock is no longer ours, once it is not
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat_until_released, daemon=True, name="study-heartbeat")
+        self._thread.start()
+
+    def beat(self) -> bool:
+        """Refresh the heartbeat; False when another process has taken the study over."""
+        with self.engine.begin() as connection:
+            return connection.execute(study_locks.update().where(
+                study_locks.c.study_id == self.study_id, study_locks.c.token == self.token)
+                .values(heartbeat_at=now())).rowcount == 1
+
+    def _beat_until_released(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(LOCK_STALE_SECONDS / 6):
+            try:
+                if not self.beat():
+                    self.lost = "another process took it over"
+                    return
+                last = time.monotonic()
+            except sa.exc.OperationalError as error:  # the database was busy or away: try at the next beat
+                if time.monotonic() - last >= LOCK_STALE_SECONDS:  # by now another process may take it over
+                    self.lost = (f"its heartbeat could not be stored for {time.monotonic() - last:.0f} s "
+                                 f"({' '.join(str(getattr(error, 'orig', error)).split())})")
+                    return
+            except Exception as error:  # noqa: BLE001  (the thread must not die unseen)
+                self.lost = f"its heartbeat failed: {type(error).__name__}: {' '.join(str(error).split())}"
+                return
+
+    def check(self) -> None:
+        """Raise LockLost (a UserError, one line) when this process no longer holds the lock: the heartbeat
+        found it taken over or could not refresh it, or the lock row is now another process's."""
+        if self.lost is None:
+            with self.engine.connect() as connection:
+                holder = connection.execute(sa.select(study_locks.c.token, study_locks.c.pid, study_locks.c.host)
+                                            .where(study_locks.c.study_id == self.study_id)).first()
+            if holder is None or holder.token != self.token:
+                self.lost = ("its lock was removed by another process" if holder is None
+                             else f"process {holder.pid} on host {holder.host} took it over")
+        if self.lost is not None:
+            raise LockLost(f"lost the lock of study {self.name}: {self.lost}; stopped (the trials it stored are "
+                           "kept; run it again once the other process is done)")
+
+    def release(self) -> None:
+        """Stop the heartbeat and delete the lock row, if it is still ours."""
+        self._stop.set()
+        self._thread.join()
+        with self.engine.begin() as connection:
+            connection.execute(study_locks.delete().where(
+                study_locks.c.study_id == self.study_id, study_locks.c.token == self.token))
+
+    def __enter__(self) -> StudyLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

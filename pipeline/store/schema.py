@@ -1,0 +1,109 @@
+"""The tool's tables (prefixed rt_) and the schema version they are at.
+
+Ax keeps its experiments in the same database under its own tables; these hold what `report` needs
+without loading Ax. The schema version is an Alembic revision stored in rt_schema_version; each
+revision is one file in migrations/versions and is named here with the tool version that introduced it.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import sqlalchemy as sa
+
+# Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
+# 0.1.0 has the rt_ tables and no version table: it is at the baseline.
+BASELINE = "0001_baseline"
+HEAD = "0002_normalised_studies"
+VERSIONS = {BASELINE: "0.1.0", HEAD: "0.2.0"}
+VERSION_TABLE = "rt_schema_version"
+
+metadata = sa.MetaData()
+studies = sa.Table(
+    "rt_studies", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(200), unique=True, nullable=False),
+    sa.Column("fingerprint", sa.String(32), nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),  # StudyConfig.to_dict()
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+trials = sa.Table(
+    "rt_trials", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
+    sa.Column("trial_index", sa.Integer, nullable=False),  # Ax's index of the trial
+    sa.Column("status", sa.String(16), nullable=False),  # running | completed | failed | interrupted
+    sa.Column("parameters", sa.JSON, nullable=False),  # the proposed values
+    sa.Column("seed", sa.Integer, nullable=False),
+    sa.Column("metrics", sa.JSON),  # flat: val_accuracy, test_accuracy, test_worst_class_accuracy, ...
+    sa.Column("per_class", sa.JSON),  # {"val": {class: accuracy}, "test": {...}}
+    sa.Column("settings", sa.JSON),  # the fully resolved settings the trainer ran with (records.RunSettings)
+    sa.Column("train_seconds", sa.Float),
+    sa.Column("proposal_seconds", sa.Float),  # time Ax took to propose this trial
+    sa.Column("error", sa.Text),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("ended_at", sa.DateTime),
+    sa.UniqueConstraint("study_id", "trial_index"),
+    sa.Index("ix_rt_trials_study_status", "study_id", "status"),  # a study's running trials, at every resume
+)
+epochs = sa.Table(
+    "rt_trial_epochs", metadata,
+    sa.Column("trial_id", sa.ForeignKey("rt_trials.id"), primary_key=True),
+    sa.Column("epoch", sa.Integer, primary_key=True),
+    sa.Column("train_loss", sa.Float),
+    sa.Column("val_accuracy", sa.Float),
+)
+
+# A study's best configuration re-trained over seeds, against baselines or with one parameter moved
+# (`robust-tune evaluate`). A row is written once, when its run has ended; (study, variant, seed) is unique,
+# so a repeated or resumed evaluate never stores a run twice and never replaces one.
+evaluations = sa.Table(
+    "rt_evaluations", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
+    sa.Column("variant", sa.String(200), nullable=False),  # tuned | a baseline method | NAME=VALUE
+    sa.Column("seed", sa.Integer, nullable=False),  # the training seed (and split seed with --resplit)
+    sa.Column("trial_index", sa.Integer, nullable=False),  # the best trial the variant derives from
+    sa.Column("config", sa.JSON, nullable=False),  # the TrainConfig as planned, less seed and device
+    sa.Column("metrics", sa.JSON, nullable=False),  # flat, as a trial's
+    sa.Column("per_class", sa.JSON, nullable=False),  # {"val": {class: accuracy}, "test": {...}}
+    sa.Column("train_class_counts", sa.JSON, nullable=False),  # {class: training examples}
+    sa.Column("settings", sa.JSON, nullable=False),  # the fully resolved settings the trainer ran with
+    sa.Column("train_seconds", sa.Float, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.UniqueConstraint("study_id", "variant", "seed"),
+)
+
+study_locks = sa.Table(
+    "rt_study_locks", metadata,
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), primary_key=True),  # one holder per study
+    sa.Column("token", sa.String(32), nullable=False),  # the holder's own random id
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
+)
+
+# Alembic's version table under the tool's own name (Ax or another tool may keep its own alembic_version).
+schema_version = sa.Table(
+    VERSION_TABLE, metadata,
+    sa.Column("version_num", sa.String(32), primary_key=True),
+)
+
+# Tables a database from before them may lack: readers read it without them.
+OPTIONAL = (evaluations.name, study_locks.name, schema_version.name)
+
+
+def already_exists(error: sa.exc.DatabaseError) -> bool:
+    """Whether creating a table failed because another process created it (or its type) just before."""
+    return "already exists" in str(error) or isinstance(error, sa.exc.IntegrityError)
+
+
+def create_missing_tables(create_all: Callable[[sa.Engine], None], engine: sa.Engine) -> None:
+    """Run `create_all` (Ax's tables). Two processes opening a new database at once may both see a
+    table missing; the one that creates it second retries and then finds it made."""
+    for attempt in range(5):
+        try:
+            create_all(engine)
+            return
+        except sa.exc.DatabaseError as error:
+            if not already_exists(error) or attempt == 4:
+                raise
