@@ -130,6 +130,6 @@ def _print_startup(db: str, rounds: int) -> None:
 
     with stderr.status("measuring start-up"):
         seconds = measure_startup(db, rounds)
-    print(f"| command | start-up (s) | ratio to `import typer, rich` |\n|---|---:|---:|")
+    print("| command | start-up (s) | ratio to `import typer, rich` |\n|---|---:|---:|")
     for name, value in seconds.items():
         print(f"| `{name}` | {value:.2f} | {value / seconds[BASELINE]:.1f}x |")

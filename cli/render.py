@@ -25,8 +25,8 @@ stderr = Console(stderr=True)
 def result_title(result: "TrainResult") -> str:
     """What ran, where and how long: the line above the result table."""
     settings = result.settings
-    return (f"{settings['method']} on {settings['data']['name']} with {settings['backbone']} (seed {result.seed}, "
-            f"{result.train_seconds:.1f} s on {settings['device']}, {settings.get('precision', 'fp32')})")
+    return (f"{settings.method} on {settings.data.name} with {settings.backbone} (seed {result.seed}, "
+            f"{result.train_seconds:.1f} s on {settings.device}, {settings.precision})")
 
 
 def result_table(result: "TrainResult") -> Table:
@@ -45,14 +45,14 @@ def result_table(result: "TrainResult") -> Table:
 
 
 def params_line(result: "TrainResult") -> str:
-    return "parameters: " + ", ".join(f"{k}={v}" for k, v in result.settings["params"].items())
+    return "parameters: " + ", ".join(f"{k}={v}" for k, v in result.settings.params.items())
 
 
 def batches_line(result: "TrainResult") -> str:
     """How many different examples a training batch held on average: fewer than the batch size means the
     sampler drew examples twice (hardness-weighted sampling at a large beta)."""
     return (f"distinct examples per batch: {result.distinct_per_batch:.1f} on average "
-            f"(batch size {result.settings['params']['batch_size']})")
+            f"(batch size {result.settings.params['batch_size']})")
 
 
 @contextmanager

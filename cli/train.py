@@ -101,7 +101,7 @@ def train(
     if save is not None:
         import torch
 
-        torch.save({"state_dict": result.model.state_dict(), "settings": result.settings}, save)
+        torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict()}, save)
         stderr.print(f"wrote {save}")
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -1,7 +1,7 @@
 """Validated configuration objects: plain, frozen data that fully describe a training run."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import UserError
@@ -73,6 +73,17 @@ class DataConfig:
         if not isinstance(self.augment_flip, bool):
             raise UserError(f"augment_flip must be true or false, got {self.augment_flip!r}")
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> DataConfig:
+        """A stored DataConfig (a study's, or a run's settings) as this version reads it: a field added since it
+        was stored is at the value that reproduces what it did (its default but for imbalance_in, which was
+        train+val for an imbalanced split); one since removed is dropped."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        if values.get("imbalance_class") is not None:
+            values.setdefault("imbalance_in", "train+val")
+        return cls(**values)
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -99,6 +110,41 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings one run trained with, as the trainer resolved them: what a result, a stored trial or
+    evaluation and a saved model carry, so that any of them can be trained again exactly."""
+
+    data: DataConfig
+    backbone: str
+    weights: str
+    method: str  # the method's canonical name
+    params: dict[str, Any]  # every parameter, defaults filled in
+    seed: int
+    device: str  # where it ran: cpu, cuda, ...
+    precision: str  # fp32 | bf16, resolved
+    threads: int | None = None  # torch's CPU threads; None for runs stored before it was recorded
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunSettings:
+        """Stored settings as this version reads them; a run stored before a field existed gets the value
+        that reproduces what it did (fp32 before precision could be chosen, no thread count)."""
+        default = TrainConfig()
+        return cls(data=DataConfig.from_dict(raw.get("data") or {}), backbone=raw.get("backbone", default.backbone),
+                   weights=raw.get("weights", default.weights), method=raw.get("method", default.method),
+                   params=dict(raw.get("params") or {}), seed=raw.get("seed", default.seed),
+                   device=raw.get("device", "cpu"), precision=raw.get("precision", "fp32"),
+                   threads=raw.get("threads"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def train_config(self) -> TrainConfig:
+        """The configuration that trains this run again, on the device and at the precision it ran with."""
+        return TrainConfig(data=self.data, backbone=self.backbone, weights=self.weights, method=self.method,
+                           params=dict(self.params), seed=self.seed, device=self.device, precision=self.precision)
 
 
 def resolve_device(name: str) -> "torch.device":

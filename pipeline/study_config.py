@@ -41,7 +41,7 @@ OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
 # StudyConfig fields that may change without making the study another one.
 NOT_IDENTITY = ("budget", "description")
 # Fields added after studies were first stored get, in a study stored before them, the value that
-# reproduces what it did (StudyConfig.from_dict, data_config_from_dict): search_seed was the seed, and an
+# reproduces what it did (StudyConfig.from_dict, DataConfig.from_dict): search_seed was the seed, and an
 # imbalance skewed validation too before data.imbalance_in. Any other field did nothing before it existed
 # at its default. migrations/versions/0002 writes the same values into stored studies.
 
@@ -89,7 +89,7 @@ class StudyConfig:
         """The inverse of `to_dict`, for a study stored by any version: a field the stored JSON lacks (it
         was added later) gets the value that reproduces what that version did."""
         seed = raw.get("seed", 0)
-        return cls(name=raw["name"], data=data_config_from_dict(raw.get("data") or {}),
+        return cls(name=raw["name"], data=DataConfig.from_dict(raw.get("data") or {}),
                    backbone=raw.get("backbone", "small_cnn"), weights=raw.get("weights", "none"),
                    method=raw["method"], fixed=_with_new_params(raw["method"], raw.get("fixed") or {},
                                                                 raw.get("search") or {}),
@@ -115,17 +115,6 @@ class StudyConfig:
         when it is the same one. A study stored by an earlier version is read with `from_dict`, so a
         field added since, at the value that reproduces the old behaviour, is no difference."""
         return _differences(other.identity(), self.identity())
-
-
-def data_config_from_dict(raw: dict[str, Any]) -> DataConfig:
-    """A stored DataConfig (a study's, or a run's settings) as this version reads it: a field added since it
-    was stored is at the value that reproduces what it did (its default but for imbalance_in, which was
-    train+val for an imbalanced split); one since removed is dropped."""
-    known = {f.name for f in dataclasses.fields(DataConfig)}
-    values = {k: v for k, v in raw.items() if k in known}
-    if values.get("imbalance_class") is not None:
-        values.setdefault("imbalance_in", "train+val")
-    return DataConfig(**values)
 
 
 def _space(raw: dict[str, Any]) -> Range | Choice:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from pipeline.config import TrainConfig, resolve_device, resolve_precision
+from pipeline.config import RunSettings, TrainConfig, resolve_device, resolve_precision
 from pipeline.data import Dataset, Split
 from pipeline.errors import TrainingFailed
 from pipeline.data.augment import Augment, make_augment
@@ -99,7 +99,7 @@ class TrainResult:
     epoch_val_accuracy: list[float | None]
     train_seconds: float
     seed: int
-    settings: dict[str, Any]
+    settings: RunSettings
     model: torch.nn.Module | None = field(default=None, repr=False)  # the trained network (not in to_dict)
     # Mean number of different examples in a training batch: below the batch size when a sampler drew
     # an example twice (hardness-weighted sampling at a large beta). Stored with the trial's metrics.
@@ -114,7 +114,7 @@ class TrainResult:
                 "test_per_class_accuracy": self.test.per_class_accuracy,
                 "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
                 "train_seconds": self.train_seconds, "distinct_per_batch": self.distinct_per_batch,
-                "seed": self.seed, "settings": self.settings}
+                "seed": self.seed, "settings": self.settings.to_dict()}
 
 
 @dataclass
@@ -204,8 +204,8 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     train_seconds = time.perf_counter() - start
     check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
-    settings = {**config.to_dict(), "method": parse_method(config.method).name, "params": run.params,
-                "device": str(run.device), "precision": run.precision, "threads": torch.get_num_threads()}
+    settings = RunSettings(config.data, config.backbone, config.weights, parse_method(config.method).name, run.params,
+                           config.seed, str(run.device), run.precision, torch.get_num_threads())
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,

@@ -1,5 +1,4 @@
 """GI-LS (Algorithm 1 of the GI-LS paper): the ascent, its closed form and its descent steps."""
-import copy
 
 import pytest
 import torch

@@ -25,7 +25,7 @@ def test_bf16_autocast_trains_the_digits_within_the_tolerance_of_fp32(digits, me
     config = dict(method=method, params={"epochs": 2, "lr_head": 0.05, "lr_backbone": 0.05, **params}, device="cpu")
     fp32 = train(TrainConfig(**config, precision="fp32"), digits)
     bf16 = train(TrainConfig(**config, precision="bf16"), digits)
-    assert (fp32.settings["precision"], bf16.settings["precision"]) == ("fp32", "bf16")
+    assert (fp32.settings.precision, bf16.settings.precision) == ("fp32", "bf16")
     assert abs(bf16.val.accuracy - fp32.val.accuracy) <= BF16_ACCURACY_TOLERANCE
     assert abs(bf16.test.accuracy - fp32.test.accuracy) <= BF16_ACCURACY_TOLERANCE
     assert bf16.epoch_train_loss != fp32.epoch_train_loss  # the arithmetic did change

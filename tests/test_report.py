@@ -10,7 +10,7 @@ from pipeline.formats import render_text
 from pipeline.params import Range
 from pipeline.report import best_table, dataset_label, trials_table
 from pipeline.store import Store
-from pipeline.study_config import Budget, StudyConfig, data_config_from_dict
+from pipeline.study_config import Budget, StudyConfig
 
 
 def result(val, test, worst=0.5):
@@ -93,12 +93,12 @@ def test_report_through_the_cli(store, cli, tmp_path):
 
 
 def test_dataset_labels():
-    assert dataset_label(data_config_from_dict({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05,
+    assert dataset_label(DataConfig.from_dict({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05,
                                                 "imbalance_in": "train"})) == "digits (class 3 at 5% in train)"
     # studies stored before imbalance_in existed were skewed in training and validation
-    assert dataset_label(data_config_from_dict({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05})) \
+    assert dataset_label(DataConfig.from_dict({"name": "digits", "imbalance_class": "3", "imbalance_keep": 0.05})) \
         == "digits (class 3 at 5% in train+val)"
-    assert dataset_label(data_config_from_dict({"name": "images", "manifest": "splits/mt-defect"})) == "mt-defect"
+    assert dataset_label(DataConfig.from_dict({"name": "images", "manifest": "splits/mt-defect"})) == "mt-defect"
 
 
 def test_reading_a_database_that_does_not_exist_creates_nothing(cli, tmp_path):

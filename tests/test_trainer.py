@@ -1,7 +1,7 @@
 """The shared trainer: every method through one loop, deterministic, with honest metrics."""
 import pytest
 
-from pipeline.config import DataConfig, TrainConfig
+from pipeline.config import RunSettings, TrainConfig
 from pipeline.methods.mixers import CutoutMixer, NoMixer
 from pipeline.methods.samplers import HardnessWeightedSampler, UniformSampler
 from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate
@@ -21,8 +21,8 @@ def test_result_carries_metrics_curves_and_resolved_settings(digits):
     assert set(result.test.per_class_accuracy) == set(digits.class_names)
     assert result.test.examples == len(digits.test)
     assert len(result.epoch_train_loss) == len(result.epoch_val_accuracy) == 2
-    assert result.settings["params"]["gamma"] == 1e-3 and result.settings["params"]["T"] == 1
-    assert result.settings["device"] == "cpu" and result.train_seconds > 0
+    assert result.settings.params["gamma"] == 1e-3 and result.settings.params["T"] == 1
+    assert result.settings.device == "cpu" and result.train_seconds > 0
     epochs = [e for e in events if isinstance(e, EpochEnd)]
     assert [e.epoch for e in epochs] == [1, 2] and epochs[-1].val_accuracy == result.val.accuracy
     assert any(isinstance(e, BatchEnd) for e in events)
@@ -56,11 +56,10 @@ def test_a_diverging_run_raises(digits):
 
 def test_the_settings_a_run_records_retrain_it_exactly(digits):
     first = run(digits, "hws+ls", seed=2, beta=1.0)
-    settings = first.settings
-    assert settings["method"] == "ls+hws" and settings["params"]["alpha"] == 0.1  # canonical name, defaults filled
-    config = TrainConfig(data=DataConfig(**settings["data"]), **{key: settings[key] for key in (
-        "backbone", "weights", "method", "params", "seed", "device", "precision")})
-    again = train(config, digits)
+    settings = RunSettings.from_dict(first.to_dict()["settings"])  # as stored, and read back
+    assert settings == first.settings
+    assert settings.method == "ls+hws" and settings.params["alpha"] == 0.1  # canonical name, defaults filled
+    again = train(settings.train_config(), digits)
     assert again.to_dict() | {"train_seconds": 0} == first.to_dict() | {"train_seconds": 0}
 
 

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 
 from pipeline.errors import UserError
 from pipeline.store.lock import StudyLock, now, take_lock
-from pipeline.store.records import EvaluationRecord, RunSettings, StudyRecord, TrialRecord
+from pipeline.config import RunSettings
+from pipeline.store.records import EvaluationRecord, StudyRecord, TrialRecord
 from pipeline.store.schema import epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.study_config import StudyConfig

@@ -6,43 +6,13 @@ earlier version read the same way; what they lack gets the value that reproduces
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config import DataConfig, TrainConfig
+from pipeline.config import RunSettings
 from pipeline.params import Value
-from pipeline.study_config import StudyConfig, data_config_from_dict
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """The settings one run trained with, as the trainer resolved them (trainer.train's `settings`)."""
-
-    data: DataConfig
-    backbone: str
-    weights: str
-    method: str  # the method's canonical name
-    params: dict[str, Value]  # every parameter, defaults filled in
-    seed: int
-    device: str  # where it ran: cpu, cuda, ...
-    precision: str  # fp32 | bf16, resolved
-    threads: int | None = None  # torch's CPU threads; None for runs stored before it was recorded
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> RunSettings:
-        """Stored settings as this version reads them; a run stored before a field existed gets the value
-        that reproduces what it did (fp32 before precision could be chosen, no thread count)."""
-        default = TrainConfig()
-        return cls(data=data_config_from_dict(raw.get("data") or {}), backbone=raw.get("backbone", default.backbone),
-                   weights=raw.get("weights", default.weights), method=raw.get("method", default.method),
-                   params=dict(raw.get("params") or {}), seed=raw.get("seed", default.seed),
-                   device=raw.get("device", "cpu"), precision=raw.get("precision", "fp32"),
-                   threads=raw.get("threads"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+from pipeline.study_config import StudyConfig
 
 
 @dataclass(frozen=True)
