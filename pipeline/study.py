@@ -8,16 +8,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import resolve_device
 from pipeline.errors import UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.store import SchemaUpgraded, Store, StudyRecord, best_trial
+from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, best_trial
 from pipeline.study_config import StudyConfig
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
+
+if TYPE_CHECKING:  # Ax is imported only once the libraries' output goes to the log (run_study)
+    from pipeline.search import Searcher
 
 INTERRUPTED = "interrupted: the process running this trial stopped before it ended"
 
@@ -79,7 +82,7 @@ class StudyInterrupted(KeyboardInterrupt):
         self.study, self.trial_indices = study, trial_indices
 
 
-def reconcile(store: Store, study_id: int, searcher: Any) -> list[dict[str, Any]]:
+def reconcile(store: Store, study_id: int, searcher: Searcher) -> list[dict[str, Any]]:
     """Make the tool's table and Ax agree after a process stopped between any two writes; returns
     the parameters of interrupted trials, to run again before anything new.
 
@@ -169,7 +172,7 @@ class StudyLoop:
     Only this loop writes: a trial's row is stored before Ax hears of its end, so `reconcile` can make
     the two agree after a kill between any two writes."""
 
-    def __init__(self, study: StudyConfig, store: Store, stored: StudyRecord, searcher: Any, lock: Any,
+    def __init__(self, study: StudyConfig, store: Store, stored: StudyRecord, searcher: Searcher, lock: StudyLock,
                  summary: StudySummary, on_event: OnEvent, device: str, precision: str) -> None:
         self.study, self.store, self.stored, self.searcher, self.lock = study, store, stored, searcher, lock
         self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
