@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
+from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
@@ -22,8 +23,8 @@ from pipeline.tables import percent
 class EvaluationView:
     """Live bars (runs, epochs) on a terminal; one plain line per run otherwise (a log, CI)."""
 
-    def __init__(self, bars: Progress | None) -> None:
-        self.bars = bars
+    def __init__(self, bars: Progress | None, ctrl_c: CtrlC) -> None:
+        self.bars, self.ctrl_c = bars, ctrl_c
         if bars is not None:
             self.runs = bars.add_task("runs   ", total=None, status="")
             self.epochs = bars.add_task("epochs ", total=None, status="")
@@ -32,6 +33,7 @@ class EvaluationView:
         from pipeline.evaluate import EvaluationStarted, RunEnded, RunStarted
         from pipeline.trainer import EpochEnd
 
+        self.ctrl_c.check()
         line = None
         if isinstance(event, EvaluationStarted):
             line = (f"evaluate {event.study} (best trial {event.trial_index}): {event.runs} run(s), "
@@ -81,10 +83,11 @@ def evaluate(
     if stderr.is_terminal:
         bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), console=stderr, transient=True)
-        with bars:
-            ran = run_evaluation(store, plan, device, EvaluationView(bars).on_event, precision)
+        with bars, ctrl_c_kept() as ctrl_c:
+            ran = run_evaluation(store, plan, device, EvaluationView(bars, ctrl_c).on_event, precision)
     else:
-        ran = run_evaluation(store, plan, device, EvaluationView(None).on_event, precision)
+        with ctrl_c_kept() as ctrl_c:
+            ran = run_evaluation(store, plan, device, EvaluationView(None, ctrl_c).on_event, precision)
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
     print_tables([compare_table(store, [study])], "table", None)

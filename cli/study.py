@@ -14,6 +14,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from cli.app import app
+from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import UserError
@@ -173,21 +174,24 @@ def run(
     try:
         if stderr.is_terminal:
             def on_live_event(event: Any) -> None:
+                ctrl_c.check()
                 if isinstance(event, SchemaUpgraded):
                     print_upgrade(event.message)
                 view.on_event(event)
 
-            with Live(view, console=stderr, refresh_per_second=4, transient=True):
+            with ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4, transient=True):
                 summary = run_study(study, db, device, trials, log_file, on_live_event, **parallel)
             if view.rows:
                 stderr.print(view.trials_grid())  # the run's trials stay on screen
         else:  # a log (nohup, CI): one plain line per study start and per trial end
             def on_event(event: Any) -> None:
+                ctrl_c.check()
                 line = view.on_event(event)
                 if line:
                     stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
-            summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
+            with ctrl_c_kept() as ctrl_c:
+                summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
     except KeyboardInterrupt as stop:
         if not isinstance(stop, StudyInterrupted):
             what = f"study {study.name} was stopped between trials"

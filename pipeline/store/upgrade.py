@@ -9,6 +9,7 @@ know was written by a newer one and is refused, by readers and writers alike.
 from __future__ import annotations
 
 import filecmp
+import functools
 import os
 import shutil
 from dataclasses import dataclass
@@ -97,38 +98,37 @@ def upgrade_schema(engine: sa.Engine, shown: str, file: Path | None) -> str | No
 
 def _upgrade_once(engine: sa.Engine, shown: str, file: Path | None) -> str | None:
     """One attempt at `upgrade_schema`, holding the database's write lock from before the revision is read."""
-    migrating = _serialised_engine(engine)
-    try:
-        with migrating.begin() as connection:
-            if connection.dialect.name == "postgresql":  # two upgraders: the second waits, then finds HEAD
-                connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": UPGRADE_LOCK_KEY})
-            revision = stored_revision(connection)
-            _refuse_newer(revision, shown)
-            if revision == HEAD:
-                return None
-            if revision == NO_TABLES:
-                metadata.create_all(connection)
-                connection.execute(schema_version.delete())
-                connection.execute(schema_version.insert().values(version_num=HEAD))
-                return None
-            backup = _keep_copy(file, VERSIONS[revision]) if file is not None else None
-            schema_version.create(connection, checkfirst=True)
-            if not connection.execute(sa.select(schema_version.c.version_num)).first():
-                connection.execute(schema_version.insert().values(version_num=BASELINE))
-            _run_migrations(connection)
-            kill_point("in-migration")  # tests: a crash with every migration run and nothing committed
-    finally:
-        migrating.dispose()
+    with _serialised_engine(engine.url).begin() as connection:
+        if connection.dialect.name == "postgresql":  # two upgraders: the second waits, then finds HEAD
+            connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": UPGRADE_LOCK_KEY})
+        revision = stored_revision(connection)
+        _refuse_newer(revision, shown)
+        if revision == HEAD:
+            return None
+        if revision == NO_TABLES:
+            metadata.create_all(connection)
+            connection.execute(schema_version.delete())
+            connection.execute(schema_version.insert().values(version_num=HEAD))
+            return None
+        backup = _keep_copy(file, VERSIONS[revision]) if file is not None else None
+        schema_version.create(connection, checkfirst=True)
+        if not connection.execute(sa.select(schema_version.c.version_num)).first():
+            connection.execute(schema_version.insert().values(version_num=BASELINE))
+        _run_migrations(connection)
+        kill_point("in-migration")  # tests: a crash with every migration run and nothing committed
     kept = f"; the old one is kept as {backup}" if backup is not None else " in one transaction"
     return f"upgraded database {shown} from robust-tune {VERSIONS[revision]} to {VERSIONS[HEAD]}{kept}"
 
 
-def _serialised_engine(engine: sa.Engine) -> sa.Engine:
-    """An engine on the same database whose transactions take the write lock when they begin (SQLite's
-    BEGIN IMMEDIATE, with its DDL inside the transaction), so one process at a time upgrades."""
-    if engine.dialect.name != "sqlite":
-        return sa.create_engine(engine.url, poolclass=sa.pool.NullPool)
-    serialised = sa.create_engine(engine.url, poolclass=sa.pool.NullPool, connect_args={"timeout": 60})
+@functools.cache
+def _serialised_engine(url: sa.URL) -> sa.Engine:
+    """An engine on the database whose transactions take the write lock when they begin (SQLite's
+    BEGIN IMMEDIATE, with its DDL inside the transaction), so one process at a time upgrades. One per
+    database for the process's life, holding no connection (NullPool): a discarded engine would leave
+    garbage whose collection, later, can swallow a Ctrl-C (CPython ignores exceptions in weakref callbacks)."""
+    if url.get_backend_name() != "sqlite":
+        return sa.create_engine(url, poolclass=sa.pool.NullPool)
+    serialised = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"timeout": 60})
 
     @sa.event.listens_for(serialised, "connect")
     def _no_implicit_transactions(dbapi_connection: object, record: object) -> None:
