@@ -6,7 +6,6 @@ the CLI renders with Rich or writes as Markdown, CSV, LaTeX, JSON or one HTML pa
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
 from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial
 from pipeline.study_config import StudyConfig
+from pipeline.stats import CONFIDENCE, mean_interval
 from pipeline.tables import Table, percent
 
 OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
@@ -147,20 +147,6 @@ def studies_table(store: Store) -> Table:
 COMPARE_METRICS = (("test_accuracy", "test acc"), ("test_balanced_accuracy", "balanced"),
                    ("test_worst_class_accuracy", "worst class"), ("smallest_class_accuracy", "smallest class"))
 COMPARE_DIFFERENCES = ("test_accuracy", "test_balanced_accuracy", "smallest_class_accuracy")  # shown as columns
-CONFIDENCE = 0.95
-
-
-def mean_interval(values: list[float]) -> tuple[float, float | None]:
-    """The mean and the half-width of its 95% Student t interval (t quantile from scipy.stats.t with
-    n - 1 degrees of freedom); no half-width from a single value."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, None
-    from scipy.stats import t  # here, not at the top: `report` without --compare does not need scipy
-
-    return mean, float(t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
-
-
 def run_metrics(run: EvaluationRecord) -> dict[str, float]:
     """A run's compared metrics, with the test accuracy of its smallest training class."""
     smallest = min(run.train_class_counts, key=lambda name: run.train_class_counts[name])

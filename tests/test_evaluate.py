@@ -14,7 +14,8 @@ import torch
 
 from pipeline.metrics import evaluate as accuracy_of
 from pipeline.models import build_model
-from pipeline.report import compare_table, mean_interval
+from pipeline.report import compare_table
+from pipeline.stats import mean_interval
 from pipeline.store import Store
 from pipeline.study_config import parse_study
 from test_study import study_file

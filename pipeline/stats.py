@@ -1,0 +1,102 @@
+"""The statistics behind every comparison the tool prints: intervals over seeds, paired differences,
+Holm's correction over a family of comparisons, and the alpha-spending rule that lets a campaign stop
+adding seeds early.
+
+A comparison is over training seeds: two variants trained on the same seeds differ by d_s on seed s,
+and the paired t test asks whether the mean of d_s is 0 (Student's t with n - 1 degrees of freedom,
+from scipy.stats). Pure Python and scipy: no torch, so reading commands stay light.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+CONFIDENCE = 0.95  # the level of every interval and test, family-wise where a family is corrected
+
+
+def t_quantile(probability: float, degrees_of_freedom: int) -> float:
+    from scipy.stats import t  # here: `report` without comparisons does not load scipy
+
+    return float(t.ppf(probability, degrees_of_freedom))
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float | None]:
+    """The mean and the half-width of its Student t interval (n - 1 degrees of freedom); no half-width
+    from a single value."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    return mean, t_quantile(0.5 + confidence / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The mean of paired differences a - b over n seeds, its standard error and the two-sided p-value
+    of the paired t test of a zero mean. With identical differences on every seed (no spread) the test
+    is degenerate: p is 1 for a zero difference and 0 otherwise."""
+
+    mean: float
+    standard_error: float | None  # None from a single pair
+    n: int
+    p_value: float | None
+
+    def half_width(self, confidence: float = CONFIDENCE) -> float | None:
+        """The half-width of the t interval of the mean difference at `confidence`."""
+        if self.standard_error is None:
+            return None
+        return t_quantile(0.5 + confidence / 2, self.n - 1) * self.standard_error
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifference:
+    """The paired t test of mean(a - b) = 0, a[i] and b[i] measured on the same seed."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired values need the same, non-zero length; got {len(a)} and {len(b)}")
+    differences = [x - y for x, y in zip(a, b)]
+    mean, n = statistics.fmean(differences), len(differences)
+    if n < 2:
+        return PairedDifference(mean, None, n, None)
+    standard_error = statistics.stdev(differences) / math.sqrt(n)
+    if standard_error == 0:
+        return PairedDifference(mean, 0.0, n, 1.0 if mean == 0 else 0.0)
+    from scipy.stats import t
+
+    return PairedDifference(mean, standard_error, n, float(2 * t.sf(abs(mean) / standard_error, n - 1)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): sort ascending, multiply the i-th smallest (from
+    0) by m - i, carry the running maximum, cap at 1. Rejecting where the adjusted p is below alpha keeps
+    the chance of any false rejection in the family at most alpha, whatever the dependence between tests."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def simultaneous_confidence(family_size: int, alpha: float = 1 - CONFIDENCE) -> float:
+    """The per-interval confidence that makes `family_size` intervals hold together with probability at
+    least 1 - alpha (Bonferroni: each at 1 - alpha / m)."""
+    return 1 - alpha / max(1, family_size)
+
+
+def spent_alpha(fraction: float, alpha: float = 1 - CONFIDENCE) -> float:
+    """The Lan-DeMets Pocock-type spending function alpha * ln(1 + (e - 1) * t): how much of the error
+    rate may be spent by the time a fraction t of the maximum seeds has run."""
+    return alpha * math.log(1 + (math.e - 1) * min(1.0, max(0.0, fraction)))
+
+
+def look_alphas(looks: Sequence[int], alpha: float = 1 - CONFIDENCE) -> list[float]:
+    """The error rate each look may spend: look k at n_k seeds of at most n_K gets
+    spent_alpha(n_k / n_K) - spent_alpha(n_(k-1) / n_K). They sum to alpha, so testing each look at its
+    own share keeps the chance of any false rejection over all looks at most alpha (a union bound,
+    valid whatever the dependence between looks)."""
+    if list(looks) != sorted(set(looks)) or not looks or looks[0] < 1:
+        raise ValueError(f"looks must be increasing seed counts, got {list(looks)}")
+    fractions = [n / looks[-1] for n in looks]
+    spent = [spent_alpha(f, alpha) for f in fractions]
+    return [spent[0]] + [b - a for a, b in zip(spent, spent[1:])]

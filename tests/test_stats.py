@@ -1,0 +1,68 @@
+"""The statistics against their definitions: Holm by hand, the paired t test against scipy's, Bonferroni
+intervals wider than unadjusted ones, the alpha-spending shares summing to alpha."""
+import math
+
+import pytest
+from scipy import stats as scipy_stats
+
+from pipeline.stats import (holm, look_alphas, mean_interval, paired_difference, simultaneous_confidence,
+                            spent_alpha)
+
+
+def test_holm_against_a_hand_computation():
+    # p sorted: 0.01 (x4 = 0.04), 0.02 (x3 = 0.06), 0.03 (x2 = 0.06), 0.04 (x1 = 0.04 -> running max 0.06)
+    assert holm([0.04, 0.01, 0.03, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
+    assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert holm([0.9, 0.8, 0.7]) == pytest.approx([1.0, 1.0, 1.0])  # capped at 1 (0.7 x 3 = 2.1)
+    assert holm([]) == []
+
+
+def test_holm_never_below_the_raw_p_and_never_above_bonferroni():
+    raw = [0.001, 0.2, 0.03, 0.004, 0.5]
+    for p, adjusted in zip(raw, holm(raw)):
+        assert p <= adjusted <= min(1.0, len(raw) * p)
+
+
+def test_paired_difference_is_scipys_paired_t_test():
+    a, b = [0.91, 0.88, 0.93, 0.90, 0.89], [0.90, 0.85, 0.90, 0.91, 0.86]
+    result = paired_difference(a, b)
+    expected = scipy_stats.ttest_rel(a, b)
+    assert result.p_value == pytest.approx(expected.pvalue)
+    assert result.mean == pytest.approx(sum(a) / 5 - sum(b) / 5)
+    interval = expected.confidence_interval(0.95)
+    assert result.mean - result.half_width(0.95) == pytest.approx(interval.low)
+    assert result.mean + result.half_width(0.95) == pytest.approx(interval.high)
+
+
+def test_paired_difference_without_spread_or_with_one_pair():
+    assert paired_difference([0.5, 0.6], [0.5, 0.6]).p_value == 1.0
+    assert paired_difference([0.6, 0.7], [0.5, 0.6]).p_value == 0.0
+    single = paired_difference([0.6], [0.5])
+    assert single.p_value is None and single.half_width() is None
+    with pytest.raises(ValueError):
+        paired_difference([0.1, 0.2], [0.1])
+
+
+def test_simultaneous_intervals_are_wider_than_unadjusted_ones():
+    result = paired_difference([0.91, 0.88, 0.93, 0.90, 0.89], [0.90, 0.85, 0.90, 0.91, 0.86])
+    family = 12
+    assert simultaneous_confidence(family) == pytest.approx(1 - 0.05 / 12)
+    assert result.half_width(simultaneous_confidence(family)) > result.half_width(0.95)
+    assert simultaneous_confidence(1) == pytest.approx(0.95)
+
+
+def test_mean_interval_is_the_t_interval():
+    mean, half = mean_interval([0.80, 0.84, 0.86])
+    sd = math.sqrt(((0.80 - mean) ** 2 + (0.84 - mean) ** 2 + (0.86 - mean) ** 2) / 2)
+    assert half == pytest.approx(scipy_stats.t.ppf(0.975, 2) * sd / math.sqrt(3))
+
+
+def test_alpha_spending_shares_sum_to_alpha_and_grow_with_information():
+    assert spent_alpha(1.0) == pytest.approx(0.05)
+    assert spent_alpha(0.0) == 0.0
+    shares = look_alphas([5, 10, 15, 20])
+    assert sum(shares) == pytest.approx(0.05)
+    assert all(share > 0 for share in shares)
+    assert look_alphas([5]) == pytest.approx([0.05])  # one look: the whole rate
+    with pytest.raises(ValueError):
+        look_alphas([10, 5])
