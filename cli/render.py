@@ -13,7 +13,7 @@ from rich.table import Table
 
 from pipeline.formats import render_text
 from pipeline.output_file import write_output
-from pipeline.tables import Table as ReportTable, fold_constant_columns, percent
+from pipeline.tables import FLEXIBLE, Table as ReportTable, fold_constant_columns, percent
 
 if TYPE_CHECKING:
     from pipeline.trainer import TrainResult
@@ -82,30 +82,37 @@ def print_upgrade(message: str | None) -> None:
         stderr.print(message, soft_wrap=True, markup=False, highlight=False)
 
 
-def grid(t: ReportTable, columns: list[int], error_width: int | None = None) -> Table:
-    """The table as a narrow Rich grid of the given columns, the error column cut at `error_width`."""
+def grid(t: ReportTable, columns: list[int], flexible_width: int | None = None) -> Table:
+    """The table as a narrow Rich grid of the given columns; a FLEXIBLE column gets `flexible_width`
+    (errors are cut there, parameter lists wrapped)."""
     grid = Table(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
                  pad_edge=False)  # no vertical rules and one space between columns: narrow
     for i in columns:
         header = t.headers[i]
         if header == "error":  # cut, never wrapped: one failed trial must not widen the table
-            grid.add_column(header, no_wrap=True, overflow="ellipsis", max_width=error_width)
+            grid.add_column(header, no_wrap=True, overflow="ellipsis", max_width=flexible_width)
+        elif header in FLEXIBLE:  # wrapped within the room left
+            grid.add_column(header, overflow="fold", max_width=flexible_width)
         else:
-            grid.add_column(header, no_wrap=True, justify="right" if i > 2 and header != "study" else "left")
+            grid.add_column(header, no_wrap=True, justify="right" if i > 2 and header not in ("study", "verdict") else "left")
     for row in t.rows:
         grid.add_row(*(row[i] for i in columns))
     return grid
 
 
 def rich_table(t: ReportTable, console: Console) -> Table:
-    """The table as a grid that fits the terminal, the error text cut to the room left; one block of
-    `header: value` lines per row only when even that does not fit. Nothing in the grid is cut but errors."""
+    """The table as a grid that fits the terminal, a FLEXIBLE column (errors, parameter lists) given the room
+    left; one block of `header: value` lines per row only when even that does not fit. Nothing in the grid is
+    cut but errors."""
     t = fold_constant_columns(t)
-    others = [i for i, header in enumerate(t.headers) if header != "error"]
+    flexible = [i for i, header in enumerate(t.headers) if header in FLEXIBLE]
+    others = [i for i in range(len(t.headers)) if i not in flexible]
     width = Measurement.get(console, console.options.update_width(10_000), grid(t, others)).maximum
-    if width <= console.width:
-        room = console.width - width - 3  # the error column's padding and border
-        return grid(t, list(range(len(t.headers))), error_width=room) if room >= 10 else grid(t, others)
+    room = console.width - width - 3 * len(flexible)  # each flexible column's padding and border
+    if width <= console.width and (not flexible or room >= 10):
+        return grid(t, list(range(len(t.headers))), flexible_width=room // max(1, len(flexible)))
+    if width <= console.width and t.headers[flexible[0]] == "error":
+        return grid(t, others)  # no room for the error text: the table without it
     cards = Table(title=t.title, title_justify="left", show_header=False, box=None)
     cards.add_column(style="dim")
     cards.add_column(overflow="fold")

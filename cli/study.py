@@ -244,12 +244,17 @@ def report(
     = False,
     baseline: Annotated[Optional[str], typer.Option(
         help="With --compare: the variant differences are taken to (default erm, when evaluated).")] = None,
+    verdict: Annotated[Optional[str], typer.Option(
+        help="A campaign's verdict (robust-tune compare), from what is stored: every method against tuned ERM.")]
+    = None,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     fmt = output_format(format_, out)
     store = Store(db, create=False)
     if out is not None:
         check_output(out, force, sqlite_file(store.url))  # before drawing: a refused --out wastes no work
+    if verdict is not None:
+        return _report_verdict(store, verdict, studies, compare, list_trials, fmt, out, force, plots)
     if not store.all_studies():
         raise UserError(f"no studies in {store.shown} yet; run one with `robust-tune run STUDY.toml`")
     if baseline and not compare:
@@ -270,6 +275,27 @@ def report(
         for picture in pictures:
             images.setdefault(picture.study, []).append((picture.file_name, picture.png))
     print_tables(tables, fmt, out, force, sqlite_file(store.url), images)
+
+
+def _report_verdict(store: Store, name: str, studies: list[str] | None, compare: bool, list_trials: bool, fmt: str,
+                    out: Path | None, force: bool, plots: Path | None) -> None:
+    """`report --verdict CAMPAIGN`: the verdict tables (and picture) from what is stored; nothing runs."""
+    from pipeline.verdict import take_verdict
+    from pipeline.verdict_report import verdict_tables
+
+    if studies or compare or list_trials:
+        raise UserError("--verdict reports one campaign; give no study names, --compare or --trials with it")
+    result = take_verdict(store, store.require_campaign(name))
+    images = None
+    if plots is not None or fmt == "html":
+        from pipeline.plots import verdict_picture, write_pictures
+
+        picture = verdict_picture(result)
+        if plots is not None:
+            written = write_pictures([picture], plots, force, sqlite_file(store.url))
+            stderr.print(f"wrote {len(written)} picture(s) to {plots}")
+        images = {picture.study: [(picture.file_name, picture.png)]}
+    print_tables(verdict_tables(result), fmt, out, force, sqlite_file(store.url), images)
 
 
 studies_app = typer.Typer(help="The studies in the database; `studies delete NAME` removes one.")

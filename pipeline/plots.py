@@ -277,6 +277,38 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     return [Picture(s.study.name, "compare", figure, data)]
 
 
+def verdict_picture(verdict: Any) -> Picture:
+    """A campaign's differences to tuned ERM (verdict.Verdict): one row per method, one panel per metric,
+    each difference with its simultaneous interval, zero marked, the verdict word's colour on the point."""
+    from pipeline.verdict import BETTER, METRIC_LABELS, METRICS, WORSE
+
+    methods = [m.method for m in verdict.methods if any((m.method, k) in verdict.comparisons for k in METRICS)]
+    figure = Figure(figsize=(2.6 * len(METRICS) + 1, 0.45 * len(methods) + 1.6), layout="constrained")
+    data: dict[str, Any] = {"methods": methods}
+    colours = {BETTER: "C2", WORSE: "C3"}
+    for panel, metric in enumerate(METRICS):
+        axes = figure.add_subplot(1, len(METRICS), panel + 1)
+        axes.axvline(0, color="0.3", linewidth=1)
+        rows = []
+        for y, method in enumerate(methods):
+            c = verdict.comparisons.get((method, metric))
+            if c is None:
+                continue
+            mean = 100 * c.difference.mean
+            low, high = (mean, mean) if c.low is None else (100 * c.low, 100 * c.high)
+            axes.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", capsize=3,
+                          color=colours.get(c.label, "C0"))
+            rows.append({"method": method, "difference": mean, "low": low, "high": high, "verdict": c.label})
+        axes.set_yticks(range(len(methods)), methods if panel == 0 else [""] * len(methods))
+        axes.set_ylim(len(methods) - 0.5, -0.5)
+        axes.set_title(METRIC_LABELS[metric], fontsize=9)
+        axes.set_xlabel("difference to ERM (points)", fontsize=8)
+        data[metric] = rows
+    figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM, simultaneous intervals "
+                    "(green better, red worse)", fontsize=10)
+    return Picture(verdict.campaign, "verdict", figure, data)
+
+
 # Every kind of picture drawn for each study, in the order files are written and shown.
 PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, map_pictures, curves_pictures,
                                                          per_class_pictures, compare_pictures]

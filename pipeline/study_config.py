@@ -234,7 +234,7 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     """Validate a parsed TOML document; `source` names the file in errors."""
     top = _Fields(source, "", raw)
     name = top.take("name", str, required=True)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
         top.fail("name", f"must be letters, digits, '_', '-' or '.', got {name!r}")
     description = top.take("description", str, "")
     seed = top.take("seed", int, 0)

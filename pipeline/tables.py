@@ -21,6 +21,9 @@ class Table:
 # terminal table says it once in its title (`fold_constant_columns`).
 DESCRIPTIVE = ("data set", "network", "method", "selected on")
 
+# Columns of free text a terminal grid gives the room the others leave: errors (cut) and lists (wrapped).
+FLEXIBLE = ("error", "tuned parameters", "ranking (> detectable lead, ≈ not)")
+
 
 def fold_constant_columns(table: Table, foldable: tuple[str, ...] = DESCRIPTIVE) -> Table:
     """The same table with each `foldable` column whose value every row shares moved into the title,

@@ -12,17 +12,20 @@ import datetime as dt
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import sqlalchemy as sa
 
 from pipeline.errors import UserError
-from pipeline.store.lock import StudyLock, now, take_lock
+from pipeline.store.lock import StudyLock, now, take_campaign_lock, take_lock
 from pipeline.config import RunSettings
-from pipeline.store.records import EvaluationRecord, StudyRecord, TrialRecord
-from pipeline.store.schema import epochs, evaluations, studies, study_locks, trials
+from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord
+from pipeline.store.schema import campaigns, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.study_config import StudyConfig
+
+if TYPE_CHECKING:
+    from pipeline.campaign_config import CampaignConfig
 
 DEFAULT_DB = "runs/robust-tune.db"
 
@@ -248,6 +251,60 @@ class Store:
             connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
             connection.execute(studies.delete().where(studies.c.id == study_id))
         return True
+
+    def campaign(self, name: str) -> CampaignRecord | None:
+        """The stored campaign `name`, or None (also in a database from before campaigns)."""
+        if not sa.inspect(self.engine).has_table(campaigns.name):  # readers create no table
+            return None
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(campaigns).where(campaigns.c.name == name)).first()
+        return None if row is None else _campaign_record(row)
+
+    def lock_campaign(self, campaign: CampaignRecord) -> StudyLock:
+        """Become the one process running `campaign`; UserError while another `compare` of it runs."""
+        return take_campaign_lock(self.engine, campaign.id, campaign.name)
+
+    def require_campaign(self, name: str) -> CampaignRecord:
+        """The stored campaign `name`; a UserError naming the campaigns there are when there is none."""
+        campaign = self.campaign(name)
+        if campaign is None:
+            known = []
+            if sa.inspect(self.engine).has_table(campaigns.name):
+                with self.engine.connect() as connection:
+                    known = sorted(connection.execute(sa.select(campaigns.c.name)).scalars())
+            raise UserError(f"no campaign named {name!r} in {self.shown}; known: {', '.join(known) or 'none'} "
+                            "(run one with `robust-tune compare CAMPAIGN.toml`)")
+        return campaign
+
+    def save_campaign(self, campaign: CampaignConfig) -> CampaignRecord:
+        """Store a new campaign, or bring a stored one of the same identity up to date in what may change
+        (seeds, replicates, budget, description); a different campaign stored under the name is a UserError."""
+        config = json.loads(json.dumps(campaign.to_dict(), default=str))
+        with self.engine.begin() as connection:
+            row = connection.execute(sa.select(campaigns).where(campaigns.c.name == campaign.name)).first()
+            if row is None:
+                try:
+                    connection.execute(campaigns.insert().values(name=campaign.name, fingerprint=campaign.fingerprint(),
+                                                                 config=config, created_at=now()))
+                except sa.exc.IntegrityError:  # another process stored it first: compare with that one
+                    return self.save_campaign(campaign)
+            elif row.fingerprint != campaign.fingerprint():
+                stored = {k: v for k, v in row.config.items() if k in campaign.identity()}
+                differing = sorted(k for k in campaign.identity() if stored.get(k) != campaign.identity()[k])
+                raise UserError(f"a different campaign named {campaign.name!r} is already stored (differs in: "
+                                f"{', '.join(differing) or 'details'}); give this campaign another name, nothing "
+                                "was changed")
+            elif row.config != config:
+                connection.execute(campaigns.update().where(campaigns.c.id == row.id).values(config=config))
+        return self.campaign(campaign.name)  # type: ignore[return-value]
+
+
+def _campaign_record(row: sa.Row) -> CampaignRecord:
+    from pipeline.campaign_config import Evaluation
+
+    config = row.config
+    return CampaignRecord(row.id, row.name, tuple(config["methods"]), Evaluation(**config["evaluation"]),
+                          config.get("replicates", 1), config.get("budget", {}), config)
 
 
 def _study_record(row: sa.Row) -> StudyRecord:

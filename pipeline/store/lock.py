@@ -17,7 +17,7 @@ import uuid
 import sqlalchemy as sa
 
 from pipeline.errors import UserError
-from pipeline.store.schema import study_locks
+from pipeline.store.schema import campaign_locks, study_locks
 
 # A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
 LOCK_STALE_SECONDS = float(os.environ.get("ROBUST_TUNE_LOCK_STALE_SECONDS", "120"))
@@ -32,30 +32,38 @@ class LockLost(UserError):
     """This process no longer holds the study's lock: another one took it over."""
 
 
-def take_lock(engine: sa.Engine, study_id: int, name: str) -> StudyLock:
-    """Become the one process running study `name`, taking over a stale lock; UserError while another holds it."""
+def take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table = study_locks) -> StudyLock:
+    """Become the one process running study `name`, taking over a stale lock; UserError while another holds it.
+    With `table` = campaign_locks, the same for campaign `name` (`take_campaign_lock`)."""
+    what = "campaign" if table is campaign_locks else "study"
+    key = table.primary_key.columns.values()[0]
     token, host = uuid.uuid4().hex, socket.gethostname()
     mine = dict(token=token, pid=os.getpid(), host=host, heartbeat_at=now())
     try:
         with engine.begin() as connection:
-            connection.execute(study_locks.insert().values(study_id=study_id, **mine))
-        return StudyLock(engine, study_id, name, token)
+            connection.execute(table.insert().values({key.name: study_id, **mine}))
+        return StudyLock(engine, study_id, name, token, table)
     except sa.exc.IntegrityError:
         pass
     with engine.connect() as connection:
-        holder = connection.execute(sa.select(study_locks).where(study_locks.c.study_id == study_id)).first()
+        holder = connection.execute(sa.select(table).where(key == study_id)).first()
     if holder is None:  # released in the meantime: try again
-        return take_lock(engine, study_id, name)
+        return take_lock(engine, study_id, name, table)
     seen = (now() - holder.heartbeat_at).total_seconds()
     if seen < LOCK_STALE_SECONDS and not (holder.host == host and not _alive(holder.pid)):
-        raise UserError(f"study {name} is being run by process {holder.pid} on host {holder.host} "
+        raise UserError(f"{what} {name} is being run by process {holder.pid} on host {holder.host} "
                         f"(last seen {seen:.0f} s ago); wait for it or stop it")
     with engine.begin() as connection:  # take over, unless another process just did
-        taken = connection.execute(study_locks.update().where(
-            study_locks.c.study_id == study_id, study_locks.c.token == holder.token).values(**mine)).rowcount
+        taken = connection.execute(table.update().where(key == study_id, table.c.token == holder.token)
+                                   .values(**mine)).rowcount
     if not taken:
-        raise UserError(f"study {name} was just taken over by another process; wait for it or stop it")
-    return StudyLock(engine, study_id, name, token)
+        raise UserError(f"{what} {name} was just taken over by another process; wait for it or stop it")
+    return StudyLock(engine, study_id, name, token, table)
+
+
+def take_campaign_lock(engine: sa.Engine, campaign_id: int, name: str) -> StudyLock:
+    """Become the one process running campaign `name` (`compare`); its studies are locked one by one inside."""
+    return take_lock(engine, campaign_id, name, campaign_locks)
 
 
 def _alive(pid: int) -> bool:
@@ -72,8 +80,10 @@ def _alive(pid: int) -> bool:
 class StudyLock:
     """A held study lock; a background thread refreshes its heartbeat until `release`."""
 
-    def __init__(self, engine: sa.Engine, study_id: int, name: str, token: str) -> None:
+    def __init__(self, engine: sa.Engine, study_id: int, name: str, token: str, table: sa.Table = study_locks) -> None:
         self.engine, self.study_id, self.name, self.token = engine, study_id, name, token
+        self.table, self.key = table, table.primary_key.columns.values()[0]
+        self.what = "campaign" if table is campaign_locks else "study"
         self.lost: str | None = None  # why the lock is no longer ours, once it is not
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat_until_released, daemon=True, name="study-heartbeat")
@@ -82,8 +92,8 @@ class StudyLock:
     def beat(self) -> bool:
         """Refresh the heartbeat; False when another process has taken the study over."""
         with self.engine.begin() as connection:
-            return connection.execute(study_locks.update().where(
-                study_locks.c.study_id == self.study_id, study_locks.c.token == self.token)
+            return connection.execute(self.table.update().where(
+                self.key == self.study_id, self.table.c.token == self.token)
                 .values(heartbeat_at=now())).rowcount == 1
 
     def _beat_until_released(self) -> None:
@@ -108,13 +118,13 @@ class StudyLock:
         found it taken over or could not refresh it, or the lock row is now another process's."""
         if self.lost is None:
             with self.engine.connect() as connection:
-                holder = connection.execute(sa.select(study_locks.c.token, study_locks.c.pid, study_locks.c.host)
-                                            .where(study_locks.c.study_id == self.study_id)).first()
+                holder = connection.execute(sa.select(self.table.c.token, self.table.c.pid, self.table.c.host)
+                                            .where(self.key == self.study_id)).first()
             if holder is None or holder.token != self.token:
                 self.lost = ("its lock was removed by another process" if holder is None
                              else f"process {holder.pid} on host {holder.host} took it over")
         if self.lost is not None:
-            raise LockLost(f"lost the lock of study {self.name}: {self.lost}; stopped (the trials it stored are "
+            raise LockLost(f"lost the lock of {self.what} {self.name}: {self.lost}; stopped (the trials it stored are "
                            "kept; run it again once the other process is done)")
 
     def release(self) -> None:
@@ -122,8 +132,8 @@ class StudyLock:
         self._stop.set()
         self._thread.join()
         with self.engine.begin() as connection:
-            connection.execute(study_locks.delete().where(
-                study_locks.c.study_id == self.study_id, study_locks.c.token == self.token))
+            connection.execute(self.table.delete().where(
+                self.key == self.study_id, self.table.c.token == self.token))
 
     def __enter__(self) -> StudyLock:
         return self

@@ -10,6 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.campaign_config import Evaluation
 from pipeline.config import RunSettings
 from pipeline.params import Value
 from pipeline.study_config import StudyConfig
@@ -24,6 +25,24 @@ class StudyRecord:
     fingerprint: str
     study: StudyConfig
     created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class CampaignRecord:
+    """A stored campaign: its methods, how they are re-trained, and where its studies are."""
+
+    id: int
+    name: str
+    methods: tuple[str, ...]  # the reference (ERM) first
+    evaluation: Evaluation
+    replicates: int
+    budget: dict[str, int]
+    config: dict[str, Any]  # CampaignConfig.to_dict() as stored
+
+    def study_names(self, method: str) -> list[str]:
+        """The studies that tuned `method`, one per search replicate (CampaignConfig.study's names)."""
+        base = f"{self.name}.{method}"
+        return [base] + [f"{base}.r{r}" for r in range(1, self.replicates)]
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 # Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
 # 0.1.0 has the rt_ tables and no version table: it is at the baseline.
 BASELINE = "0001_baseline"
-HEAD = "0002_normalised_studies"
-VERSIONS = {BASELINE: "0.1.0", HEAD: "0.2.0"}
+HEAD = "0003_campaigns"
+VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", HEAD: "0.3.0"}
 VERSION_TABLE = "rt_schema_version"
 
 metadata = sa.MetaData()
@@ -82,6 +82,25 @@ study_locks = sa.Table(
     sa.Column("heartbeat_at", sa.DateTime, nullable=False),
 )
 
+# A campaign (`robust-tune compare`): several methods, each tuned in its own study named <campaign>.<method>,
+# re-trained over seeds and compared with ERM. The row holds what `report --verdict` needs to find them.
+campaigns = sa.Table(
+    "rt_campaigns", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(200), unique=True, nullable=False),
+    sa.Column("fingerprint", sa.String(32), nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),  # CampaignConfig.to_dict()
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+campaign_locks = sa.Table(
+    "rt_campaign_locks", metadata,
+    sa.Column("campaign_id", sa.ForeignKey("rt_campaigns.id"), primary_key=True),  # one `compare` per campaign
+    sa.Column("token", sa.String(32), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
+)
+
 # Alembic's version table under the tool's own name (Ax or another tool may keep its own alembic_version).
 schema_version = sa.Table(
     VERSION_TABLE, metadata,
@@ -89,7 +108,7 @@ schema_version = sa.Table(
 )
 
 # Tables a database from before them may lack: readers read it without them.
-OPTIONAL = (evaluations.name, study_locks.name, schema_version.name)
+OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name)
 
 
 def already_exists(error: sa.exc.DatabaseError) -> bool:

@@ -1,0 +1,121 @@
+"""`robust-tune compare`: every method of a campaign tuned on equal footing, re-trained over seeds, and the
+verdict against tuned ERM."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.text import Text
+
+from cli.app import app
+from cli.evaluate import EvaluationView
+from cli.interrupts import CtrlC, ctrl_c_kept
+from cli.options import Db, Device, Precision
+from cli.render import print_tables, print_upgrade, stderr
+from cli.study import StudyView
+from pipeline.store import SchemaUpgraded, Store
+
+
+class CampaignView:
+    """A line for each stage of the campaign, the running study's live view under it on a terminal; plain
+    lines in a log."""
+
+    def __init__(self, ctrl_c: CtrlC) -> None:
+        self.ctrl_c = ctrl_c
+        self.header = Text("")
+        self.study: StudyView | None = None
+        self.evaluation = EvaluationView(None, ctrl_c)
+
+    def __rich__(self) -> Group:
+        return Group(self.header, *([self.study] if self.study is not None else []))
+
+    def on_event(self, event: Any) -> None:
+        from pipeline.campaign import CampaignStage, CampaignStarted, MethodSetAside
+        from pipeline.evaluate import EvaluationStarted, RunEnded
+
+        self.ctrl_c.check()
+        if isinstance(event, SchemaUpgraded):
+            print_upgrade(event.message)
+        elif isinstance(event, CampaignStarted):
+            rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
+            stderr.print(f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
+                         f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
+                         f", then {event.looks[0]} seeds each{rounds}", soft_wrap=True, highlight=False)
+        elif isinstance(event, CampaignStage):
+            if event.stage == "search":
+                line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"
+                self.study = StudyView(None)
+            else:
+                line = f"[{event.number}/{event.total}] re-train {event.method} on seeds 0-{event.seeds - 1}"
+                self.study = None
+            self.header = Text(line)
+            stderr.print(line, markup=False, highlight=False)
+        elif isinstance(event, MethodSetAside):
+            stderr.print(f"{event.method} is set aside: {event.reason}", soft_wrap=True, highlight=False)
+        elif isinstance(event, (EvaluationStarted, RunEnded)):
+            if isinstance(event, RunEnded) or event.stored < event.runs:
+                self.evaluation.on_event(event)
+        elif self.study is not None:
+            line = self.study.on_event(event)
+            if line:  # above the live view on a terminal, the log's line otherwise
+                stderr.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+@app.command()
+def compare(
+    campaign_file: Annotated[Path, typer.Argument(help="A campaign file (TOML), e.g. studies/digits-campaign.toml.")],
+    db: Db = None,
+    device: Device = "auto",
+    precision: Precision = "auto",
+    replicates: Annotated[Optional[int], typer.Option(
+        help="Repeat each method's whole search with this many search seeds (the luck of the search counted "
+             "in the verdict); default: the file's `replicates`, else 1.")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Run this many trials at once, on a Dask cluster of as many worker processes on this machine.")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        envvar="ROBUST_TUNE_SCHEDULER",
+        help="Run trials on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
+    trials_per_gpu: Annotated[int, typer.Option(help="With --workers on a machine with GPUs: trials per GPU.")] = 1,
+    log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
+        Path("runs/robust-tune.log"),
+) -> None:
+    """Tune every method of a campaign with the same budget, re-train each best on the same seeds as a tuned
+    ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
+    from pipeline.campaign import run_campaign
+    from pipeline.campaign_config import load_campaign
+    from pipeline.config import check_precision
+    from pipeline.parallel import check_options, trial_runner
+    from pipeline.verdict import take_verdict
+    from pipeline.verdict_report import verdict_tables
+
+    campaign = load_campaign(campaign_file, replicates)
+    check_precision(precision)
+    if workers is not None or scheduler is not None:
+        check_options(workers, scheduler, trials_per_gpu)  # bad options: exit 2 before anything is stored
+
+    def runner() -> Any:
+        return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))
+
+    try:
+        with ctrl_c_kept() as ctrl_c:
+            view = CampaignView(ctrl_c)
+            if stderr.is_terminal:
+                with Live(view, console=stderr, refresh_per_second=4, transient=True):
+                    summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file)
+            else:
+                summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file)
+    except KeyboardInterrupt:
+        again = "".join([f" --db {db}" if db else ""] + [f" --replicates {replicates}" if replicates else ""]
+                        + [f" --workers {workers}" if workers else ""])
+        stderr.print(f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with "
+                     f"robust-tune compare {campaign_file}{again}", soft_wrap=True)
+        raise typer.Exit(130)
+    stderr.print(f"campaign {campaign.name}: {summary.trials_run} trial(s) and {summary.runs_trained} re-training "
+                 f"run(s) now; search {summary.search_seconds:.0f} s, re-training {summary.retrain_seconds:.0f} s"
+                 + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
+                 soft_wrap=True, highlight=False)
+    store = Store(db, create=False)
+    print_tables(verdict_tables(take_verdict(store, store.require_campaign(campaign.name))), "table", None)

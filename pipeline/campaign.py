@@ -1,0 +1,121 @@
+"""`robust-tune compare`: tune every method of a campaign with the same budget, re-train each one's best
+configuration on the same seeds as ERM's, and take the verdict (pipeline/verdict.py).
+
+Everything is an ordinary study or evaluation in the store, so `compare` runs only what is missing: a
+second call trains nothing, a killed one resumes where it stopped (run_study and run_evaluation resume
+exactly what they stored). Seeds come in rounds: after each round the verdict is taken again, and only
+methods with a comparison still open get the next round (ERM gets every round any method gets).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline.campaign_config import REFERENCE, CampaignConfig
+from pipeline.errors import UserError
+from pipeline.store import SchemaUpgraded, Store
+from pipeline.trial import OnEvent, TrialRunner
+
+RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
+
+
+@dataclass(frozen=True)
+class CampaignStarted:
+    name: str
+    methods: tuple[str, ...]
+    budget: int  # trials per method and search replicate
+    replicates: int
+    looks: list[int]  # seed counts at which the verdict is taken
+
+
+@dataclass(frozen=True)
+class CampaignStage:
+    """The campaign moves on to searching one method's study, or re-training runs up to `seeds` seeds."""
+
+    stage: str  # "search" | "re-train"
+    method: str
+    study: str
+    number: int  # 1-based among the stage's steps
+    total: int
+    seeds: int = 0
+
+
+@dataclass(frozen=True)
+class MethodSetAside:
+    """A method that cannot be compared: its study stopped without a completed trial."""
+
+    method: str
+    reason: str
+
+
+@dataclass
+class CampaignSummary:
+    name: str
+    search_seconds: float = 0.0
+    retrain_seconds: float = 0.0
+    trials_run: int = 0  # trials this call ran
+    runs_trained: int = 0  # re-training runs this call trained
+    seeds_saved: int = 0  # runs the stopping rule did not need, of the most the campaign allows
+    set_aside: dict[str, str] = field(default_factory=dict)
+
+
+def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = "auto",
+                 on_event: OnEvent = lambda event: None, runner: RunnerFactory = lambda: None,
+                 precision: str = "auto", log_file: str | Path = "runs/robust-tune.log") -> CampaignSummary:
+    """Run (or resume) every study of `campaign`, then the re-training rounds, until the verdict is settled
+    or the seeds run out."""
+    from pipeline.study import check_can_train, run_study
+
+    check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set fails before any write
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    record = store.save_campaign(campaign)
+    summary = CampaignSummary(campaign.name)
+    looks = campaign.evaluation.looks()
+    with store.lock_campaign(record):
+        on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
+                                 campaign.replicates, looks))
+        studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
+        start = time.perf_counter()
+        for number, (method, replicate) in enumerate(studies, start=1):
+            study = campaign.study(method, replicate)
+            on_event(CampaignStage("search", method, study.name, number, len(studies)))
+            result = run_study(study, db, device, None, log_file, on_event, runner(), precision)
+            summary.trials_run += result.completed + result.failed
+            if result.best is None:
+                summary.set_aside[method] = result.stopped or "no completed trial"
+                on_event(MethodSetAside(method, summary.set_aside[method]))
+        summary.search_seconds = time.perf_counter() - start
+        if REFERENCE in summary.set_aside:
+            raise UserError(f"campaign {campaign.name}: ERM's study has no completed trial "
+                            f"({summary.set_aside[REFERENCE]}); nothing can be compared with it")
+        start = time.perf_counter()
+        _retrain(store, record, campaign, looks, summary, device, precision, on_event)
+        summary.retrain_seconds = time.perf_counter() - start
+    return summary
+
+
+def _retrain(store: Store, record: Any, campaign: CampaignConfig, looks: list[int], summary: CampaignSummary,
+             device: str, precision: str, on_event: OnEvent) -> None:
+    """Re-train in rounds: each look's seeds for the methods whose verdict is still open, and for ERM."""
+    from pipeline.evaluate import plan_evaluation, run_evaluation
+    from pipeline.verdict import campaign_runs, methods_needing_seeds, sequential_comparisons, _values
+
+    compared = [m for m in campaign.methods if m not in summary.set_aside]
+    given: dict[str, int] = {}
+    for seeds in looks:
+        comparisons = sequential_comparisons(_values(campaign_runs(store, record)), compared, looks,
+                                             campaign.replicates)
+        needing = methods_needing_seeds(comparisons, compared)
+        if not needing:
+            break
+        steps = [(m, r) for m in [REFERENCE, *needing] for r in range(campaign.replicates)]
+        for number, (method, replicate) in enumerate(steps, start=1):
+            name = campaign.study(method, replicate).name
+            on_event(CampaignStage("re-train", method, name, number, len(steps), seeds))
+            plan = plan_evaluation(store, name, seeds)
+            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision)
+            given[method] = seeds
+    most = campaign.evaluation.max_seeds
+    summary.seeds_saved = sum(most - given.get(m, most) for m in compared) * campaign.replicates

@@ -1,0 +1,222 @@
+"""Campaign files (TOML) -> a validated CampaignConfig: several methods, each tuned on equal footing
+against ERM, then re-trained over seeds and compared.
+
+A campaign file is a study file with `methods` instead of `[method]`:
+
+    name = "digits-rare3"
+    objective = "val_balanced_accuracy"
+    methods = ["erm", "ls", "hws", "cb"]     # ERM is always in, listed or not
+    [data]    ...                          # as a study's
+    [model]   ...
+    [params]  lr_head = { low = 0.01, high = 0.2, log = true }   # shared: every method that takes it
+              epochs = 20
+    [budget]  trials = 8; initial = 4      # each method's, the same for all
+    [method_params.hws]  beta = { low = 0.1, high = 1000, log = true }  # a method's own ranges (default: the papers')
+    [evaluate]     seeds = 5; max_seeds = 10; seeds_per_round = 5
+
+Each method becomes an ordinary study named `<campaign>.<method>` (`.r<k>` appended for the k-th extra
+search replicate), built by the study file's own parser, so every study rule holds for each of them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UserError
+from pipeline.methods import parse_method
+from pipeline.study_config import StudyConfig, parse_study
+
+REFERENCE = "erm"  # the method every other one is compared with
+# Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
+NOT_IDENTITY = ("evaluation", "replicates", "description", "budget")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How the tuned configurations are re-trained: `seeds` training seeds first, then `seeds_per_round`
+    more at a time up to `max_seeds` while a method's verdict is still open."""
+
+    seeds: int = 5
+    max_seeds: int = 5
+    seeds_per_round: int = 5
+
+    def looks(self) -> list[int]:
+        """The seed counts at which the verdict is taken: seeds, seeds + per round, ..., max_seeds."""
+        looks = list(range(self.seeds, self.max_seeds, self.seeds_per_round)) + [self.max_seeds]
+        return sorted(set(looks))
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """A validated campaign: the methods (ERM first) and the study each one is tuned in."""
+
+    name: str
+    methods: tuple[str, ...]
+    studies: dict[str, StudyConfig]  # method -> its study (search replicate 0)
+    evaluation: Evaluation = field(default_factory=Evaluation)
+    replicates: int = 1  # whole searches per method, with search seeds search_seed + 0, 1, ...
+    budget: dict[str, int] = field(default_factory=dict)  # as in each study
+    description: str = ""
+
+    def study(self, method: str, replicate: int = 0) -> StudyConfig:
+        """The study that tunes `method` in search replicate `replicate` (its own search seed and name)."""
+        base = self.studies[method]
+        if replicate == 0:
+            return base
+        return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate)
+
+    def study_names(self, method: str) -> list[str]:
+        return [self.study(method, r).name for r in range(self.replicates)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
+        return {"name": self.name, "methods": list(self.methods), "description": self.description,
+                "evaluation": dataclasses.asdict(self.evaluation), "replicates": self.replicates,
+                "budget": self.budget,
+                "studies": {m: self.studies[m].identity() for m in self.methods}}
+
+    def identity(self) -> dict[str, Any]:
+        return {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY}
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _fail(source: str, key: str, problem: str) -> UserError:
+    return UserError(f"{source}: {key}: {problem}")
+
+
+def _int(source: str, table: dict[str, Any], key: str, default: int, section: str, low: int = 1,
+         high: int = 1000) -> int:
+    """An integer field between `low` and `high`, the reason for the bound in its error."""
+    value = table.pop(key, default)
+    where = f"{section}.{key}" if section else key
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(source, where, f"must be an integer, got {type(value).__name__} {value!r}")
+    if not low <= value <= high:
+        raise _fail(source, where, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _evaluation(source: str, raw: Any) -> Evaluation:
+    if not isinstance(raw, dict):
+        raise _fail(source, "evaluate", "must be a table")
+    table = dict(raw)
+    seeds = _int(source, table, "seeds", 5, "evaluate", 2)  # one seed gives no interval
+    max_seeds = _int(source, table, "max_seeds", seeds, "evaluate", seeds)
+    per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
+    if table:
+        raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round")
+    return Evaluation(seeds, max_seeds, per_round)
+
+
+def _method_list(source: str, raw: Any) -> tuple[str, ...]:
+    """The campaign's methods by their canonical names, ERM first; a method listed twice is refused."""
+    if not isinstance(raw, list) or not raw or not all(isinstance(m, str) for m in raw):
+        raise _fail(source, "methods", 'must be a list of method names, e.g. ["erm", "ls", "hws"]')
+    names: list[str] = []
+    for text in raw:
+        try:
+            name = parse_method(text).name
+        except UserError as error:
+            raise _fail(source, "methods", str(error)) from None
+        if name in names:
+            raise _fail(source, "methods", f"{name} is listed twice")
+        names.append(name)
+    return (REFERENCE, *[n for n in names if n != REFERENCE])
+
+
+def parse_campaign(raw: dict[str, Any], source: str, replicates: int | None = None) -> CampaignConfig:
+    """Validate a parsed campaign document; `source` names the file in errors. `replicates` (from
+    --replicates) overrides the file's."""
+    raw = json.loads(json.dumps(raw))
+    if "method" in raw:
+        raise _fail(source, "method", "a campaign lists its methods in `methods = [...]`; a file with [method] "
+                                      "is a study: run it with `robust-tune run`")
+    name = raw.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+        raise _fail(source, "name", f"must be letters, digits, '_' or '-' (a campaign's studies are named "
+                                    f"NAME.METHOD), got {name!r}")
+    methods = _method_list(source, raw.pop("methods", None))
+    own = _own_params(source, raw.pop("method_params", {}), methods)
+    evaluation = _evaluation(source, raw.pop("evaluate", {}))
+    file_replicates = _int(source, raw, "replicates", 1, "", 1, 20)
+    replicates = file_replicates if replicates is None else replicates
+    if not 1 <= replicates <= 20:
+        raise UserError(f"--replicates must be between 1 and 20 (each one is a whole search per method), "
+                        f"got {replicates}")
+    shared = raw.pop("params", {})
+    if not isinstance(shared, dict):
+        raise _fail(source, "params", "must be a table")
+    for param in shared:
+        if not any(param in _declared(m) for m in methods):
+            raise _fail(source, f"params.{param}", f"no method of the campaign takes it ({', '.join(methods)})")
+    studies = {m: _method_study({**raw, "name": f"{name}.{m}", "method": {"name": m},
+                                 "params": {**{k: v for k, v in shared.items() if k in _declared(m)},
+                                            **own.get(m, {})}}, source, m) for m in methods}
+    reference = studies[REFERENCE]
+    return CampaignConfig(name=name, methods=methods, studies=studies, evaluation=evaluation, replicates=replicates,
+                          budget=dataclasses.asdict(reference.budget), description=reference.description)
+
+
+def _declared(method: str) -> set[str]:
+    return {p.name for p in parse_method(method).params}
+
+
+def _own_params(source: str, raw: Any, methods: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The [method_params.<method>] tables, by canonical method name; each must name a method of the
+    campaign and only parameters that method takes."""
+    if not isinstance(raw, dict):
+        raise _fail(source, "method_params", "must hold one table per method, e.g. [method_params.hws]")
+    own = {}
+    for key, table in raw.items():
+        try:
+            method = parse_method(key).name
+        except UserError as error:
+            raise _fail(source, f"method_params.{key}", str(error)) from None
+        if method not in methods:
+            raise _fail(source, f"method_params.{key}", f"{method} is not in methods = [{', '.join(methods)}]")
+        if method in own:
+            raise _fail(source, f"method_params.{key}", f"{method} has two tables")
+        if not isinstance(table, dict):
+            raise _fail(source, f"method_params.{key}", "must be a table of the method's parameters")
+        for param in table:
+            if param not in _declared(method):
+                raise _fail(source, f"method_params.{key}.{param}",
+                            f"{method} takes no parameter {param}; known: {', '.join(sorted(_declared(method)))}")
+        own[method] = table
+    return own
+
+
+def _method_study(raw: dict[str, Any], source: str, method: str) -> StudyConfig:
+    """A method's study through the study parser; its errors name the method, and a method left nothing
+    to search is told how to give it something (ERM is tuned over the shared searched parameters)."""
+    try:
+        return parse_study(raw, f"{source} (method {method})")
+    except UserError as error:
+        if "nothing to search" in str(error):
+            raise UserError(f"{source}: method {method} has nothing to search: every parameter it takes is fixed; "
+                            "search a shared one in [params], e.g. lr_head = { low = 0.01, high = 0.2, "
+                            "log = true }" + ("" if method == REFERENCE else f", or one of its own in "
+                                              f"[method_params.{method}]")) from None
+        raise
+
+
+def load_campaign(path: str | Path, replicates: int | None = None) -> CampaignConfig:
+    """Read and validate a campaign file; any problem is a one-line UserError."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"campaign file not found: {path}")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file") from None
+    return parse_campaign(raw, str(path), replicates)

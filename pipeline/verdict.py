@@ -1,0 +1,279 @@
+"""The verdict of a campaign: does any method, each tuned on equal footing, beat a tuned ERM, on which
+metric, and how sure is that.
+
+Every method's tuned configuration is re-trained on the same seeds (and the same split) as ERM's, so each
+difference is paired on seeds: a paired t test per (method, metric), Holm's correction over the whole
+family of methods x metrics, and simultaneous (Bonferroni) intervals. Seeds may come in rounds (looks):
+look k spends its share of the 5% error rate (Pocock-type alpha spending, pipeline/stats.look_alphas),
+a comparison is decided once its Holm-adjusted p falls below that share, or set aside as futile once
+even its observed trend carried to the last look would not cross; a method stops receiving seeds once
+every one of its comparisons is decided. The union bound over looks keeps the chance of any false
+"better" or "worse" in the campaign at most 5%.
+
+Reads only the tool's own tables: no torch, no Ax.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from pipeline.campaign_config import REFERENCE
+from pipeline.report import COMPARE_METRICS, run_metrics
+from pipeline.stats import (CONFIDENCE, PairedDifference, holm, look_alphas, mean_interval, paired_difference,
+                            simultaneous_confidence, t_quantile)
+from pipeline.store import CampaignRecord, EvaluationRecord, Store, best_trial
+
+METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
+METRIC_LABELS = dict(COMPARE_METRICS)
+ALPHA = 1 - CONFIDENCE
+BETTER, WORSE, NO_DIFFERENCE, OPEN = "better", "worse", "no detectable difference", "open"
+
+Key = tuple[int, int]  # (search replicate, training seed)
+Values = Mapping[str, Mapping[str, Mapping[Key, float]]]  # method -> metric -> key -> value
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One method against ERM on one metric, at the look that decided it (or the last one it had)."""
+
+    method: str
+    metric: str
+    difference: PairedDifference  # method - ERM, paired on `seeds` keys
+    adjusted_p: float | None  # Holm-adjusted over the comparisons open at that look
+    level: float  # the error rate the adjusted p was held to at that look
+    family: int  # comparisons open at that look
+    low: float | None  # the simultaneous interval of the difference
+    high: float | None
+    label: str  # better | worse | no detectable difference | open
+    seeds: int  # paired values the decision rests on
+    how: str  # "boundary", "futility", "last look" or "open"
+
+
+def _keys(replicates: int, seeds: int) -> list[Key]:
+    return [(r, s) for r in range(replicates) for s in range(seeds)]
+
+
+def _has(values: Mapping[str, Mapping[Key, float]], keys: Sequence[Key]) -> bool:
+    return all(key in values[metric] for metric in METRICS for key in keys)
+
+
+def _futile(difference: PairedDifference, final_pairs: int, level: float, family: int) -> bool:
+    """Whether even the observed mean difference and spread, carried to `final_pairs` pairs, would stay
+    inside the last look's Bonferroni boundary: then more seeds are very unlikely to decide it. Stopping
+    there never adds a rejection, so the error rate stays bounded whatever this rule says."""
+    if difference.standard_error is None or difference.standard_error == 0:
+        return difference.mean == 0
+    spread = difference.standard_error * math.sqrt(difference.n)
+    projected = abs(difference.mean) / (spread / math.sqrt(final_pairs))
+    return projected < t_quantile(1 - level / (2 * family), final_pairs - 1)
+
+
+def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequence[int], replicates: int = 1,
+                           metrics: Sequence[str] = METRICS, alpha: float = ALPHA) -> dict[tuple[str, str], Comparison]:
+    """Replay the looks on the stored values: each (method, metric) against REFERENCE, decided at the
+    first look whose Holm-adjusted p is below that look's share of alpha. A look runs on the methods
+    whose runs (and ERM's) are all there; a comparison left open is reported as it stood last."""
+    shares = look_alphas(list(looks), alpha)
+    reference = values[REFERENCE]
+    decided: dict[tuple[str, str], Comparison] = {}
+    open_ = [(m, metric) for m in methods if m != REFERENCE for metric in metrics]
+    for look, (seeds, share) in enumerate(zip(looks, shares)):
+        keys = _keys(replicates, seeds)
+        if not _has(reference, keys):
+            break
+        tested = [c for c in open_ if _has(values[c[0]], keys)]
+        if not tested:
+            break
+        differences = {c: paired_difference([values[c[0]][c[1]][k] for k in keys], [reference[c[1]][k] for k in keys])
+                       for c in tested}
+        adjusted = dict(zip(tested, holm([1.0 if differences[c].p_value is None else differences[c].p_value
+                                          for c in tested])))
+        half_confidence = simultaneous_confidence(len(tested), share)
+        last = look == len(looks) - 1
+        for c in tested:
+            difference, p = differences[c], adjusted[c]
+            half = difference.half_width(half_confidence)
+            if p < share:
+                label, how = (BETTER if difference.mean > 0 else WORSE), "boundary"
+            elif last:
+                label, how = NO_DIFFERENCE, "last look"
+            elif _futile(difference, replicates * looks[-1], shares[-1], len(tested)):
+                label, how = NO_DIFFERENCE, "futility"
+            else:
+                label, how = OPEN, "open"
+            decided[c] = Comparison(c[0], c[1], difference, p, share, len(tested),
+                                    None if half is None else difference.mean - half,
+                                    None if half is None else difference.mean + half, label, len(keys), how)
+        open_ = [c for c in open_ if c not in decided or decided[c].label == OPEN]
+    return decided
+
+
+def methods_needing_seeds(comparisons: Mapping[tuple[str, str], Comparison], methods: Sequence[str]) -> list[str]:
+    """The methods with a comparison still open (or never taken): they get the next round of seeds."""
+    return [m for m in methods if m != REFERENCE
+            and any(comparisons.get((m, metric)) is None or comparisons[(m, metric)].label == OPEN
+                    for metric in METRICS)]
+
+
+@dataclass
+class MethodResult:
+    """One method of a campaign: what was tuned, what it cost, how its re-trained runs did."""
+
+    method: str
+    studies: list[str]
+    parameters: list[dict]  # the tuned (best trial's searched) parameters, one per search replicate
+    seeds: int  # training seeds re-trained, per replicate
+    means: dict[str, tuple[float, float | None]]  # metric -> mean and 95% half-width over all its runs
+    trials: int  # completed trials, over replicates
+    budget: int
+    epochs: int  # training epochs spent searching
+    search_seconds: float
+    retrain_seconds: float
+    missing: str | None = None  # why it has no verdict (no completed trial, no re-trained run)
+
+
+@dataclass
+class Verdict:
+    campaign: str
+    looks: list[int]
+    replicates: int
+    methods: list[MethodResult]
+    comparisons: dict[tuple[str, str], Comparison]
+    pairs: list[dict] = field(default_factory=list)  # the pairwise ranking, per metric
+    reading: str = ""
+
+
+def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key, EvaluationRecord]]:
+    """The re-trained runs of each method's tuned configuration, keyed by (replicate, seed)."""
+    runs: dict[str, dict[Key, EvaluationRecord]] = {}
+    for method in campaign.methods:
+        runs[method] = {}
+        for replicate, name in enumerate(campaign.study_names(method)):
+            study = store.study(name)
+            if study is None:
+                continue
+            for run in store.evaluations(study.id):
+                if run.variant == "tuned":
+                    runs[method][(replicate, run.seed)] = run
+    return runs
+
+
+def _values(runs: dict[str, dict[Key, EvaluationRecord]]) -> dict[str, dict[str, dict[Key, float]]]:
+    values: dict[str, dict[str, dict[Key, float]]] = {}
+    for method, by_key in runs.items():
+        values[method] = {metric: {} for metric in METRICS}
+        for key, run in by_key.items():
+            measured = run_metrics(run)
+            for metric in METRICS:
+                values[method][metric][key] = measured[metric]
+    return values
+
+
+def _method_result(store: Store, campaign: CampaignRecord, method: str,
+                   runs: dict[Key, EvaluationRecord]) -> MethodResult:
+    parameters, trials, epochs, seconds, missing = [], 0, 0, 0.0, None
+    budget = campaign.budget.get("trials", 0) * campaign.replicates
+    for name in campaign.study_names(method):
+        study = store.study(name)
+        if study is None:
+            missing = f"study {name} is not stored"
+            continue
+        stored = store.trials(study.id)
+        best = best_trial(study, stored)
+        parameters.append({} if best is None else best.parameters)
+        for t in stored:
+            if t.status in ("completed", "failed"):
+                trials += t.status == "completed"
+                seconds += t.train_seconds or 0.0
+                epochs += int(t.parameters.get("epochs", study.study.fixed.get("epochs", 0)))
+        if best is None:
+            missing = f"study {name} has no completed trial"
+    per_replicate = [sum(1 for (r, _) in runs if r == replicate) for replicate in range(campaign.replicates)]
+    if not runs and missing is None:
+        missing = "no re-trained run yet"
+    means = {}
+    if runs:
+        measured = [run_metrics(run) for run in runs.values()]
+        means = {metric: mean_interval([m[metric] for m in measured]) for metric in METRICS}
+    return MethodResult(method, campaign.study_names(method), parameters, min(per_replicate), means, trials, budget,
+                        epochs, seconds, sum(run.train_seconds for run in runs.values()), missing)
+
+
+def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
+    """The verdict from what is stored: every method's results and cost, its comparisons with ERM, the
+    pairwise ranking and the reading in words."""
+    runs = campaign_runs(store, campaign)
+    looks = campaign.evaluation.looks()
+    values = _values(runs)
+    comparisons = sequential_comparisons(values, campaign.methods, looks, campaign.replicates)
+    verdict = Verdict(campaign.name, looks, campaign.replicates,
+                      [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons)
+    verdict.pairs = pairwise_ranking(values, [m.method for m in verdict.methods if m.seeds > 0], campaign.replicates)
+    verdict.reading = reading(verdict)
+    return verdict
+
+
+def pairwise_ranking(values: Values, methods: Sequence[str], replicates: int = 1,
+                     alpha: float = ALPHA) -> list[dict]:
+    """Per metric, the methods by mean on the seeds all of them ran, and every pair's paired difference
+    with Holm's correction over all pairs and metrics (a family of its own)."""
+    if len(methods) < 2:
+        return []
+    common = [k for k in values[methods[0]][METRICS[0]]
+              if all(k in values[m][metric] for m in methods for metric in METRICS)]
+    if len(common) < 2:
+        return []
+    pairs = [(a, b, metric) for metric in METRICS for i, a in enumerate(methods) for b in methods[i + 1:]]
+    differences = [paired_difference([values[a][metric][k] for k in common], [values[b][metric][k] for k in common])
+                   for a, b, metric in pairs]
+    adjusted = holm([1.0 if d.p_value is None else d.p_value for d in differences])
+    ranking = []
+    for metric in METRICS:
+        means = {m: sum(values[m][metric][k] for k in common) / len(common) for m in methods}
+        order = sorted(methods, key=lambda m: -means[m])
+        found = {frozenset((a, b)): (d, p) for (a, b, mm), d, p in zip(pairs, differences, adjusted) if mm == metric}
+        steps = []
+        for a, b in zip(order, order[1:]):
+            d, p = found[frozenset((a, b))]
+            steps.append({"leader": a, "follower": b, "lead": abs(d.mean), "adjusted_p": p, "detectable": p < alpha})
+        ranking.append({"metric": metric, "order": order, "means": means, "seeds": len(common), "steps": steps,
+                        "pairs": [{"a": a, "b": b, "difference": d.mean, "adjusted_p": p}
+                                  for (a, b, mm), d, p in zip(pairs, differences, adjusted) if mm == metric]})
+    return ranking
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def reading(verdict: Verdict) -> str:
+    """The verdict in words, generated from the numbers."""
+    missing = [m for m in verdict.methods if m.missing and m.method != REFERENCE]
+    if any(m.method == REFERENCE and m.missing for m in verdict.methods):
+        return "No verdict yet: tuned ERM has no re-trained runs to compare with."
+    sentences = []
+    decided = [c for c in verdict.comparisons.values() if c.label in (BETTER, WORSE)]
+    for c in sorted(decided, key=lambda c: (c.label != BETTER, c.method, METRICS.index(c.metric))):
+        verb = "beats ERM" if c.label == BETTER else "falls behind ERM"
+        sentences.append(f"{c.method} {verb} on {METRIC_LABELS[c.metric]} by {_points(c.difference.mean)} points "
+                         f"[{_points(c.low)}, {_points(c.high)}]")
+    unbeaten = [METRIC_LABELS[metric] for metric in METRICS
+                if not any(c.metric == metric and c.label == BETTER for c in verdict.comparisons.values())]
+    if unbeaten:
+        sentences.append(f"no method beats ERM on {_join(unbeaten)}")
+    text = "; ".join(sentences)
+    text = text[0].upper() + text[1:] + "." if text else ""
+    if not decided and verdict.comparisons:
+        text += (" No method differs detectably from tuned ERM on any metric: on this data, plain training tuned "
+                 "as carefully does as well as any of them, as far as these seeds can tell.")
+    still_open = sorted({c.method for c in verdict.comparisons.values() if c.label == OPEN})
+    if still_open:
+        text += f" Still open (more seeds would decide): {', '.join(still_open)}."
+    if missing:
+        text += " Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + "."
+    return text.strip()
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]

@@ -1,0 +1,125 @@
+"""A campaign's verdict as tables: what each method was tuned to and what it cost, the ranking of the
+methods, and each method against tuned ERM with the reading in words underneath."""
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.campaign_config import REFERENCE
+from pipeline.stats import CONFIDENCE
+from pipeline.tables import Table, percent
+from pipeline.verdict import METRIC_LABELS, METRICS, NO_DIFFERENCE, Comparison, MethodResult, Verdict
+
+SHOWN_LABELS = {NO_DIFFERENCE: "none detected"}  # the terminal's word; the data keep the full phrase
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _parameters(result: MethodResult) -> str:
+    return " | ".join(" ".join(f"{k}={_value(v)}" for k, v in p.items()) or "-" for p in result.parameters) or "-"
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}:{seconds:02d}" if minutes < 60 else f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
+
+
+def _interval(mean: float, half: float | None) -> str:
+    return percent(mean) + ("" if half is None else f" ± {100 * half:.1f}")
+
+
+def _difference(c: Comparison) -> str:
+    text = f"{100 * c.difference.mean:+.1f}"
+    return text if c.low is None else f"{text} [{100 * c.low:+.1f}, {100 * c.high:+.1f}]"
+
+
+def cost_table(verdict: Verdict) -> Table:
+    """What each method was tuned to and what tuning and re-training it cost."""
+    table = Table(f"Campaign {verdict.campaign}: each method's tuned configuration and its cost",
+                  ["method", "tuned parameters", "trials", "epochs", "search", "seeds", "re-training"], [])
+    for m in verdict.methods:
+        table.rows.append([m.method, _parameters(m), f"{m.trials}/{m.budget}", str(m.epochs), _clock(m.search_seconds),
+                           str(m.seeds), _clock(m.retrain_seconds)])
+        table.records.append({"method": m.method, "studies": m.studies, "parameters": m.parameters,
+                              "trials": m.trials, "budget": m.budget, "epochs": m.epochs,
+                              "search_seconds": m.search_seconds, "seeds": m.seeds,
+                              "retrain_seconds": m.retrain_seconds, "missing": m.missing})
+    table.notes.append("Every method searched with the same budget; search and re-training are training time "
+                       "(minutes:seconds). Tuned parameters are the best trial's searched values"
+                       + (", one set per search replicate." if verdict.replicates > 1 else "."))
+    return table
+
+
+def ranking_table(verdict: Verdict) -> Table:
+    """Per metric, the methods from best to worst mean; '>' where the lead is detectable, '≈' where not."""
+    table = Table("Ranking on the seeds every method ran", ["metric", "ranking (> detectable lead, ≈ not)"], [])
+    for ranking in verdict.pairs:
+        text = ranking["order"][0] + f" {percent(ranking['means'][ranking['order'][0]])}"
+        for step in ranking["steps"]:
+            text += (" > " if step["detectable"] else " ≈ ") + f"{step['follower']} {percent(ranking['means'][step['follower']])}"
+        table.rows.append([METRIC_LABELS[ranking["metric"]], text])
+        table.records.append(ranking)
+    if table.rows:
+        table.notes.append(f"Means in % over the {verdict.pairs[0]['seeds']} runs every method has; each pair's paired "
+                           "difference is tested, Holm-adjusted over all pairs and metrics at 5% family-wise.")
+    return table
+
+
+def verdict_table(verdict: Verdict) -> Table:
+    """One row per method and metric: the mean over seeds, the paired difference to tuned ERM with its
+    simultaneous interval, the Holm-adjusted p-value and the verdict word."""
+    seeds = {m.seeds for m in verdict.methods if m.seeds}
+    seeds_text = f"{'/'.join(map(str, sorted(seeds)))} seeds" if seeds else "no seeds yet"
+    table = Table(f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
+                  f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM (simult.)", "Holm p", "verdict"],
+                  [])
+    for m in verdict.methods:
+        record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
+                                  "seeds": m.seeds, "missing": m.missing,
+                                  "means": {k: {"mean": v[0], "half_width": v[1]} for k, v in m.means.items()},
+                                  "vs_erm": {}}
+        for i, metric in enumerate(METRICS):
+            mean = _interval(*m.means[metric]) if metric in m.means else "-"
+            c = verdict.comparisons.get((m.method, metric))
+            row = [m.method if i == 0 else "", METRIC_LABELS[metric], mean]
+            if m.method == REFERENCE or c is None:
+                row += ["", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
+                                                                                      else "no runs")]
+            else:
+                row += [_difference(c), f"{c.adjusted_p:.3f}", SHOWN_LABELS.get(c.label, c.label)]
+                record["vs_erm"][metric] = {
+                    "difference": c.difference.mean, "low": c.low, "high": c.high, "p_value": c.difference.p_value,
+                    "adjusted_p": c.adjusted_p, "level": c.level, "family": c.family, "seeds": c.seeds,
+                    "verdict": c.label, "decided_by": c.how}
+            table.rows.append(row)
+        table.records.append(record)
+    family = max((c.family for c in verdict.comparisons.values()), default=0)
+    if len(verdict.looks) == 1:
+        test = (f"Paired t test on seeds per method and metric; p-values Holm-adjusted over the family of {family} "
+                f"comparisons (methods x metrics), verdict at {1 - CONFIDENCE:.0%} family-wise; intervals are "
+                f"simultaneous (Bonferroni, each at {100 * (1 - (1 - CONFIDENCE) / max(family, 1)):.2f}%).")
+    else:
+        test = (f"Paired t test on seeds, seeds added in rounds at {', '.join(map(str, verdict.looks))}: each look "
+                f"spends its share of {1 - CONFIDENCE:.0%} (Pocock-type alpha spending; Holm over the comparisons "
+                "still open at that look); a comparison is decided at the first look it crosses, or set aside when "
+                "its trend could not cross by the last (futility); intervals are simultaneous at the deciding look.")
+    table.notes += [
+        f"Accuracies in %; smallest class = the class with the fewest training examples. {test}",
+        "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
+        "(not evidence that there is none)."
+        + (" Each method's whole search was repeated with "
+           f"{verdict.replicates} search seeds, so the intervals include the luck of the search." if verdict.replicates
+           > 1 else " Only the training seeds vary: the luck of the search itself is not in these intervals "
+                    "(--replicates repeats it)."),
+        f"Reading: {verdict.reading}"]
+    return table
+
+
+def verdict_tables(verdict: Verdict) -> list[Table]:
+    """The cost table, the ranking, then the verdict with its reading at the bottom."""
+    return [t for t in (cost_table(verdict), ranking_table(verdict), verdict_table(verdict)) if t.rows]
