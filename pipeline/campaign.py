@@ -81,6 +81,8 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
         for number, (method, replicate) in enumerate(studies, start=1):
             study = campaign.study(method, replicate)
             on_event(CampaignStage("search", method, study.name, number, len(studies)))
+            if _searched(store, study.name, study.budget.trials):
+                continue  # nothing to run: Ax is not even loaded
             result = run_study(study, db, device, None, log_file, on_event, runner(), precision)
             summary.trials_run += result.completed + result.failed
             if result.best is None:
@@ -94,6 +96,16 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
         _retrain(store, record, campaign, looks, summary, device, precision, on_event)
         summary.retrain_seconds = time.perf_counter() - start
     return summary
+
+
+def _searched(store: Store, name: str, budget: int) -> bool:
+    """Whether study `name` is stored with its whole budget run and a completed trial to re-train."""
+    stored = store.study(name)
+    if stored is None:
+        return False
+    trials = store.trials(stored.id)
+    return (sum(t.status in ("completed", "failed") for t in trials) >= budget
+            and any(t.status == "completed" for t in trials))
 
 
 def _retrain(store: Store, record: Any, campaign: CampaignConfig, looks: list[int], summary: CampaignSummary,

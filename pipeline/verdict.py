@@ -4,8 +4,9 @@ metric, and how sure is that.
 Every method's tuned configuration is re-trained on the same seeds (and the same split) as ERM's, so each
 difference is paired on seeds: a paired t test per (method, metric), Holm's correction over the whole
 family of methods x metrics, and simultaneous (Bonferroni) intervals. Seeds may come in rounds (looks):
-look k spends its share of the 5% error rate (Pocock-type alpha spending, pipeline/stats.look_alphas),
-a comparison is decided once its Holm-adjusted p falls below that share, or set aside as futile once
+look k spends its share of the 5% error rate (Pocock-type alpha spending, pipeline/stats.look_alphas) on
+Holm over the whole family, a comparison is decided once its adjusted p falls below that share, or set
+aside as futile once
 even its observed trend carried to the last look would not cross; a method stops receiving seeds once
 every one of its comparisons is decided. The union bound over looks keeps the chance of any false
 "better" or "worse" in the campaign at most 5%.
@@ -40,9 +41,9 @@ class Comparison:
     method: str
     metric: str
     difference: PairedDifference  # method - ERM, paired on `seeds` keys
-    adjusted_p: float | None  # Holm-adjusted over the comparisons open at that look
+    adjusted_p: float | None  # Holm-adjusted over the whole family at that look
     level: float  # the error rate the adjusted p was held to at that look
-    family: int  # comparisons open at that look
+    family: int  # comparisons in the family (methods x metrics)
     low: float | None  # the simultaneous interval of the difference
     high: float | None
     label: str  # better | worse | no detectable difference | open
@@ -72,24 +73,26 @@ def _futile(difference: PairedDifference, final_pairs: int, level: float, family
 def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequence[int], replicates: int = 1,
                            metrics: Sequence[str] = METRICS, alpha: float = ALPHA) -> dict[tuple[str, str], Comparison]:
     """Replay the looks on the stored values: each (method, metric) against REFERENCE, decided at the
-    first look whose Holm-adjusted p is below that look's share of alpha. A look runs on the methods
-    whose runs (and ERM's) are all there; a comparison left open is reported as it stood last."""
+    first look whose Holm-adjusted p is below that look's share of alpha. Holm runs over the whole family
+    at every look, a comparison without runs at that look (its method stopped, or has not run) counting
+    as p = 1: raising a p-value never adds a rejection, so each look's error rate stays within its share
+    however the comparisons still open were chosen. A comparison left open is reported as it stood last."""
     shares = look_alphas(list(looks), alpha)
     reference = values[REFERENCE]
+    family = [(m, metric) for m in methods if m != REFERENCE for metric in metrics]
     decided: dict[tuple[str, str], Comparison] = {}
-    open_ = [(m, metric) for m in methods if m != REFERENCE for metric in metrics]
     for look, (seeds, share) in enumerate(zip(looks, shares)):
         keys = _keys(replicates, seeds)
-        if not _has(reference, keys):
-            break
-        tested = [c for c in open_ if _has(values[c[0]], keys)]
+        open_ = [c for c in family if c not in decided or decided[c].label == OPEN]
+        tested = [c for c in open_ if _has(reference, keys) and _has(values[c[0]], keys)]
         if not tested:
             break
         differences = {c: paired_difference([values[c[0]][c[1]][k] for k in keys], [reference[c[1]][k] for k in keys])
                        for c in tested}
-        adjusted = dict(zip(tested, holm([1.0 if differences[c].p_value is None else differences[c].p_value
-                                          for c in tested])))
-        half_confidence = simultaneous_confidence(len(tested), share)
+        p_values = [1.0 if c not in differences or differences[c].p_value is None else differences[c].p_value
+                    for c in family]
+        adjusted = dict(zip(family, holm(p_values)))
+        half_confidence = simultaneous_confidence(len(family), share)
         last = look == len(looks) - 1
         for c in tested:
             difference, p = differences[c], adjusted[c]
@@ -98,14 +101,13 @@ def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequen
                 label, how = (BETTER if difference.mean > 0 else WORSE), "boundary"
             elif last:
                 label, how = NO_DIFFERENCE, "last look"
-            elif _futile(difference, replicates * looks[-1], shares[-1], len(tested)):
+            elif _futile(difference, replicates * looks[-1], shares[-1], len(family)):
                 label, how = NO_DIFFERENCE, "futility"
             else:
                 label, how = OPEN, "open"
-            decided[c] = Comparison(c[0], c[1], difference, p, share, len(tested),
+            decided[c] = Comparison(c[0], c[1], difference, p, share, len(family),
                                     None if half is None else difference.mean - half,
                                     None if half is None else difference.mean + half, label, len(keys), how)
-        open_ = [c for c in open_ if c not in decided or decided[c].label == OPEN]
     return decided
 
 

@@ -1,0 +1,255 @@
+"""`compare` and `report --verdict`: a real campaign of three methods on the digits (real Ax, real PyTorch,
+real SQLite, real processes), killed and resumed; the verdict's statistics and stopping rule by simulation."""
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.campaign_config import parse_campaign
+from pipeline.stats import holm, paired_difference, simultaneous_confidence
+from pipeline.store import Store
+from pipeline.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, sequential_comparisons
+
+ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
+
+CAMPAIGN = """
+name = "trio"
+objective = "val_balanced_accuracy"
+methods = ["ls", "cb"]        # erm joins by itself
+
+[data]
+name = "digits"
+imbalance_class = "3"
+imbalance_keep = 0.1
+imbalance_in = "train"
+
+[params]
+epochs = 1
+lr_head = {{ low = 0.01, high = 0.2, log = true }}
+
+[method_params.cb]
+cb_power = {{ low = 0.2, high = 1.0 }}
+
+[budget]
+trials = 2
+initial = 2
+
+[evaluate]
+seeds = 3
+{more}
+"""
+
+
+def campaign_file(folder: Path, more: str = "", text: str = CAMPAIGN) -> Path:
+    path = folder / "trio.toml"
+    path.write_text(text.format(more=more))
+    return path
+
+
+def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([ROBUST_TUNE, *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "100", "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def rows(db: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(query).fetchall()
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory) -> Path:
+    """A database holding the finished three-method campaign (tests copy it before changing it)."""
+    folder = tmp_path_factory.mktemp("campaign")
+    done = robust_tune("compare", str(campaign_file(folder)), "--db", str(folder / "c.db"), "--device", "cpu",
+                       "--log-file", str(folder / "ax.log"))
+    assert done.returncode == 0, done.stderr
+    assert "Verdict of campaign trio" in done.stdout and "Reading:" in done.stdout
+    return folder / "c.db"
+
+
+def test_each_method_is_an_ordinary_study_with_the_same_budget_and_erm_searches_the_shared_parameters(campaign):
+    store = Store(str(campaign), create=False)
+    studies = {s.name: s for s in store.all_studies()}
+    assert sorted(studies) == ["trio.cb", "trio.erm", "trio.ls"]
+    assert {s.study.budget.trials for s in studies.values()} == {2}
+    assert set(studies["trio.erm"].study.search) == {"lr_head"}  # ERM tuned too, over the shared range
+    assert set(studies["trio.cb"].study.search) == {"lr_head", "cb_power"}
+    assert studies["trio.cb"].study.search["cb_power"].low == 0.2  # its own range from [method_params.cb]
+    assert set(studies["trio.ls"].study.search) == {"lr_head", "alpha"}  # the papers' range by default
+    splits = set()
+    for study in studies.values():
+        trials = store.trials(study.id)
+        assert [t.status for t in trials] == ["completed", "completed"]
+        runs = store.evaluations(study.id)
+        assert sorted(r.seed for r in runs) == [0, 1, 2] and {r.variant for r in runs} == {"tuned"}
+        splits |= {r.settings.data for r in runs}
+    assert len(splits) == 1  # every method re-trained on the same split
+
+
+def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(campaign, tmp_path):
+    db = tmp_path / "c.db"
+    shutil.copy(campaign, db)
+    before = db.read_bytes()
+    again = robust_tune("compare", str(campaign_file(tmp_path)), "--db", str(db), "--device", "cpu",
+                        "--log-file", str(tmp_path / "ax.log"))
+    assert again.returncode == 0, again.stderr
+    assert "0 trial(s) and 0 re-training run(s) now" in again.stderr and "nothing was missing" in again.stderr
+    assert rows(db, "select count(*) from rt_trials") == [(6,)]
+    assert rows(db, "select count(*) from rt_evaluations") == [(9,)]
+
+    shutil.copy(campaign, db)
+    for fmt in ("table", "markdown", "csv", "latex", "json"):
+        shown = robust_tune("report", "--verdict", "trio", "--db", str(db), "--format", fmt)
+        assert shown.returncode == 0, shown.stderr
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "trio.toml"]  # Ax not even loaded
+
+
+def test_report_verdict_json_gives_means_differences_adjusted_p_and_the_word(campaign):
+    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    tables = {t["title"].split(":")[0]: t for t in json.loads(shown.stdout)}
+    verdict = tables["Verdict of campaign trio"]
+    by_method = {r["method"]: r for r in verdict["rows"]}
+    assert list(by_method) == ["erm", "ls", "cb"] and by_method["erm"]["vs_erm"] == {}
+    for method in ("ls", "cb"):
+        record = by_method[method]
+        assert record["seeds"] == 3 and set(record["means"]) == set(METRICS)
+        for metric, c in record["vs_erm"].items():
+            assert c["verdict"] in (BETTER, WORSE, NO_DIFFERENCE)
+            assert c["p_value"] <= c["adjusted_p"] <= 1 and c["family"] == 8
+            assert c["low"] <= c["difference"] <= c["high"]
+            mean = record["means"][metric]["mean"] - by_method["erm"]["means"][metric]["mean"]
+            assert c["difference"] == pytest.approx(mean)  # paired on the same seeds: the difference of means
+    assert any(note.startswith("Reading: ") for note in verdict["notes"])
+    assert any("Holm" in note and "Paired t test" in note for note in verdict["notes"])
+    cost = {r["method"]: r for r in tables["Campaign trio"]["rows"]}
+    assert {r["trials"] for r in cost.values()} == {2} and {r["budget"] for r in cost.values()} == {2}
+    assert all(r["epochs"] == 2 and r["search_seconds"] > 0 for r in cost.values())
+
+
+def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campaign, tmp_path):
+    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--plots", str(tmp_path / "pictures"))
+    assert shown.returncode == 0, shown.stderr
+    assert [p.name for p in (tmp_path / "pictures").iterdir()] == ["trio-verdict.png"]
+    from pipeline.plots import verdict_picture
+    from pipeline.verdict import take_verdict
+
+    store = Store(str(campaign), create=False)
+    picture = verdict_picture(take_verdict(store, store.require_campaign("trio")))
+    assert picture.data["methods"] == ["ls", "cb"]
+    assert [len(picture.data[metric]) for metric in METRICS] == [2, 2, 2, 2]
+    assert len(picture.figure.axes) == len(METRICS)
+    page = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
+    assert page.returncode == 0 and "data:image/png;base64," in page.stdout and "Verdict of campaign trio" in page.stdout
+
+
+def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run(tmp_path):
+    db, path = tmp_path / "c.db", campaign_file(tmp_path, text=CAMPAIGN.replace('["ls", "cb"]', '["cb"]'))
+    args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    for kill_at in ("after-record", "after-evaluation-2", None):  # during a search, during re-training, to the end
+        done = robust_tune(*args, env={"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})
+        assert done.returncode == (-9 if kill_at else 0), done.stderr
+        assert "Traceback" not in done.stderr
+    assert rows(db, "select count(*), count(distinct name) from rt_studies") == [(2, 2)]
+    assert rows(db, "select count(*) from rt_trials where status = 'completed'") == [(4,)]
+    assert rows(db, "select count(*), count(distinct study_id || '-' || variant || '-' || seed) from rt_evaluations") \
+        == [(6, 6)]
+    assert rows(db, "select count(*) from rt_campaigns") == [(1,)]
+    assert rows(db, "select count(*) from rt_campaign_locks") == [(0,)]
+
+
+@pytest.mark.parametrize("change, problem", [
+    ('methods = ["ls", "cb"]', 'methods = ["ls", "nope"]'),
+    ('methods = ["ls", "cb"]', 'methods = ["ls", "cb", "ls"]'),
+    ("[method_params.cb]\ncb_power", "[method_params.cb]\nbeta"),
+    ("[method_params.cb]", "[method_params.hws]"),
+    ("epochs = 1", "epochs = 1\ncb_power = 0.5\nbeta = 3.0"),
+    ("lr_head = {{ low = 0.01, high = 0.2, log = true }}", "lr_head = 0.05"),
+    ("lr_head = {{ low = 0.01, high = 0.2, log = true }}", "lr_head = {{ low = 0.2, high = 0.01 }}"),
+    ("[evaluate]\nseeds = 3", "[evaluate]\nseeds = 3\nmax_seeds = 2"),
+    ("[evaluate]\nseeds = 3", "[evaluate]\nseeds = 1"),
+    ('name = "trio"', 'name = "trio.x"'),
+    ('methods = ["ls", "cb"]', '[method]\nname = "ls"'),
+])
+def test_a_bad_campaign_file_is_one_line_and_exit_2_and_creates_nothing(tmp_path, cli, change, problem):
+    text = CAMPAIGN.replace(change, problem)
+    assert text != CAMPAIGN
+    path = campaign_file(tmp_path, text=text)
+    code, out, err = cli("compare", str(path), "--db", str(tmp_path / "c.db"), "--device", "cpu")
+    assert code == 2 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and str(path) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trio.toml"]  # no database, no log
+
+
+def test_bad_campaign_messages_name_the_problem(tmp_path):
+    raw = {"name": "c", "methods": ["erm", "ls", "erm"], "params": {"epochs": 1}}
+    with pytest.raises(Exception, match="erm is listed twice"):
+        parse_campaign(raw, "c.toml")
+    with pytest.raises(Exception, match="params.beta: no method of the campaign takes it"):
+        parse_campaign({"name": "c", "methods": ["ls"], "params": {"beta": 1.0}}, "c.toml")
+    with pytest.raises(Exception, match="method erm has nothing to search"):
+        parse_campaign({"name": "c", "methods": ["ls"], "params": {"epochs": 1}}, "c.toml")
+    with pytest.raises(Exception, match="method_params.cb.beta: cb takes no parameter beta"):
+        parse_campaign({"name": "c", "methods": ["cb"], "method_params": {"cb": {"beta": 1.0}}}, "c.toml")
+
+
+def test_a_campaign_has_erm_first_and_each_method_its_shared_and_own_parameters():
+    campaign = parse_campaign({"name": "c", "methods": ["hws", "ls"],
+                               "params": {"epochs": 3, "alpha": 0.1, "lr_head": {"low": 0.01, "high": 0.1}},
+                               "method_params": {"hws": {"beta": {"low": 1.0, "high": 10.0}}},
+                               "evaluate": {"seeds": 5, "max_seeds": 15}}, "c.toml")
+    assert campaign.methods == ("erm", "hws", "ls")
+    assert campaign.studies["ls"].fixed["alpha"] == 0.1 and "alpha" not in campaign.studies["hws"].fixed
+    assert campaign.studies["hws"].search["beta"].high == 10.0 and campaign.studies["hws"].fixed["epochs"] == 3
+    assert campaign.evaluation.looks() == [5, 10, 15]
+    assert campaign.study("hws", 2).name == "c.hws.r2" and campaign.study("hws", 2).search_seed == 2
+
+
+def _noise_campaign(rng: random.Random, methods: list[str], seeds: int, effect: float = 0.0) -> dict:
+    """Runs of every method on `seeds` seeds, each metric Gaussian noise around the same mean: no true
+    difference, except `effect` on the first method's first metric."""
+    return {m: {metric: {(0, s): rng.gauss(effect if (m == methods[1] and metric == METRICS[0]) else 0.0, 1.0)
+                         for s in range(seeds)} for metric in METRICS} for m in methods}
+
+
+@pytest.mark.parametrize("looks", [[5], [5, 10, 15]])
+def test_the_stopping_rule_declares_a_difference_at_most_at_its_nominal_rate(looks):
+    # 2,000 campaigns of ERM and 3 methods x 4 metrics (12 comparisons), no true difference anywhere: the
+    # share of campaigns with any "better" or "worse" must stay within binomial error of 5%.
+    rng, methods, campaigns = random.Random(7), ["erm", "a", "b", "c"], 2000
+    declared = sum(any(c.label in (BETTER, WORSE) for c in sequential_comparisons(
+        _noise_campaign(rng, methods, looks[-1]), methods, looks).values()) for _ in range(campaigns))
+    assert declared / campaigns <= 0.05 + 3 * (0.05 * 0.95 / campaigns) ** 0.5
+
+
+def test_the_stopping_rule_stops_a_clear_difference_at_the_first_look_and_gives_the_rest_more_seeds():
+    rng, methods, looks = random.Random(3), ["erm", "a", "b"], [5, 10, 15]
+    values = _noise_campaign(rng, methods, 15, effect=6.0)
+    comparisons = sequential_comparisons(values, methods, looks)
+    first = comparisons[("a", METRICS[0])]
+    assert first.label == BETTER and first.seeds == 5 and first.how == "boundary"
+    assert all(c.seeds > 5 or c.how in ("futility", "boundary") for c in comparisons.values())
+
+
+def test_holm_decides_the_verdict_and_the_intervals_are_simultaneous():
+    # one method, four metrics: raw p-values against Holm's, and intervals at 1 - 0.05 / 4
+    rng, methods = random.Random(11), ["erm", "a"]
+    values = _noise_campaign(rng, methods, 6, effect=2.0)
+    comparisons = sequential_comparisons(values, methods, [6])
+    raw = [paired_difference([values["a"][m][(0, s)] for s in range(6)], [values["erm"][m][(0, s)] for s in range(6)])
+           for m in METRICS]
+    adjusted = holm([d.p_value for d in raw])
+    for metric, d, p in zip(METRICS, raw, adjusted):
+        c = comparisons[("a", metric)]
+        assert c.adjusted_p == pytest.approx(p) and c.family == 4
+        assert c.label == (NO_DIFFERENCE if p >= 0.05 else BETTER if d.mean > 0 else WORSE)
+        half = d.half_width(simultaneous_confidence(4))
+        assert (c.low, c.high) == pytest.approx((d.mean - half, d.mean + half))
+        assert half > d.half_width(0.95)
