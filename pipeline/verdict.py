@@ -27,6 +27,9 @@ from pipeline.store import CampaignRecord, EvaluationRecord, Store, best_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
 METRIC_LABELS = dict(COMPARE_METRICS)
+READING_LABELS = {"test_accuracy": "test accuracy", "test_balanced_accuracy": "balanced accuracy",
+                  "test_worst_class_accuracy": "worst-class accuracy",
+                  "smallest_class_accuracy": "the rare (smallest training) class"}
 ALPHA = 1 - CONFIDENCE
 BETTER, WORSE, NO_DIFFERENCE, OPEN = "better", "worse", "no detectable difference", "open"
 
@@ -258,9 +261,9 @@ def reading(verdict: Verdict) -> str:
     decided = [c for c in verdict.comparisons.values() if c.label in (BETTER, WORSE)]
     for c in sorted(decided, key=lambda c: (c.label != BETTER, c.method, METRICS.index(c.metric))):
         verb = "beats ERM" if c.label == BETTER else "falls behind ERM"
-        sentences.append(f"{c.method} {verb} on {METRIC_LABELS[c.metric]} by {_points(c.difference.mean)} points "
+        sentences.append(f"{c.method} {verb} on {READING_LABELS[c.metric]} by {_points(c.difference.mean)} points "
                          f"[{_points(c.low)}, {_points(c.high)}]")
-    unbeaten = [METRIC_LABELS[metric] for metric in METRICS
+    unbeaten = [READING_LABELS[metric] for metric in METRICS
                 if not any(c.metric == metric and c.label == BETTER for c in verdict.comparisons.values())]
     if unbeaten:
         sentences.append(f"no method beats ERM on {_join(unbeaten)}")

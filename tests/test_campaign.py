@@ -150,13 +150,18 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
     assert page.returncode == 0 and "data:image/png;base64," in page.stdout and "Verdict of campaign trio" in page.stdout
 
 
-def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run(tmp_path):
+def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_runs_once_at_a_time(tmp_path):
     db, path = tmp_path / "c.db", campaign_file(tmp_path, text=CAMPAIGN.replace('["ls", "cb"]', '["cb"]'))
     args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
-    for kill_at in ("after-record", "after-evaluation-2", None):  # during a search, during re-training, to the end
+    for kill_at in ("after-record", "after-evaluation-1", None):  # during a search, during re-training, to the end
         done = robust_tune(*args, env={"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})
         assert done.returncode == (-9 if kill_at else 0), done.stderr
         assert "Traceback" not in done.stderr
+    store = Store(str(db))
+    with store.lock_campaign(store.require_campaign("trio")):  # another process runs the campaign
+        second = robust_tune(*args)
+    assert second.returncode == 2 and f"campaign trio is being run by process {os.getpid()}" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
     assert rows(db, "select count(*), count(distinct name) from rt_studies") == [(2, 2)]
     assert rows(db, "select count(*) from rt_trials where status = 'completed'") == [(4,)]
     assert rows(db, "select count(*), count(distinct study_id || '-' || variant || '-' || seed) from rt_evaluations") \
