@@ -52,6 +52,12 @@ def cost_table(verdict: Verdict) -> Table:
     table.notes.append("Every method searched with the same budget; search and re-training are training time "
                        "(minutes:seconds). Tuned parameters are the best trial's searched values"
                        + (", one set per search replicate." if verdict.replicates > 1 else "."))
+    if len(verdict.looks) > 1:
+        compared = [m for m in verdict.methods if not m.missing]
+        most = verdict.looks[-1] * verdict.replicates * len(compared)
+        ran = sum(m.seeds * verdict.replicates for m in compared)
+        table.notes.append(f"Seeds came in rounds ({', '.join(map(str, verdict.looks))}): {ran} re-training runs of "
+                           f"the {most} the campaign allows; the stopping rule saved {most - ran}.")
     return table
 
 
@@ -75,6 +81,8 @@ def verdict_table(verdict: Verdict) -> Table:
     simultaneous interval, the Holm-adjusted p-value and the verdict word."""
     seeds = {m.seeds for m in verdict.methods if m.seeds}
     seeds_text = f"{'/'.join(map(str, sorted(seeds)))} seeds" if seeds else "no seeds yet"
+    if verdict.replicates > 1:
+        seeds_text = f"{verdict.replicates} searches x {seeds_text}"
     table = Table(f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
                   f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM (simult.)", "Holm p", "verdict"],
                   [])
@@ -113,7 +121,9 @@ def verdict_table(verdict: Verdict) -> Table:
         "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
         "(not evidence that there is none)."
         + (" Each method's whole search was repeated with "
-           f"{verdict.replicates} search seeds, so the intervals include the luck of the search." if verdict.replicates
+           f"{verdict.replicates} search seeds, so the intervals include the luck of the search; the runs of one "
+           "search are paired with ERM's of the same search seed and counted as independent pairs, which "
+           "understates that luck when there are few searches." if verdict.replicates
            > 1 else " Only the training seeds vary: the luck of the search itself is not in these intervals "
                     "(--replicates repeats it)."),
         f"Reading: {verdict.reading}"]
