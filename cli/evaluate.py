@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -30,25 +32,32 @@ class EvaluationView:
             self.epochs = bars.add_task("epochs ", total=None, status="")
 
     def on_event(self, event: Any) -> None:
-        from pipeline.evaluate import EvaluationStarted, RunEnded, RunStarted
+        from pipeline.evaluate import EvaluationStarted, RunEnded, RunLost, RunStarted
         from pipeline.trainer import EpochEnd
+        from pipeline.trial import TrialEpoch
 
         self.ctrl_c.check()
         line = None
         if isinstance(event, EvaluationStarted):
+            to_run = event.runs - event.stored - event.shared
+            shared = f", {event.shared} stored for another study (copied, not trained again)" if event.shared else ""
             line = (f"evaluate {event.study} (best trial {event.trial_index}): {event.runs} run(s), "
-                    f"{event.stored} already stored, {event.runs - event.stored} to run")
+                    f"{event.stored} already stored{shared}, {to_run} to run")
         elif isinstance(event, RunStarted) and self.bars is not None:
-            self.bars.update(self.runs, total=event.total, completed=event.number - 1,
-                             status=f"{event.variant}, seed {event.seed}")
+            self.bars.update(self.runs, total=event.total, status=f"{event.variant}, seed {event.seed}")
             self.bars.reset(self.epochs, total=event.epochs, status="")
-        elif isinstance(event, EpochEnd) and self.bars is not None:
-            self.bars.update(self.epochs, completed=event.epoch, status=f"loss {event.train_loss:.3f}")
+        elif isinstance(event, (EpochEnd, TrialEpoch)) and self.bars is not None:
+            loss = f"loss {event.train_loss:.3f}" if isinstance(event, EpochEnd) else f"run {event.trial_index}"
+            self.bars.update(self.epochs, completed=event.epoch, status=loss)
+        elif isinstance(event, RunLost):
+            line = f"{event.variant}, seed {event.seed}: {event.reason}; it runs again"
         elif isinstance(event, RunEnded):
             if self.bars is not None:
-                self.bars.update(self.runs, completed=event.number)
+                self.bars.update(self.runs, total=event.total, advance=1)
+            how = (f"shared with study {event.shared_with} (not trained again)" if event.shared_with
+                   else f"{event.seconds:.1f} s")
             line = (f"run {event.number} of {event.total}: {event.variant}, seed {event.seed}: "
-                    f"test acc {percent(event.test_accuracy)}%, {event.seconds:.1f} s")
+                    f"test acc {percent(event.test_accuracy)}%, {how}")
         if line:
             stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
@@ -59,8 +68,9 @@ def evaluate(
     db: Db = None,
     seeds: Annotated[int, typer.Option(help="Train on seeds 0..N-1.")] = 5,
     against: Annotated[Optional[str], typer.Option(
-        help="Baseline methods, comma-separated (e.g. erm,ls), each at every setting it shares with the best "
-             "trial.")] = None,
+        help="Baselines, comma-separated, each METHOD or METHOD:name=value[:name=value...] (e.g. "
+             "erm,cb:cb_power=0.5), at every setting it shares with the best trial and its own values over "
+             "them; a baseline with own values is its own variant, named by them.")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
     = None,
@@ -69,28 +79,79 @@ def evaluate(
     resplit: Annotated[bool, typer.Option(
         "--resplit", help="Draw the split again with each seed (the validation carving; the whole split when "
                           "the data set has no fixed test set).")] = False,
+    drop: Annotated[Optional[str], typer.Option(
+        help="Remove one variant's stored runs of the study instead (asks first), so it can run again.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --drop: do not ask for confirmation.")] = False,
     device: Device = "auto",
     precision: Precision = "auto",
+    workers: Annotated[Optional[int], typer.Option(
+        help="Train this many runs at once, on a Dask cluster of as many worker processes on this machine.")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        envvar="ROBUST_TUNE_SCHEDULER",
+        help="Train runs on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
+    trials_per_gpu: Annotated[int, typer.Option(
+        help="With --workers on a machine with GPUs: how many runs share one GPU.")] = 1,
+    log_file: Annotated[Path, typer.Option(help="Where Dask's and other libraries' messages go.")] =
+        Path("runs/robust-tune.log"),
 ) -> None:
     """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
     from pipeline.evaluate import plan_evaluation, run_evaluation
 
+    if drop is not None:
+        if against or param or vary or resplit or workers is not None or scheduler:
+            raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
+        _drop(study, db, drop, yes)
+        return
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
     check_precision(precision)
+    from pipeline.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
+
+    runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     store = Store(db)  # upgrades a database written by an earlier version
     print_upgrade(store.upgraded)
     if stderr.is_terminal:
         bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[status]}"), console=stderr, transient=True)
         with bars, ctrl_c_kept() as ctrl_c:
-            ran = run_evaluation(store, plan, device, EvaluationView(bars, ctrl_c).on_event, precision)
+            ran = run_evaluation(store, plan, device, EvaluationView(bars, ctrl_c).on_event, precision, runner)
     else:
         with ctrl_c_kept() as ctrl_c:
-            ran = run_evaluation(store, plan, device, EvaluationView(None, ctrl_c).on_event, precision)
+            ran = run_evaluation(store, plan, device, EvaluationView(None, ctrl_c).on_event, precision, runner)
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
     print_tables([compare_table(store, [study])], "table", None)
+
+
+def _drop(study: str, db: str | None, variant: str, yes: bool) -> None:
+    """Remove one variant's stored runs after confirmation; refused or unanswered, nothing changes."""
+    from pipeline.evaluate import drop_variant
+
+    store = Store(db, create=False)
+    record = store.require_study(study)
+    runs = [e for e in store.evaluations(record.id) if e.variant == variant]
+    if not runs:
+        known = ", ".join(dict.fromkeys(e.variant for e in store.evaluations(record.id))) or "none"
+        raise UserError(f"study {study} has no evaluated variant {variant!r}; evaluated: {known}")
+    seeds = ", ".join(str(e.seed) for e in sorted(runs, key=lambda e: e.seed))
+    if not yes and not _stdin_is_terminal():
+        stderr.print(f"nothing was dropped: --drop asks first, and there is no terminal to answer; "
+                     f"add --yes to drop variant {variant} without asking", soft_wrap=True, markup=False)
+        raise typer.Exit(1)
+    if not yes and not typer.confirm(f"Drop variant {variant} of study {study}: {len(runs)} run(s) (seeds {seeds}) "
+                                     f"from {store.shown}?"):
+        stderr.print("nothing was dropped")
+        raise typer.Exit(1)
+    store = Store(db, create=False, write=True)  # upgrades a database written by an earlier version
+    print_upgrade(store.upgraded)
+    dropped = drop_variant(store, study, variant)
+    stdout.print(f"dropped variant {variant} of study {study}: {dropped} run(s); evaluate runs it again when asked",
+                 soft_wrap=True, markup=False)
+
+
+def _stdin_is_terminal() -> bool:
+    """Whether a person can answer a question on stdin."""
+    return sys.stdin is not None and sys.stdin.isatty()
 
 
 def _toml_value(value: Any) -> str:

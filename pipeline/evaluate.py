@@ -3,25 +3,32 @@
 A study's best trial is one seed on one split, chosen by the numbers it reports; `evaluate` trains it
 again on seeds 0..N-1 next to baselines trained at the same settings (the GI-LS paper's Table 4 rule:
 a baseline inherits every setting it shares with the best trial), and `--vary` moves one parameter
-(Table 8). A run is stored in rt_evaluations when it ends, keyed by (study, variant, seed): a killed
-evaluate loses only the run in progress, a repeated one runs only what is missing.
+(Table 8). A baseline may carry values of its own (`cb:cb_power=0.5`), which make it a variant named by
+them. A run is stored in rt_evaluations when it ends, keyed by (study, variant, seed): a killed evaluate
+loses only the runs in progress, a repeated one runs only what is missing, and a run stored before with
+the same planned settings and seed (another study's ERM) is copied instead of trained again. Runs train
+on a TrialRunner: in this process, or on Dask workers like a study's trials.
 
 Torch is imported only by `run_evaluation`: planning and reading (`best`, `report`) stay light.
 """
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
 
-from pipeline.config import TrainConfig
-from pipeline.errors import UserError
+from pipeline.config import TrainConfig, resolve_device
+from pipeline.errors import TrainingFailed, UserError
+from pipeline.faults import kill_point
 from pipeline.methods import parse_method
 from pipeline.params import Value
-from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, best_trial
+
+if TYPE_CHECKING:
+    from pipeline.trial import Outcome, TrialJob, TrialRunner
 
 TUNED = "tuned"  # the variant name of the best configuration itself
+VARIANT_NAME_LIMIT = 200  # rt_evaluations.variant's length
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class Variant:
     name: str
     method: str
     params: dict[str, Value]  # every parameter of `method`, resolved
+    own: dict[str, Value] = field(default_factory=dict)  # a named baseline's own values (METHOD:name=value)
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,48 @@ def inherited(method_name: str, best: dict[str, Value], given: dict[str, str]) -
                            **{k: v for k, v in given.items() if k in taken}})
 
 
+def value_text(value: Value) -> str:
+    """A parameter value as the same short text every time: a variant's name says its values with it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
+
+
+def variant_name(method_name: str, own: dict[str, Value]) -> str:
+    """`METHOD:name=value:...`, the own values in the method's declaration order; the method alone without."""
+    order = [p.name for p in parse_method(method_name).params]
+    return "".join([method_name] + [f":{name}={value_text(own[name])}" for name in order if name in own])
+
+
+def parse_variant(text: str, best: dict[str, Value], given: dict[str, str]) -> Variant:
+    """`METHOD[:name=value[:name=value...]]` -> a baseline named by its own values, each checked against the
+    method's declaration; the parameters it shares with the best configuration come from it, then --param's
+    values, then its own over both."""
+    method_text, *assignments = (part.strip() for part in text.split(":"))
+    method = parse_method(method_text)
+    declared = {p.name: p for p in method.params}
+    own: dict[str, Value] = {}
+    for assignment in assignments:
+        name, sep, raw = (part.strip() for part in assignment.partition("="))
+        if not sep or not name or not raw:
+            raise UserError(f"malformed --against {text!r}: expected METHOD[:name=value...], e.g. cb:cb_power=0.5")
+        if name not in declared:
+            raise UserError(f"--against {text}: {method.name} takes no parameter {name}; known: {', '.join(declared)}")
+        try:
+            own[name] = declared[name].coerce(raw)
+        except UserError as error:
+            raise UserError(f"--against {text}: {error}") from None
+    taken = {k: v for k, v in given.items() if k in declared}
+    name = variant_name(method.name, own)
+    if len(name) > VARIANT_NAME_LIMIT:
+        raise UserError(f"--against {text}: the variant's name {name!r} is longer than the database's "
+                        f"{VARIANT_NAME_LIMIT} characters")
+    return Variant(name, method.name, inherited(method.name, best, {**taken, **own}), own)
+
+
 def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
     """`NAME=V1,V2,...` -> the parameter and its values, each checked against the method's declaration."""
     name, sep, values = text.partition("=")
@@ -101,16 +151,20 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
 def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
                     vary: str | None = None, params: dict[str, str] | None = None,
                     resplit: bool = False) -> Plan:
-    """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work."""
+    """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work.
+    A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant)."""
     if seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
     study, trial = study_and_trial(store, name)
     base = trial_config(study, trial)
     params = params or {}
     variants = [Variant(TUNED, base.method, base.params)]
-    for method_name in dict.fromkeys(m.strip() for m in against if m.strip()):
-        method = parse_method(method_name)
-        variants.append(Variant(method.name, method.name, inherited(method.name, base.params, params)))
+    named: dict[str, Variant] = {}
+    for text in against:
+        if text.strip():
+            variant = parse_variant(text, base.params, params)
+            named.setdefault(variant.name, variant)  # a variant named twice runs once
+    variants += named.values()
     unused = [k for k in params if not any(k in {p.name for p in parse_method(v.method).params}
                                            for v in variants[1:])]
     if unused:
@@ -134,6 +188,7 @@ class EvaluationStarted:
     trial_index: int
     runs: int  # variants x seeds
     stored: int  # of those already stored, which do not run again
+    shared: int = 0  # of those missing, stored before for another study or variant: copied, not trained
 
 
 @dataclass(frozen=True)
@@ -153,6 +208,19 @@ class RunEnded:
     total: int
     test_accuracy: float
     seconds: float
+    shared_with: str | None = None  # the study whose stored run was copied instead of training it again
+
+
+@dataclass(frozen=True)
+class RunLost:
+    """A run whose worker died before it ended: it runs again."""
+
+    variant: str
+    seed: int
+    reason: str
+
+
+LOST_LIMIT = 3  # a run lost this many times stops the evaluate (its worker keeps dying: out of memory)
 
 
 def missing_runs(store: Store, plan: Plan) -> list[tuple[Variant, int]]:
@@ -166,42 +234,152 @@ def missing_runs(store: Store, plan: Plan) -> list[tuple[Variant, int]]:
             if row is None:
                 missing.append((variant, seed))
             elif row.config != (planned := _planned(plan.config(variant, seed))) or row.trial_index != plan.trial_index:
-                changed = sorted(k for k in planned if row.config.get(k) != planned[k])
-                raise UserError(f"study {plan.study.name}: variant {variant.name} seed {seed} is stored from trial "
-                                f"{row.trial_index} with other settings (differs in: "
-                                f"{', '.join(changed) or 'the trial'}); nothing was changed, and stored runs are "
-                                "never replaced: evaluate into another database with --db")
+                raise UserError(_stored_otherwise(plan, variant, seed, row, planned))
     return missing
 
 
+def _stored_otherwise(plan: Plan, variant: Variant, seed: int, row: EvaluationRecord, planned: dict[str, Any]) -> str:
+    """Why a stored run is not the one planned, and the two ways on: another variant name, or --drop."""
+    changed = sorted(k for k in planned if row.config.get(k) != planned[k])
+    stored_params, params = row.config.get("params") or {}, planned.get("params") or {}
+    moved = {k: v for k, v in params.items() if stored_params.get(k) != v}
+    differs = ", ".join(f"params: {', '.join(moved)}" if k == "params" and moved else k for k in changed)
+    ways = f"drop the stored runs first with --drop {variant.name}"
+    if variant.name != TUNED and variant.name.split(":")[0] == variant.method and moved:  # a baseline
+        renamed = variant_name(variant.method, {**variant.own, **moved})
+        ways = f"name the variant by its values, e.g. --against {renamed}, or {ways}"
+    return (f"study {plan.study.name}: variant {variant.name} seed {seed} is stored from trial {row.trial_index} "
+            f"with other settings (differs in: {differs or 'the trial'}); nothing was changed, and stored runs "
+            f"are never replaced: {ways}")
+
+
+def shared_runs(store: Store, plan: Plan,
+                missing: list[tuple[Variant, int]]) -> dict[tuple[str, int], tuple[str, EvaluationRecord]]:
+    """The missing runs stored before, planned alike on the same seed, for another study (or another variant
+    name): (variant name, seed) -> (that study's name, its run). They are copied, not trained again."""
+    found = {}
+    for variant, seed in missing:
+        match = store.matching_evaluation(_planned(plan.config(variant, seed)), seed, plan.study.id, variant.name)
+        if match is not None:
+            found[(variant.name, seed)] = match
+    return found
+
+
+def evaluation_job(plan: Plan, variant: Variant, seed: int, number: int, device: str = "auto",
+                   precision: str = "auto") -> TrialJob:
+    """One run as a trial job a runner trains: the study with the variant's method and every parameter fixed,
+    on the run's data, so that the job trains exactly `plan.config(variant, seed)`."""
+    from pipeline.trial import TrialJob
+
+    data = plan.config(variant, seed).data
+    study = replace(plan.study.study, method=variant.method, fixed=dict(variant.params), search={}, data=data)
+    return TrialJob(study, number, {}, seed, device, precision)
+
+
+def drop_variant(store: Store, name: str, variant: str) -> int:
+    """Remove one variant's stored runs of study `name`, holding the study's lock; how many were removed."""
+    study = store.require_study(name)
+    with store.lock_study(study) as lock:
+        lock.check()
+        return store.delete_evaluations(study.id, variant)
+
+
 def run_evaluation(store: Store, plan: Plan, device: str = "auto",
-                   on_event: Callable[[Any], None] = lambda event: None, precision: str = "auto") -> int:
-    """Train every missing run of `plan` and store each as it ends; returns how many ran.
+                   on_event: Callable[[Any], None] = lambda event: None, precision: str = "auto",
+                   runner: TrialRunner | None = None) -> int:
+    """Store every missing run of `plan`, each as it ends; returns how many were stored.
 
-    Holds the study's lock, so an evaluate and a `run` of the same study (or two evaluates) never
-    write at once."""
-    from pipeline.config import resolve_device
-    from pipeline.models import check_weights
-    from pipeline.faults import kill_point
-    from pipeline.trial import dataset_for
-    from pipeline.trainer import train
-
+    A run stored before for another study (or variant) planned alike on the same seed is copied, not
+    trained again; the others train on `runner` (default: in this process, one at a time; Dask workers
+    train several at once). Holds the study's lock, so an evaluate and a `run` of the same study (or two
+    evaluates) never write at once."""
+    resolve_device(device)  # no GPU for --device cuda: refused before anything is stored
     with store.lock_study(plan.study) as lock:
         missing = missing_runs(store, plan)
+        shared = shared_runs(store, plan, missing)
         on_event(EvaluationStarted(plan.study.name, plan.trial_index, len(plan.variants) * len(plan.seeds),
-                                   len(plan.variants) * len(plan.seeds) - len(missing)))
-        resolved = str(resolve_device(device))
-        for number, (variant, seed) in enumerate(missing, start=1):
-            config = plan.config(variant, seed, device, precision)
-            dataset = dataset_for(config.data, resolved)
-            check_weights(config.backbone, config.weights, dataset.in_channels)
-            on_event(RunStarted(variant.name, seed, number, len(missing), int(variant.params["epochs"])))
-            start = time.perf_counter()
-            result = train(config, dataset, on_event).to_dict()
-            counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
+                                   len(plan.variants) * len(plan.seeds) - len(missing), len(shared)))
+        copies = [(v, s) for v, s in missing if (v.name, s) in shared]  # first: they take no time
+        for number, (variant, seed) in enumerate(copies, start=1):
+            study_name, run = shared[(variant.name, seed)]
             lock.check()
-            store.add_evaluation(plan.study.id, variant.name, seed, plan.trial_index, _planned(config), result, counts)
+            store.copy_evaluation(plan.study.id, variant.name, plan.trial_index, run)
             kill_point(f"after-evaluation-{number}")
-            on_event(RunEnded(variant.name, seed, number, len(missing), result["test_accuracy"],
-                              time.perf_counter() - start))
+            on_event(RunEnded(variant.name, seed, number, len(missing), run.metrics["test_accuracy"], 0.0, study_name))
+        to_train = [(number, variant, seed) for number, (variant, seed)
+                    in enumerate([m for m in missing if m not in copies], start=len(copies) + 1)]
+        if to_train:
+            _Training(store, plan, lock, len(missing), len(copies), device, on_event).run(to_train, precision, runner)
     return len(missing)
+
+
+class _Training:
+    """An evaluate's runs on a runner: submitted up to its capacity, each stored as it ends; a run whose
+    worker died runs again, a run that failed stops the evaluate (the runs stored so far are kept)."""
+
+    def __init__(self, store: Store, plan: Plan, lock: StudyLock, total: int, stored: int, device: str,
+                 on_event: Callable[[Any], None]) -> None:
+        self.store, self.plan, self.lock, self.total, self.stored = store, plan, lock, total, stored
+        self.requested, self.device, self.on_event = device, str(resolve_device(device)), on_event
+        self.lost: dict[int, int] = {}  # run number -> times its worker died
+
+    def run(self, runs: list[tuple[int, Variant, int]], precision: str, runner: TrialRunner | None) -> None:
+        """Train each (number, variant, seed) until it is stored; a job's trial_index is its run's number."""
+        from pipeline.trial import InProcessRunner
+
+        self.runs = {number: (variant, seed) for number, variant, seed in runs}
+        jobs = {number: evaluation_job(self.plan, variant, seed, number, self.requested, precision)
+                for number, variant, seed in runs}
+        self.check_weights(runs[0][1], runs[0][2])
+        waiting, running = list(jobs), set()
+        with runner or InProcessRunner() as active:
+            while waiting or running:
+                while waiting and len(running) < active.capacity:
+                    number = waiting.pop(0)
+                    active.submit(jobs[number])
+                    running.add(number)
+                    variant, seed = self.runs[number]
+                    self.on_event(RunStarted(variant.name, seed, number, self.total, int(variant.params["epochs"])))
+                for outcome in active.wait(self.on_event):
+                    running.discard(outcome.trial_index)
+                    if not self.ended(outcome):
+                        waiting.insert(0, outcome.trial_index)
+
+    def check_weights(self, variant: Variant, seed: int) -> None:
+        """A weights file that does not fit the data is refused before any run trains."""
+        from pipeline.models import check_weights
+        from pipeline.trial import dataset_for
+
+        config = self.plan.config(variant, seed)
+        check_weights(config.backbone, config.weights, dataset_for(config.data, self.device).in_channels)
+
+    def ended(self, outcome: Outcome) -> bool:
+        """Store a run that ended; False when its worker died and it must run again."""
+        variant, seed = self.runs[outcome.trial_index]
+        where = f"study {self.plan.study.name}: variant {variant.name} seed {seed}"
+        if outcome.lost is not None:
+            self.lost[outcome.trial_index] = self.lost.get(outcome.trial_index, 0) + 1
+            if self.lost[outcome.trial_index] >= LOST_LIMIT:
+                raise TrainingFailed(f"{where} was lost {LOST_LIMIT} times ({outcome.lost}); "
+                                     "the runs stored so far are kept")
+            self.on_event(RunLost(variant.name, seed, outcome.lost))
+            return False
+        if outcome.error is not None:
+            raise TrainingFailed(f"{where} failed: {outcome.error}; the runs stored so far are kept")
+        self.lock.check()
+        self.store_run(variant, seed, outcome.result)
+        self.stored += 1
+        kill_point(f"after-evaluation-{self.stored}")
+        self.on_event(RunEnded(variant.name, seed, outcome.trial_index, self.total, outcome.result["test_accuracy"],
+                               outcome.result["train_seconds"]))
+        return True
+
+    def store_run(self, variant: Variant, seed: int, result: dict[str, Any]) -> None:
+        """Store one trained run with its planned identity and its data set's training counts per class."""
+        from pipeline.trial import dataset_for
+
+        config = self.plan.config(variant, seed)
+        dataset = dataset_for(config.data, self.device)  # loaded here already, or once more to count its classes
+        counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
+        self.store.add_evaluation(self.plan.study.id, variant.name, seed, self.plan.trial_index, _planned(config),
+                                  result, counts)

@@ -5,8 +5,9 @@ the CLI renders with Rich or writes as Markdown, CSV, LaTeX, JSON or one HTML pa
 """
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
 from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial
 from pipeline.study_config import StudyConfig
-from pipeline.stats import CONFIDENCE, mean_interval
+from pipeline.evaluate import TUNED, value_text
+from pipeline.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
+    simultaneous_confidence
 from pipeline.tables import Table, percent
 
 OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
@@ -147,6 +150,8 @@ def studies_table(store: Store) -> Table:
 COMPARE_METRICS = (("test_accuracy", "test acc"), ("test_balanced_accuracy", "balanced"),
                    ("test_worst_class_accuracy", "worst class"), ("smallest_class_accuracy", "smallest class"))
 COMPARE_DIFFERENCES = ("test_accuracy", "test_balanced_accuracy", "smallest_class_accuracy")  # shown as columns
+
+
 def run_metrics(run: EvaluationRecord) -> dict[str, float]:
     """A run's compared metrics, with the test accuracy of its smallest training class."""
     smallest = min(run.train_class_counts, key=lambda name: run.train_class_counts[name])
@@ -158,58 +163,244 @@ def _interval_text(mean: float, half_width: float | None, signed: bool = False) 
     return text if half_width is None else f"{text} ± {100 * half_width:.1f}"
 
 
+def _difference_text(difference: dict[str, Any] | None) -> str:
+    """A difference as the table shows it: signed, with its interval, ~ when that contains 0; "-" for none."""
+    if difference is None:
+        return "-"
+    text = _interval_text(difference["mean"], difference["half_width"], signed=True)
+    return text + (" ~" if difference["contains_zero"] else "")
+
+
+@dataclass
+class _Row:
+    """One row of the compare table: a variant's runs by seed, and the studies it belongs to (several when
+    their runs are the same: the same settings, seed and results, trained once and shared)."""
+
+    studies: list[StudyRecord]
+    variant: str
+    runs: dict[int, EvaluationRecord]
+
+    @property
+    def method(self) -> str:
+        return next(iter(self.runs.values())).settings.method
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return next(iter(self.runs.values())).settings.params
+
+    def values(self) -> dict[int, dict[str, float]]:
+        """Each seed's compared metrics."""
+        return {seed: run_metrics(run) for seed, run in sorted(self.runs.items())}
+
+    def sameness(self) -> tuple:
+        """What makes two studies' variants one row: per seed, the planned settings and the results."""
+        return tuple((seed, json.dumps(run.config, sort_keys=True), json.dumps(run.metrics, sort_keys=True))
+                     for seed, run in sorted(self.runs.items()))
+
+
+def _rows(study: StudyRecord, runs: list[EvaluationRecord]) -> list[_Row]:
+    """A study's variants, the tuned configuration first, the others in the order they were stored."""
+    by_variant: dict[str, dict[int, EvaluationRecord]] = {}
+    for run in runs:
+        by_variant.setdefault(run.variant, {})[run.seed] = run
+    return [_Row([study], variant, seeds) for variant, seeds in sorted(by_variant.items(), key=lambda v: v[0] != TUNED)]
+
+
+DEFAULTS = {p.name: p.default for p in ALL_PARAMS}
+
+
+def shown_params(row: _Row, tuned: dict[str, Any] | None) -> dict[str, Any]:
+    """A baseline's or varied value's parameters worth showing: those that differ from the tuned
+    configuration's (the ones it has) or else from their defaults; none for the tuned configuration."""
+    if row.variant == TUNED:
+        return {}
+    tuned = tuned or {}
+    return {k: v for k, v in row.params.items() if (tuned[k] if k in tuned else DEFAULTS.get(k, v)) != v}
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={value_text(v)}" for k, v in params.items()) or "-"
+
+
+def _summary(values: dict[int, dict[str, float]]) -> dict[str, tuple[float, float | None]]:
+    return {key: mean_interval([values[s][key] for s in sorted(values)]) for key, _ in COMPARE_METRICS}
+
+
+def _headers(against: str, with_params: bool) -> list[str]:
+    return (["study", "variant", "method", "seeds"] + [label for _, label in COMPARE_METRICS]
+            + [f"vs {against}: {dict(COMPARE_METRICS)[key]}" for key in COMPARE_DIFFERENCES]
+            + (["parameters"] if with_params else []) + ["selected on"])
+
+
+def _add_row(table: Table, row: _Row, differences: dict[str, dict[str, Any]], against: str | None,
+             shown: dict[str, Any], with_params: bool) -> None:
+    """One variant's line and its record (every parameter, and those shown)."""
+    values, study = row.values(), row.studies[0]
+    summary = _summary(values)
+    table.rows.append(
+        [", ".join(s.name for s in row.studies), row.variant, row.method, str(len(values))]
+        + [_interval_text(*summary[key]) for key, _ in COMPARE_METRICS]
+        + [_difference_text(differences.get(key)) for key in COMPARE_DIFFERENCES]
+        + ([_params_text(shown)] if with_params else []) + [selection_label(study.study)])
+    table.records.append({
+        "study": study.name, "studies": [s.name for s in row.studies], "variant": row.variant, "method": row.method,
+        "trial_index": next(iter(row.runs.values())).trial_index, "seeds": sorted(values), "baseline": against,
+        "metrics": {key: {"mean": summary[key][0], "half_width": summary[key][1],
+                          "values": [values[s][key] for s in sorted(values)]} for key, _ in COMPARE_METRICS},
+        "difference": differences, "params": row.params, "params_shown": shown,
+        "objective": study.study.objective, "selected_on": selection_label(study.study)})
+
+
+def _selection_note(table: Table) -> None:
+    if any(r["selected_on"] != "val" for r in table.records):
+        table.notes.append("* the configuration was selected on test accuracy (the papers' protocol): the tuned "
+                           "variant's test figures are optimistic.")
+
+
 def compare_table(store: Store, names: list[str] | None = None, baseline: str | None = None) -> Table:
     """Per study and variant (the tuned configuration, each baseline, each varied value): the mean and
-    95% interval over seeds of the test metrics, and the paired difference to `baseline` (default erm,
-    when evaluated) over the seeds both ran, marked ~ when its interval contains 0."""
+    95% interval over seeds of the test metrics, and the paired difference to a reference over the seeds
+    both ran, marked ~ when its interval contains 0. One study: the reference is `baseline` (default erm,
+    when evaluated). Several: each study's tuned configuration against one reference (see across_studies)."""
     chosen = [(s, store.evaluations(s.id)) for s in _select(store, names)]
     chosen = [(s, runs) for s, runs in chosen if runs]
     if not chosen:
         raise UserError(f"no evaluations in {store.shown}{' for ' + ', '.join(names) if names else ''}; "
                         "run `robust-tune evaluate STUDY` first")
+    if len(chosen) > 1:
+        return across_studies([_rows(study, runs) for study, runs in chosen], baseline)
+    return _one_study(_rows(*chosen[0]), baseline)
+
+
+def _one_study(rows: list[_Row], baseline: str | None) -> Table:
+    """One study's variants, each against `baseline` (default erm) on the seeds both ran."""
     wanted = baseline or "erm"
-    if baseline and not any(r.variant == baseline for _, runs in chosen for r in runs):
-        known = sorted({r.variant for _, runs in chosen for r in runs})
-        raise UserError(f"--baseline {baseline} was not evaluated; evaluated variants: {', '.join(known)}")
-    headers = (["study", "variant", "method", "seeds"] + [label for _, label in COMPARE_METRICS]
-               + [f"vs {wanted}: {dict(COMPARE_METRICS)[key]}" for key in COMPARE_DIFFERENCES] + ["selected on"])
-    table = Table("Evaluation over seeds", headers, [])
-    for study, runs in chosen:
-        by_variant: dict[str, dict[int, EvaluationRecord]] = {}
-        for run in runs:
-            by_variant.setdefault(run.variant, {})[run.seed] = run
-        reference = {seed: run_metrics(run) for seed, run in by_variant.get(wanted, {}).items()}
-        for variant in sorted(by_variant, key=lambda v: v != "tuned"):  # the tuned configuration first
-            seeds = by_variant[variant]
-            values = {seed: run_metrics(run) for seed, run in seeds.items()}
-            summary = {key: mean_interval([values[s][key] for s in sorted(values)]) for key, _ in COMPARE_METRICS}
-            differences = {}
-            matched = sorted(set(values) & set(reference)) if variant != wanted else []
-            for key, _ in COMPARE_METRICS:
-                if matched:
-                    mean, half = mean_interval([values[s][key] - reference[s][key] for s in matched])
-                    differences[key] = {"mean": mean, "half_width": half, "seeds": matched,
-                                        "contains_zero": half is None or abs(mean) <= half}
-            any_run = next(iter(seeds.values()))
-            table.rows.append(
-                [study.name, variant, any_run.settings.method, str(len(seeds))]
-                + [_interval_text(*summary[key]) for key, _ in COMPARE_METRICS]
-                + [_interval_text(differences[key]["mean"], differences[key]["half_width"], signed=True)
-                   + (" ~" if differences[key]["contains_zero"] else "") if key in differences else "-"
-                   for key in COMPARE_DIFFERENCES]
-                + [selection_label(study.study)])
-            table.records.append({
-                "study": study.name, "variant": variant, "method": any_run.settings.method,
-                "trial_index": any_run.trial_index, "seeds": sorted(seeds), "baseline": wanted if reference else None,
-                "metrics": {key: {"mean": summary[key][0], "half_width": summary[key][1],
-                                  "values": [values[s][key] for s in sorted(values)]} for key, _ in COMPARE_METRICS},
-                "difference": differences, "params": any_run.settings.params,
-                "objective": study.study.objective, "selected_on": selection_label(study.study)})
+    if baseline and not any(r.variant == baseline for r in rows):
+        raise UserError(f"--baseline {baseline} was not evaluated; evaluated variants: "
+                        f"{', '.join(sorted(r.variant for r in rows))}")
+    reference = next((r.values() for r in rows if r.variant == wanted), {})
+    tuned = next((r.params for r in rows if r.variant == TUNED), None)
+    shown = [shown_params(r, tuned) for r in rows]
+    table = Table("Evaluation over seeds", _headers(wanted, any(shown)), [])
+    for row, params in zip(rows, shown):
+        values = row.values()
+        differences = {}
+        matched = sorted(set(values) & set(reference)) if row.variant != wanted else []
+        for key, _ in COMPARE_METRICS:
+            if matched:
+                mean, half = mean_interval([values[s][key] - reference[s][key] for s in matched])
+                differences[key] = {"mean": mean, "half_width": half, "seeds": matched,
+                                    "contains_zero": half is None or abs(mean) <= half}
+        _add_row(table, row, differences, wanted if reference else None, params, any(shown))
     table.notes.append(f"Test accuracies in %: mean ± half-width of the {CONFIDENCE:.0%} Student t interval over "
                        "seeds; smallest class is the class with the fewest training examples. Differences are "
                        f"paired on the seeds both variants ran; ~ marks an interval that contains 0 "
                        "(no detectable difference).")
-    if any(r["selected_on"] != "val" for r in table.records):
-        table.notes.append("* the configuration was selected on test accuracy (the papers' protocol): the tuned "
-                           "variant's test figures are optimistic.")
+    if any(shown):
+        table.notes.append("parameters: a baseline's values that differ from the tuned configuration's (or, "
+                           "where it has none, from their defaults); the records hold every parameter.")
+    _selection_note(table)
     return table
+
+
+def _merged(per_study: list[list[_Row]]) -> list[_Row]:
+    """Every study's rows, the tuned configurations first; a variant whose runs several studies share (the
+    same settings, seed and results) is one row naming them all."""
+    tuned = [r for rows in per_study for r in rows if r.variant == TUNED]
+    others: list[_Row] = []
+    for row in (r for rows in per_study for r in rows if r.variant != TUNED):
+        same = next((o for o in others if o.sameness() == row.sameness() and row.studies[0] not in o.studies), None)
+        if same is None:
+            others.append(row)
+        else:
+            same.studies.append(row.studies[0])
+    return tuned + others
+
+
+def _reference(rows: list[_Row], studies: list[str], baseline: str | None) -> _Row:
+    """What every study's tuned configuration is compared with: `baseline` naming a compared study (its tuned
+    configuration) or a variant every compared study shares; by default the shared erm, else the first
+    study's tuned configuration."""
+    shared = [r for r in rows if r.variant != TUNED and len(r.studies) == len(studies)]
+    tuned = {r.studies[0].name: r for r in rows if r.variant == TUNED}
+    if baseline is None:
+        return next((r for r in shared if r.variant == "erm"), None) or tuned.get(studies[0]) or rows[0]
+    if baseline in tuned:
+        return tuned[baseline]
+    found = next((r for r in shared if r.variant == baseline), None)
+    if found is None:
+        raise UserError(f"--baseline {baseline}: with several studies it names a compared study whose tuned "
+                        f"configuration was evaluated ({', '.join(tuned) or 'none'}) or a variant every compared "
+                        f"study shares with the same runs ({', '.join(r.variant for r in shared) or 'none'})")
+    return found
+
+
+def _label(row: _Row) -> str:
+    return f"{row.studies[0].name} {TUNED}" if row.variant == TUNED else row.variant
+
+
+def _paired(row: _Row, reference: dict[int, dict[str, float]], key: str) -> tuple[PairedDifference, list[int]]:
+    """The paired t test of `row` minus the reference on metric `key`, over the seeds both ran."""
+    values = row.values()
+    seeds = sorted(set(values) & set(reference))
+    return paired_difference([values[s][key] for s in seeds], [reference[s][key] for s in seeds]), seeds
+
+
+def _family_differences(compared: list[_Row], reference: dict[int, dict[str, float]],
+                        confidence: float) -> list[dict[str, dict[str, Any]]]:
+    """Each compared row's differences per metric: the mean, its simultaneous interval at `confidence`, the
+    seeds, the paired t test's p-value and its Holm adjustment over the compared rows."""
+    differences: list[dict[str, dict[str, Any]]] = [{} for _ in compared]
+    for key, _ in COMPARE_METRICS:
+        tests = [_paired(row, reference, key) for row in compared]
+        adjusted = holm([1.0 if test.p_value is None else test.p_value for test, _ in tests])
+        for found, (test, seeds), p_holm in zip(differences, tests, adjusted):
+            half = test.half_width(confidence)
+            found[key] = {"mean": test.mean, "half_width": half, "seeds": seeds,
+                          "contains_zero": half is None or abs(test.mean) <= half,
+                          "p_value": test.p_value, "p_holm": p_holm, "confidence": confidence}
+    return differences
+
+
+def across_studies(per_study: list[list[_Row]], baseline: str | None = None) -> Table:
+    """Several studies evaluated on the same seeds: each study's tuned configuration against one reference
+    (`_reference`), paired on the seeds both ran (pipeline.stats.paired_difference), with Bonferroni
+    simultaneous intervals and Holm-adjusted p-values over the comparisons; runs several studies share are
+    one row."""
+    studies = [rows[0].studies[0].name for rows in per_study]
+    rows = _merged(per_study)
+    reference = _reference(rows, studies, baseline)
+    against = reference.values()
+    compared = [r for r in rows if r.variant == TUNED and r is not reference and set(r.runs) & set(against)]
+    confidence = simultaneous_confidence(len(compared))
+    differences = dict(zip(map(id, compared), _family_differences(compared, against, confidence)))
+    tuned = {r.studies[0].name: r.params for r in rows if r.variant == TUNED}
+    shown = [shown_params(r, tuned.get(r.studies[0].name)) for r in rows]
+    label = _label(reference)
+    table = Table("Evaluation over seeds", _headers(label, any(shown)), [])
+    for row, params in zip(rows, shown):
+        _add_row(table, row, differences.get(id(row), {}), label, params, any(shown))
+    table.notes.append(
+        f"Test accuracies in %: mean ± half-width of the {CONFIDENCE:.0%} Student t interval over seeds; smallest "
+        f"class is the class with the fewest training examples. Each study's tuned configuration is compared "
+        f"with {label}, paired on the seeds both ran; with {len(compared)} comparison(s) the difference intervals "
+        f"hold together ({confidence:.2%} each, Bonferroni) and the records give Holm-adjusted p-values; ~ marks "
+        "an interval that contains 0 (no detectable difference).")
+    if any(len(r.studies) > 1 for r in rows):
+        table.notes.append("A variant several studies share (the same settings, seeds and results: trained once) "
+                           "is one row naming them all.")
+    other_data = [r.studies[0].name for r in compared if not _same_data(r, reference)]
+    if other_data:
+        table.notes.append(f"{', '.join(other_data)}: trained on other data than {label}, so a difference pairs "
+                           "seeds, not examples.")
+    if any(shown):
+        table.notes.append("parameters: a baseline's values that differ from its study's tuned configuration's "
+                           "(or, where it has none, from their defaults); the records hold every parameter.")
+    _selection_note(table)
+    return table
+
+
+def _same_data(row: _Row, reference: _Row) -> bool:
+    """Whether two rows' runs on their common seeds trained and tested on the same data (split included)."""
+    return all(row.runs[s].config.get("data") == reference.runs[s].config.get("data")
+               for s in set(row.runs) & set(reference.runs))

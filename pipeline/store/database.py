@@ -210,17 +210,50 @@ class Store:
         """Store one finished evaluation run; False (and nothing written) when (study, variant, seed) is
         already stored: a stored run is never replaced."""
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
+        return self._insert_evaluation(
+            study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config, metrics=metrics,
+            per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
+            train_class_counts=train_class_counts, settings=result["settings"], train_seconds=result["train_seconds"])
+
+    def copy_evaluation(self, study_id: int, variant: str, trial_index: int, run: EvaluationRecord) -> bool:
+        """Store a run stored before (for another study or variant, planned alike on the same seed) as this
+        study's variant: what it measured, its settings and its training time as stored, so a run is trained
+        once. False (nothing written) when (study, variant, seed) is already stored."""
+        return self._insert_evaluation(
+            study_id=study_id, variant=variant, seed=run.seed, trial_index=trial_index, config=run.config,
+            metrics=run.metrics, per_class=run.per_class, train_class_counts=run.train_class_counts,
+            settings=run.settings.to_dict(), train_seconds=run.train_seconds)
+
+    def _insert_evaluation(self, **values: Any) -> bool:
+        """One rt_evaluations row in its own transaction; False when its (study, variant, seed) is taken."""
         try:
             with self.engine.begin() as connection:
-                connection.execute(evaluations.insert().values(
-                    study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config,
-                    metrics=metrics, per_class={"val": result["val_per_class_accuracy"],
-                                                "test": result["test_per_class_accuracy"]},
-                    train_class_counts=train_class_counts, settings=result["settings"],
-                    train_seconds=result["train_seconds"], created_at=now()))
+                connection.execute(evaluations.insert().values(**values, created_at=now()))
         except sa.exc.IntegrityError:
             return False
         return True
+
+    def matching_evaluation(self, config: dict[str, Any], seed: int, study_id: int,
+                            variant: str) -> tuple[str, EvaluationRecord] | None:
+        """The earliest stored run of any study planned as `config` on `seed`, other than (study_id, variant)
+        itself, with its study's name; None when there is none."""
+        if not sa.inspect(self.engine).has_table(evaluations.name):
+            return None
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                sa.select(evaluations, studies.c.name.label("study_name")).join(studies)
+                .where(evaluations.c.seed == seed).order_by(evaluations.c.id)).all()
+        for row in rows:
+            if row.config == config and (row.study_id, row.variant) != (study_id, variant):
+                return row.study_name, _evaluation_record(row)
+        return None
+
+    def delete_evaluations(self, study_id: int, variant: str) -> int:
+        """Remove one variant's stored runs of a study in one transaction; how many there were. The caller
+        holds the study's lock. Copies of them stored for other studies are theirs and stay."""
+        with self.engine.begin() as connection:
+            return connection.execute(evaluations.delete().where(
+                evaluations.c.study_id == study_id, evaluations.c.variant == variant)).rowcount
 
     def evaluations(self, study_id: int) -> list[EvaluationRecord]:
         """A study's evaluation runs in the order they were stored; none in a database from before them."""
@@ -229,9 +262,7 @@ class Store:
         with self.engine.connect() as connection:
             rows = connection.execute(sa.select(evaluations).where(evaluations.c.study_id == study_id)
                                       .order_by(evaluations.c.id)).all()
-        return [EvaluationRecord(r.variant, r.seed, r.trial_index, r.config, r.metrics, r.per_class,
-                                 r.train_class_counts, RunSettings.from_dict(r.settings), r.train_seconds)
-                for r in rows]
+        return [_evaluation_record(r) for r in rows]
 
     def delete_study(self, name: str, also: Callable[[sa.Connection], None] | None = None) -> bool:
         """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction,
@@ -305,6 +336,11 @@ def _campaign_record(row: sa.Row) -> CampaignRecord:
     config = row.config
     return CampaignRecord(row.id, row.name, tuple(config["methods"]), Evaluation(**config["evaluation"]),
                           config.get("replicates", 1), config.get("budget", {}), config)
+
+
+def _evaluation_record(row: sa.Row) -> EvaluationRecord:
+    return EvaluationRecord(row.variant, row.seed, row.trial_index, row.config, row.metrics, row.per_class,
+                            row.train_class_counts, RunSettings.from_dict(row.settings), row.train_seconds)
 
 
 def _study_record(row: sa.Row) -> StudyRecord:

@@ -60,7 +60,7 @@ evaluations = sa.Table(
     "rt_evaluations", metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
-    sa.Column("variant", sa.String(200), nullable=False),  # tuned | a baseline method | NAME=VALUE
+    sa.Column("variant", sa.String(200), nullable=False),  # tuned | a baseline METHOD[:NAME=VALUE...] | NAME=VALUE (--vary)
     sa.Column("seed", sa.Integer, nullable=False),  # the training seed (and split seed with --resplit)
     sa.Column("trial_index", sa.Integer, nullable=False),  # the best trial the variant derives from
     sa.Column("config", sa.JSON, nullable=False),  # the TrainConfig as planned, less seed and device
