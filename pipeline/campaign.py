@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from pipeline.campaign_config import REFERENCE, CampaignConfig
 from pipeline.errors import UserError
-from pipeline.store import SchemaUpgraded, Store
+from pipeline.store import CampaignRecord, SchemaUpgraded, Store
 from pipeline.trial import OnEvent, TrialRunner
 
 RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
@@ -57,7 +57,6 @@ class CampaignSummary:
     retrain_seconds: float = 0.0
     trials_run: int = 0  # trials this call ran
     runs_trained: int = 0  # re-training runs this call trained
-    seeds_saved: int = 0  # runs the stopping rule did not need, of the most the campaign allows
     set_aside: dict[str, str] = field(default_factory=dict)
 
 
@@ -93,7 +92,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
             raise UserError(f"campaign {campaign.name}: ERM's study has no completed trial "
                             f"({summary.set_aside[REFERENCE]}); nothing can be compared with it")
         start = time.perf_counter()
-        _retrain(store, record, campaign, looks, summary, device, precision, on_event)
+        _retrain(store, record, campaign, looks, summary, device, precision, on_event, runner)
         summary.retrain_seconds = time.perf_counter() - start
     return summary
 
@@ -108,16 +107,15 @@ def _searched(store: Store, name: str, budget: int) -> bool:
             and any(t.status == "completed" for t in trials))
 
 
-def _retrain(store: Store, record: Any, campaign: CampaignConfig, looks: list[int], summary: CampaignSummary,
-             device: str, precision: str, on_event: OnEvent) -> None:
+def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, looks: list[int],
+             summary: CampaignSummary, device: str, precision: str, on_event: OnEvent, runner: RunnerFactory) -> None:
     """Re-train in rounds: each look's seeds for the methods whose verdict is still open, and for ERM."""
     from pipeline.evaluate import plan_evaluation, run_evaluation
-    from pipeline.verdict import campaign_runs, methods_needing_seeds, sequential_comparisons, _values
+    from pipeline.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
 
     compared = [m for m in campaign.methods if m not in summary.set_aside]
-    given: dict[str, int] = {}
     for seeds in looks:
-        comparisons = sequential_comparisons(_values(campaign_runs(store, record)), compared, looks,
+        comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks,
                                              campaign.replicates)
         needing = methods_needing_seeds(comparisons, compared)
         if not needing:
@@ -127,7 +125,4 @@ def _retrain(store: Store, record: Any, campaign: CampaignConfig, looks: list[in
             name = campaign.study(method, replicate).name
             on_event(CampaignStage("re-train", method, name, number, len(steps), seeds))
             plan = plan_evaluation(store, name, seeds)
-            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision)
-            given[method] = seeds
-    most = campaign.evaluation.max_seeds
-    summary.seeds_saved = sum(most - given.get(m, most) for m in compared) * campaign.replicates
+            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())

@@ -164,7 +164,8 @@ def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key,
     return runs
 
 
-def _values(runs: dict[str, dict[Key, EvaluationRecord]]) -> dict[str, dict[str, dict[Key, float]]]:
+def run_values(runs: dict[str, dict[Key, EvaluationRecord]]) -> dict[str, dict[str, dict[Key, float]]]:
+    """Each method's headline metrics per (replicate, seed), as the comparisons read them."""
     values: dict[str, dict[str, dict[Key, float]]] = {}
     for method, by_key in runs.items():
         values[method] = {metric: {} for metric in METRICS}
@@ -210,7 +211,7 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     pairwise ranking and the reading in words."""
     runs = campaign_runs(store, campaign)
     looks = campaign.evaluation.looks()
-    values = _values(runs)
+    values = run_values(runs)
     comparisons = sequential_comparisons(values, campaign.methods, looks, campaign.replicates)
     verdict = Verdict(campaign.name, looks, campaign.replicates,
                       [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons)
