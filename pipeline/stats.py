@@ -94,9 +94,15 @@ def simultaneous_confidence(family_size: int, alpha: float = 1 - CONFIDENCE) -> 
 
 
 def spent_alpha(fraction: float, alpha: float = 1 - CONFIDENCE) -> float:
-    """The Lan-DeMets Pocock-type spending function alpha * ln(1 + (e - 1) * t): how much of the error
-    rate may be spent by the time a fraction t of the maximum seeds has run."""
-    return alpha * math.log(1 + (math.e - 1) * min(1.0, max(0.0, fraction)))
+    """The Lan-DeMets O'Brien-Fleming-type spending function 2 - 2 Phi(z_(1 - alpha/2) / sqrt(t)): how much
+    of the error rate may be spent by the time a fraction t of the maximum seeds has run. It spends little
+    early (0.0056 of 0.05 at half the seeds), so a campaign that runs to the end keeps nearly the power of
+    one that never looked early."""
+    from scipy.special import ndtr, ndtri  # the normal distribution function and its inverse
+
+    if fraction <= 0:
+        return 0.0
+    return float(2 - 2 * ndtr(ndtri(1 - alpha / 2) / math.sqrt(min(1.0, fraction))))
 
 
 def look_alphas(looks: Sequence[int], alpha: float = 1 - CONFIDENCE) -> list[float]:

@@ -4,7 +4,7 @@ metric, and how sure is that.
 Every method's tuned configuration is re-trained on the same seeds (and the same split) as ERM's, so each
 difference is paired on seeds: a paired t test per (method, metric), Holm's correction over the whole
 family of methods x metrics, and simultaneous (Bonferroni) intervals. Seeds may come in rounds (looks):
-look k spends its share of the 5% error rate (Pocock-type alpha spending, pipeline/stats.look_alphas) on
+look k spends its share of the 5% error rate (O'Brien-Fleming-type alpha spending, pipeline/stats.look_alphas) on
 Holm over the whole family, a comparison is decided once its adjusted p falls below that share, or set
 aside as futile once
 even its observed trend carried to the last look would not cross; a method stops receiving seeds once

@@ -113,7 +113,7 @@ def verdict_table(verdict: Verdict) -> Table:
                 f"simultaneous (Bonferroni, each at {100 * (1 - (1 - CONFIDENCE) / max(family, 1)):.2f}%).")
     else:
         test = (f"Paired t test on seeds, seeds added in rounds at {', '.join(map(str, verdict.looks))}: each look "
-                f"spends its share of {1 - CONFIDENCE:.0%} (Pocock-type alpha spending, Holm over the whole family "
+                f"spends its share of {1 - CONFIDENCE:.0%} (O'Brien-Fleming-type alpha spending, Holm over the whole family "
                 "at every look); a comparison is decided at the first look it crosses, or set aside when "
                 "its trend could not cross by the last (futility); intervals are simultaneous at the deciding look.")
     table.notes += [

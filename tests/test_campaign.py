@@ -154,7 +154,8 @@ def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_ru
     db, path = tmp_path / "c.db", campaign_file(tmp_path, text=CAMPAIGN.replace('["ls", "cb"]', '["cb"]'))
     args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     for kill_at in ("after-record", "after-evaluation-1", None):  # during a search, during re-training, to the end
-        done = robust_tune(*args, env={"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})
+        workers = () if kill_at else ("--workers", "2")  # the rest of the re-training on two Dask workers
+        done = robust_tune(*args, *workers, env={"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})
         assert done.returncode == (-9 if kill_at else 0), done.stderr
         assert "Traceback" not in done.stderr
     store = Store(str(db))
@@ -235,8 +236,8 @@ def test_the_stopping_rule_declares_a_difference_at_most_at_its_nominal_rate(loo
 
 
 def test_the_stopping_rule_stops_a_clear_difference_at_the_first_look_and_gives_the_rest_more_seeds():
-    rng, methods, looks = random.Random(3), ["erm", "a", "b"], [5, 10, 15]
-    values = _noise_campaign(rng, methods, 15, effect=6.0)
+    rng, methods, looks = random.Random(3), ["erm", "a", "b"], [5, 10]
+    values = _noise_campaign(rng, methods, 10, effect=10.0)
     comparisons = sequential_comparisons(values, methods, looks)
     first = comparisons[("a", METRICS[0])]
     assert first.label == BETTER and first.seeds == 5 and first.how == "boundary"

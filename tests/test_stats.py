@@ -66,3 +66,10 @@ def test_alpha_spending_shares_sum_to_alpha_and_grow_with_information():
     assert look_alphas([5]) == pytest.approx([0.05])  # one look: the whole rate
     with pytest.raises(ValueError):
         look_alphas([10, 5])
+
+
+def test_obrien_fleming_spending_against_its_formula():
+    # alpha(t) = 2 - 2 Phi(z_0.975 / sqrt(t)): at t = 1/2, z = 1.959964 * sqrt(2) = 2.771808, 2 - 2 Phi(z) = 0.005575
+    assert spent_alpha(0.5) == pytest.approx(0.005575, abs=1e-6)
+    assert spent_alpha(0.25) == pytest.approx(2 - 2 * scipy_stats.norm.cdf(1.959964 * 2), rel=1e-5)
+    assert look_alphas([5, 10]) == pytest.approx([0.005575, 0.05 - 0.005575], abs=1e-6)
