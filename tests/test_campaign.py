@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from pipeline.campaign_config import parse_campaign
 from pipeline.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
@@ -64,12 +65,13 @@ def rows(db: Path, query: str) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory) -> Path:
-    """A database holding the finished three-method campaign (tests copy it before changing it)."""
+    """A database holding the finished three-method campaign (tests copy it before changing it), run in this
+    process: the test process has torch and Ax loaded already."""
     folder = tmp_path_factory.mktemp("campaign")
-    done = robust_tune("compare", str(campaign_file(folder)), "--db", str(folder / "c.db"), "--device", "cpu",
-                       "--log-file", str(folder / "ax.log"))
-    assert done.returncode == 0, done.stderr
-    assert "Verdict of campaign trio" in done.stdout and "Reading:" in done.stdout
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(campaign_file(folder)), "--db", str(folder / "c.db"), "--device", "cpu",
+              "--log-file", str(folder / "ax.log")])
+    assert done.value.code == 0
     return folder / "c.db"
 
 
@@ -92,14 +94,15 @@ def test_each_method_is_an_ordinary_study_with_the_same_budget_and_erm_searches_
     assert len(splits) == 1  # every method re-trained on the same split
 
 
-def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(campaign, tmp_path):
+def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(campaign, tmp_path, cli):
     db = tmp_path / "c.db"
     shutil.copy(campaign, db)
     before = db.read_bytes()
-    again = robust_tune("compare", str(campaign_file(tmp_path)), "--db", str(db), "--device", "cpu",
-                        "--log-file", str(tmp_path / "ax.log"))
-    assert again.returncode == 0, again.stderr
-    assert "0 trial(s) and 0 re-training run(s) now" in again.stderr and "nothing was missing" in again.stderr
+    code, out, err = cli("compare", str(campaign_file(tmp_path)), "--db", str(db), "--device", "cpu",
+                         "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert "0 trial(s) and 0 re-training run(s) now" in err and "nothing was missing" in err
+    assert "Verdict of campaign trio" in out and "Reading:" in out
     assert rows(db, "select count(*) from rt_trials") == [(6,)]
     assert rows(db, "select count(*) from rt_evaluations") == [(9,)]
 
