@@ -1,4 +1,5 @@
 """Study files: defaults from the papers, overrides, and one-line errors naming file and field."""
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -109,10 +110,28 @@ def test_run_refuses_a_malformed_study_or_missing_data_with_exit_code_2(tmp_path
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
 
-@pytest.mark.parametrize("path", sorted(STUDIES.rglob("*.toml")), ids=lambda p: p.stem)
+def is_campaign(path: Path) -> bool:
+    """A campaign file (`robust-tune compare`) lists methods; a study file names one."""
+    return "methods" in tomllib.loads(path.read_text())
+
+
+STUDY_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if not is_campaign(p)]
+CAMPAIGN_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if is_campaign(p)]
+
+
+@pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.stem)
 def test_every_shipped_study_file_is_valid(path):
     study = load_study(path)
     assert study.name == path.stem and not study.selected_on_test
+
+
+@pytest.mark.parametrize("path", CAMPAIGN_FILES, ids=lambda p: p.stem)
+def test_every_shipped_campaign_file_is_valid(path):
+    from pipeline.campaign_config import load_campaign
+
+    campaign = load_campaign(path)
+    assert campaign.name == path.stem and campaign.methods[0] == "erm" and len(campaign.methods) >= 5
+    assert not any(study.selected_on_test for study in campaign.studies.values())
 
 
 def test_the_paper_set_ups_use_the_papers_settings():

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from pipeline.store import Store, database_url
 from pipeline.store.schema import BASELINE, HEAD, VERSIONS
+from test_study_config import STUDY_FILES
 from test_study_safety import ROBUST_TUNE
 
 DATA = Path(__file__).parent / "data"
@@ -224,7 +225,7 @@ def test_a_postgresql_database_in_the_0_1_0_layout_is_upgraded_in_one_transactio
     engine.dispose()
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).parent.parent.glob("studies/**/*.toml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.stem)
 def test_every_study_file_reads_back_from_its_stored_json_as_the_same_study(path):
     from pipeline.study_config import StudyConfig, load_study
 

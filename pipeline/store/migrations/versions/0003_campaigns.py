@@ -21,7 +21,7 @@ def upgrade() -> None:
     if not inspector.has_table("rt_campaign_locks"):
         op.create_table(
             "rt_campaign_locks",
-            sa.Column("campaign_id", sa.ForeignKey("rt_campaigns.id"), primary_key=True),
+            sa.Column("campaign_id", sa.Integer, sa.ForeignKey("rt_campaigns.id"), primary_key=True),
             sa.Column("token", sa.String(32), nullable=False),
             sa.Column("pid", sa.Integer, nullable=False),
             sa.Column("host", sa.String(255), nullable=False),
