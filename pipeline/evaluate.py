@@ -179,7 +179,7 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     """Train every missing run of `plan` and store each as it ends; returns how many ran.
 
     Holds the study's lock, so an evaluate and a `run` of the same study (or two evaluates) never
-    write at once."""
+    write at once: each run is stored only while the lock is held, and a lost lock stops the run in training."""
     from pipeline.config import resolve_device
     from pipeline.models import check_weights
     from pipeline.faults import kill_point
@@ -187,6 +187,10 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     from pipeline.trainer import train
 
     with store.lock_study(plan.study) as lock:
+        def progress(event: Any) -> None:
+            lock.stop_if_lost()
+            on_event(event)
+
         missing = missing_runs(store, plan)
         on_event(EvaluationStarted(plan.study.name, plan.trial_index, len(plan.variants) * len(plan.seeds),
                                    len(plan.variants) * len(plan.seeds) - len(missing)))
@@ -197,10 +201,11 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
             check_weights(config.backbone, config.weights, dataset.in_channels)
             on_event(RunStarted(variant.name, seed, number, len(missing), int(variant.params["epochs"])))
             start = time.perf_counter()
-            result = train(config, dataset, on_event).to_dict()
+            result = train(config, dataset, progress).to_dict()
             counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
             lock.check()
-            store.add_evaluation(plan.study.id, variant.name, seed, plan.trial_index, _planned(config), result, counts)
+            store.add_evaluation(plan.study.id, variant.name, seed, plan.trial_index, _planned(config), result, counts,
+                                 lock=lock)
             kill_point(f"after-evaluation-{number}")
             on_event(RunEnded(variant.name, seed, number, len(missing), result["test_accuracy"],
                               time.perf_counter() - start))

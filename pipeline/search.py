@@ -8,7 +8,7 @@ Import this module only after `quiet_libraries` has routed Ax's output to a log 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import sqlalchemy as sa
 from ax.adapter.registry import Generators
@@ -30,6 +30,9 @@ from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
 from pipeline.store import create_missing_tables
 from pipeline.study_config import StudyConfig
+
+if TYPE_CHECKING:
+    from pipeline.store import StudyLock
 
 _CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
 
@@ -162,11 +165,23 @@ def open_client(study: StudyConfig, url: str) -> Client:
 class Searcher:
     """Ax's side of the study loop (the pictures read Ax's records apart, in surrogate.py): ask for one
     trial, tell how it ended, run interrupted parameters again. A trial asked for and not yet told is pending
-    (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel."""
+    (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel.
+    With the study's `lock`, every write to Ax's records is committed only while this process holds it."""
 
-    def __init__(self, study: StudyConfig, url: str) -> None:
+    def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
         self.client = open_client(study, url)
         self.objective = study.objective
+        self.lock = lock
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Ax's writes inside the block: with the lock, in one transaction that commits only while this
+        process holds it (LockLost otherwise, and nothing stored); without one, as Ax makes them."""
+        if self.lock is None:
+            yield
+            return
+        with self.lock.fenced() as connection, ax_writes_through(connection):
+            yield
 
     def ask(self, waiting: bool = False) -> tuple[int, dict[str, Any]] | str | None:
         """A new trial's index and parameters; None when every remaining proposal was tried already;
@@ -176,7 +191,8 @@ class Searcher:
         from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
         try:
-            proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
+            with self._writing():
+                proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
         except GenerationStrategyRepeatedPoints:
             return None
         except DataRequiredError:
@@ -192,19 +208,24 @@ class Searcher:
 
     def attach(self, parameters: dict[str, Any]) -> int:
         """A new pending trial with these parameters (an interrupted trial's, run again)."""
-        return self.client.attach_trial(parameters=parameters)
+        with self._writing():
+            return self.client.attach_trial(parameters=parameters)
 
     def complete(self, index: int, metrics: dict[str, float]) -> None:
-        self.client.complete_trial(trial_index=index, raw_data={self.objective: metrics[self.objective]})
+        """A trial that ended: its objective to Ax, which fits the next proposals on it."""
+        with self._writing():
+            self.client.complete_trial(trial_index=index, raw_data={self.objective: metrics[self.objective]})
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""
-        self.client.mark_trial_abandoned(trial_index=index)
+        with self._writing():
+            self.client.mark_trial_abandoned(trial_index=index)
 
     def mark_failed(self, index: int, reason: str) -> None:
         """A trial stopped before it ended (its parameters run again as a new trial): failed in Ax, which
         keeps it out of the model's data."""
-        self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
+        with self._writing():
+            self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
 
     def pending(self) -> list[int]:
         """Trials asked for and not yet told (running in Ax)."""
@@ -216,4 +237,3 @@ class Searcher:
 
     def parameters(self, index: int) -> dict[str, Any]:
         return dict(self.client._experiment.trials[index].arm.parameters)
-
