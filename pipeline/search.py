@@ -7,9 +7,12 @@ Import this module only after `quiet_libraries` has routed Ax's output to a log 
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
+from io import StringIO
 from typing import TYPE_CHECKING, Any, Iterator
 
+import pandas as pd
 import sqlalchemy as sa
 from ax.adapter.registry import Generators
 from ax.api.client import Client
@@ -162,6 +165,16 @@ def open_client(study: StudyConfig, url: str) -> Client:
     return client
 
 
+def as_stored(value: float) -> float:
+    """`value` as Ax's SQL storage gives it back: a trial's data is stored as pandas JSON, at 10 decimals.
+    Ax is told this value, so the process that ran a trial and one that resumes the study later fit the
+    Gaussian process on the same numbers and propose the same parameters."""
+    if not math.isfinite(value):  # JSON has no NaN or infinity; Ax's storage has its own way with them
+        return value
+    stored = pd.DataFrame({"mean": [float(value)]}).to_json()  # as Ax's encoder writes Data
+    return float(pd.read_json(StringIO(stored), dtype=False)["mean"].iloc[0])  # as its decoder reads it
+
+
 class Searcher:
     """Ax's side of the study loop (the pictures read Ax's records apart, in surrogate.py): ask for one
     trial, tell how it ended, run interrupted parameters again. A trial asked for and not yet told is pending
@@ -206,15 +219,24 @@ class Searcher:
         index, parameters = next(iter(proposals.items()))
         return index, dict(parameters)
 
-    def attach(self, parameters: dict[str, Any]) -> int:
-        """A new pending trial with these parameters (an interrupted trial's, run again)."""
+    def rerun(self, index: int) -> int:
+        """A new pending trial that runs interrupted trial `index` again: its parameters, proposed by the same
+        step of the strategy. The new trial counts toward that step as the interrupted one would have (the
+        Sobol step ends after `initial` trials it proposed that did not fail), so the study goes on to the
+        same proposals as if nothing had stopped; a trial attached with the parameters alone would belong to
+        no step, and Sobol would propose one trial more."""
+        experiment = self.client._experiment
         with self._writing():
-            return self.client.attach_trial(parameters=parameters)
+            trial = experiment.new_trial(generator_run=experiment.trials[index].generator_runs[0].clone())
+            trial.mark_running(no_runner_required=True)
+            self.client._save_or_update_trial_in_db_if_possible(experiment=experiment, trial=trial)
+        return trial.index
 
     def complete(self, index: int, metrics: dict[str, float]) -> None:
-        """A trial that ended: its objective to Ax, which fits the next proposals on it."""
+        """A trial that ended: its objective to Ax, as Ax's storage gives it back (see `as_stored`)."""
         with self._writing():
-            self.client.complete_trial(trial_index=index, raw_data={self.objective: metrics[self.objective]})
+            self.client.complete_trial(trial_index=index,
+                                       raw_data={self.objective: as_stored(metrics[self.objective])})
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""

@@ -82,9 +82,9 @@ class StudyInterrupted(KeyboardInterrupt):
         self.study, self.trial_indices = study, trial_indices
 
 
-def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) -> list[dict[str, Any]]:
+def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) -> list[int]:
     """Make the tool's table and Ax agree after a process stopped between any two writes; returns
-    the parameters of interrupted trials, to run again before anything new.
+    Ax's indices of the interrupted trials, to run again before anything new.
 
     Our rows are written before Ax is told, so a trial still pending in Ax is: completed or failed
     in our table (killed before Ax was told: tell Ax from the stored record), or running,
@@ -100,7 +100,7 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
             searcher.abandon(index)
         else:
             searcher.mark_failed(index, INTERRUPTED)
-            requeued.append(searcher.parameters(index))
+            requeued.append(index)
     return requeued
 
 
@@ -178,7 +178,7 @@ class StudyLoop:
                  summary: StudySummary, on_event: OnEvent, device: str, precision: str) -> None:
         self.study, self.store, self.stored, self.searcher, self.lock = study, store, stored, searcher, lock
         self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
-        self.requeued = reconcile(store, stored.id, searcher, lock)  # interrupted parameters, run again first
+        self.requeued = reconcile(store, stored.id, searcher, lock)  # interrupted trials, run again first
         self.ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
         self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
         self.failures_in_a_row = 0
@@ -186,7 +186,7 @@ class StudyLoop:
     def run(self, runner: TrialRunner) -> None:
         budget = self.summary.budget
         self.on_event(StudyStarted(self.study.name, self.ran, budget, self.ran > 0 or bool(self.requeued),
-                                   list(self.requeued)))
+                                   [self.searcher.parameters(index) for index in self.requeued]))
         try:
             while True:
                 while self.has_room(runner) and (job := self.ask()) is not None:
@@ -213,8 +213,8 @@ class StudyLoop:
         None while Ax waits for a running trial, or when it has nothing left to propose (the study stops)."""
         tick = time.perf_counter()
         if self.requeued:
-            parameters = self.requeued.pop(0)
-            index = self.searcher.attach(parameters)
+            interrupted = self.requeued.pop(0)
+            index, parameters = self.searcher.rerun(interrupted), self.searcher.parameters(interrupted)
         elif (asked := self.searcher.ask(waiting=bool(self.running))) == "wait":
             return None  # Ax needs a running trial's result first (the Sobol trials are all out)
         elif asked is None:
@@ -263,7 +263,7 @@ class StudyLoop:
         """A trial that lost its worker: interrupted, as after a killed run, and its parameters run again."""
         self.store.interrupt_trial(row, reason, lock=self.lock)
         self.searcher.mark_failed(index, reason)
-        self.requeued.append(self.searcher.parameters(index))
+        self.requeued.append(index)
 
     def count(self, status: str, error: str | None) -> None:
         """The failure policy: budget.max_failures trials failing in a row stop the study."""

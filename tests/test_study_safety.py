@@ -101,6 +101,37 @@ def test_a_kill_after_ax_proposes_and_before_our_row_runs_the_parameters_again(t
     assert [status for status, _ in ax_trials(study, db).values()] == ["failed", "completed", "completed"]
 
 
+def completed_trials(db: Path, name: str) -> list[tuple[dict, dict]]:
+    """The parameters and metrics (less the clock's) of a study's completed trials, in trial order."""
+    store = Store(str(db))
+    return [(t.parameters, {k: v for k, v in t.metrics.items() if k != "train_seconds"})
+            for t in store.trials(store.require_study(name).id) if t.status == "completed"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> list[tuple[dict, dict]]:
+    """The exact study of `test_a_killed_study_resumes_exactly`, run without a stop."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    run_study(load_study(study_file(tmp, "exact", params=FAST, trials=4)), str(tmp / "runs.db"), "cpu",
+              log_file=tmp / "ax.log")
+    return completed_trials(tmp / "runs.db", "exact")
+
+
+@pytest.mark.parametrize("point", ["after-ask", "after-record"])
+@pytest.mark.parametrize("ran", [0, 2], ids=["sobol", "gp"])
+def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, point, ran):
+    """Killed at a write in the Sobol phase (trial 0 of 2 initial) or in the Gaussian process's (trial 2),
+    then resumed: the same proposals in the same order and the same results as a run that never stopped."""
+    path, db = study_file(tmp_path, "exact", params=FAST, trials=4), tmp_path / "runs.db"
+    if ran:
+        run_study(load_study(path), str(db), "cpu", trials=ran, log_file=tmp_path / "ax.log")
+    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": point})
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log")
+    assert completed_trials(db, "exact") == uninterrupted
+
+
 def test_a_kill_while_creating_a_study_leaves_nothing_and_a_study_stored_without_ax_records_still_runs(tmp_path):
     path, db = study_file(tmp_path, "born", params=FAST, trials=1), tmp_path / "runs.db"
     process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": "in-study-creation"})  # Ax's records written
