@@ -15,7 +15,7 @@ from pipeline.errors import UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, best_trial
+from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial
 from pipeline.study_config import StudyConfig
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -104,6 +104,27 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     return requeued
 
 
+def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
+    """How many of the last trials, in trial order, failed in a row, and the last one's error line: the
+    failure policy counts across runs of a study, not from zero at each. Interrupted trials, which run
+    again, neither count nor break the run."""
+    ended = [t for t in trials if t.status in ("completed", "failed")]
+    count = 0
+    for trial in reversed(ended):
+        if trial.status != "failed":
+            break
+        count += 1
+    return count, (ended[-1].error or "").split("\n", 1)[0] if count else None
+
+
+def too_many_failures(count: int, error: str | None) -> str:
+    """Why the failure policy stopped the study, and how to go on: the budget may change without making
+    the study another one."""
+    return (f"{count} trials failed in a row (budget.max_failures); last error: {error}; to go on once the cause "
+            f"is fixed, raise budget.max_failures above {count} (in the study file, or with --set "
+            f"budget.max_failures=N)")
+
+
 def create_study(store: Store, study: StudyConfig) -> StudyRecord:
     """Store a new study: its row and Ax's experiment in one transaction, so a failure or a kill while
     creating it leaves nothing; or return the study another process stored first under its name."""
@@ -179,9 +200,12 @@ class StudyLoop:
         self.study, self.store, self.stored, self.searcher, self.lock = study, store, stored, searcher, lock
         self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
         self.requeued = reconcile(store, stored.id, searcher, lock)  # interrupted trials, run again first
-        self.ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
+        stored_trials = store.trials(stored.id)
+        self.ran = sum(t.status in ("completed", "failed") for t in stored_trials)
         self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
-        self.failures_in_a_row = 0
+        self.failures_in_a_row, last_error = trailing_failures(stored_trials)
+        if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
+            summary.stopped = too_many_failures(self.failures_in_a_row, last_error)  # an earlier run stopped here
 
     def run(self, runner: TrialRunner) -> None:
         budget = self.summary.budget
@@ -266,14 +290,14 @@ class StudyLoop:
         self.requeued.append(index)
 
     def count(self, status: str, error: str | None) -> None:
-        """The failure policy: budget.max_failures trials failing in a row stop the study."""
+        """The failure policy: budget.max_failures trials failing in a row stop the study, counted over
+        every run of it (see `trailing_failures`)."""
         if status == "completed":
             self.summary.completed, self.failures_in_a_row = self.summary.completed + 1, 0
             return
         self.summary.failed, self.failures_in_a_row = self.summary.failed + 1, self.failures_in_a_row + 1
         if self.failures_in_a_row >= self.study.budget.max_failures and not self.summary.stopped:
-            self.summary.stopped = (f"{self.failures_in_a_row} trials failed in a row (budget.max_failures); "
-                                    f"last error: {error}")
+            self.summary.stopped = too_many_failures(self.failures_in_a_row, error)
 
     def stop_running(self, stop: BaseException) -> None:
         """Stop on a UserError or Ctrl-C: the running trials are stored as interrupted and Ax is not told,
