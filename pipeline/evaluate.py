@@ -179,7 +179,7 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     """Train every missing run of `plan` and store each as it ends; returns how many ran.
 
     Holds the study's lock, so an evaluate and a `run` of the same study (or two evaluates) never
-    write at once: each run is stored only while the lock is held, and a lost lock stops the run in training."""
+    write at once: each run is stored only while the lock is held, and a lost lock stops a run in training."""
     from pipeline.config import resolve_device
     from pipeline.models import check_weights
     from pipeline.faults import kill_point

@@ -4,8 +4,8 @@ default, PostgreSQL for a shared server), read and written as typed records.
 A study's row and Ax's experiment are created in one transaction, and deleted in one. A trial's row is
 written when it starts (so a crash leaves it visibly `running`) and completed in one transaction when it
 ends. The writes of a study's lock holder take its `lock`: each is then committed only while the holder
-still holds it (LockLost otherwise, and nothing written). Writers open the database at this version's schema (upgrading one written by an earlier version);
-readers never change it.
+still holds it (LockLost otherwise, and nothing written). Writers open the database at this version's
+schema (upgrading one written by an earlier version); readers never change it.
 """
 from __future__ import annotations
 
