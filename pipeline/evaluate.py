@@ -292,9 +292,14 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     A run stored before for another study (or variant) planned alike on the same seed is copied, not
     trained again; the others train on `runner` (default: in this process, one at a time; Dask workers
     train several at once). Holds the study's lock, so an evaluate and a `run` of the same study (or two
-    evaluates) never write at once."""
+    evaluates) never write at once: each run is stored only while the lock is held, and a lost lock stops
+    a run in training."""
     resolve_device(device)  # no GPU for --device cuda: refused before anything is stored
     with store.lock_study(plan.study) as lock:
+        def progress(event: Any) -> None:
+            lock.stop_if_lost()
+            on_event(event)
+
         missing = missing_runs(store, plan)
         shared = shared_runs(store, plan, missing)
         on_event(EvaluationStarted(plan.study.name, plan.trial_index, len(plan.variants) * len(plan.seeds),
@@ -303,13 +308,13 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
         for number, (variant, seed) in enumerate(copies, start=1):
             study_name, run = shared[(variant.name, seed)]
             lock.check()
-            store.copy_evaluation(plan.study.id, variant.name, plan.trial_index, run)
+            store.copy_evaluation(plan.study.id, variant.name, plan.trial_index, run, lock=lock)
             kill_point(f"after-evaluation-{number}")
             on_event(RunEnded(variant.name, seed, number, len(missing), run.metrics["test_accuracy"], 0.0, study_name))
         to_train = [(number, variant, seed) for number, (variant, seed)
                     in enumerate([m for m in missing if m not in copies], start=len(copies) + 1)]
         if to_train:
-            _Training(store, plan, lock, len(missing), len(copies), device, on_event).run(to_train, precision, runner)
+            _Training(store, plan, lock, len(missing), len(copies), device, progress).run(to_train, precision, runner)
     return len(missing)
 
 
@@ -382,4 +387,4 @@ class _Training:
         dataset = dataset_for(config.data, self.device)  # loaded here already, or once more to count its classes
         counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
         self.store.add_evaluation(self.plan.study.id, variant.name, seed, self.plan.trial_index, _planned(config),
-                                  result, counts)
+                                  result, counts, lock=self.lock)

@@ -7,9 +7,12 @@ Import this module only after `quiet_libraries` has routed Ax's output to a log 
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
-from typing import Any, Iterator
+from io import StringIO
+from typing import TYPE_CHECKING, Any, Iterator
 
+import pandas as pd
 import sqlalchemy as sa
 from ax.adapter.registry import Generators
 from ax.api.client import Client
@@ -30,6 +33,9 @@ from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
 from pipeline.store import create_missing_tables
 from pipeline.study_config import StudyConfig
+
+if TYPE_CHECKING:
+    from pipeline.store import StudyLock
 
 _CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
 
@@ -159,14 +165,36 @@ def open_client(study: StudyConfig, url: str) -> Client:
     return client
 
 
+def as_stored(value: float) -> float:
+    """`value` as Ax's SQL storage gives it back: a trial's data is stored as pandas JSON, at 10 decimals.
+    Ax is told this value, so the process that ran a trial and one that resumes the study later fit the
+    Gaussian process on the same numbers and propose the same parameters."""
+    if not math.isfinite(value):  # JSON has no NaN or infinity; Ax's storage has its own way with them
+        return value
+    stored = pd.DataFrame({"mean": [float(value)]}).to_json()  # as Ax's encoder writes Data
+    return float(pd.read_json(StringIO(stored), dtype=False)["mean"].iloc[0])  # as its decoder reads it
+
+
 class Searcher:
     """Ax's side of the study loop (the pictures read Ax's records apart, in surrogate.py): ask for one
     trial, tell how it ended, run interrupted parameters again. A trial asked for and not yet told is pending
-    (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel."""
+    (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel.
+    With the study's `lock`, every write to Ax's records is committed only while this process holds it."""
 
-    def __init__(self, study: StudyConfig, url: str) -> None:
+    def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
         self.client = open_client(study, url)
         self.objective = study.objective
+        self.lock = lock
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Ax's writes inside the block: with the lock, in one transaction that commits only while this
+        process holds it (LockLost otherwise, and nothing stored); without one, as Ax makes them."""
+        if self.lock is None:
+            yield
+            return
+        with self.lock.fenced() as connection, ax_writes_through(connection):
+            yield
 
     def ask(self, waiting: bool = False) -> tuple[int, dict[str, Any]] | str | None:
         """A new trial's index and parameters; None when every remaining proposal was tried already;
@@ -176,7 +204,8 @@ class Searcher:
         from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
         try:
-            proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
+            with self._writing():
+                proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
         except GenerationStrategyRepeatedPoints:
             return None
         except DataRequiredError:
@@ -190,21 +219,35 @@ class Searcher:
         index, parameters = next(iter(proposals.items()))
         return index, dict(parameters)
 
-    def attach(self, parameters: dict[str, Any]) -> int:
-        """A new pending trial with these parameters (an interrupted trial's, run again)."""
-        return self.client.attach_trial(parameters=parameters)
+    def rerun(self, index: int) -> int:
+        """A new pending trial that runs interrupted trial `index` again: its parameters, proposed by the same
+        step of the strategy. The new trial counts toward that step as the interrupted one would have (the
+        Sobol step ends after `initial` trials it proposed that did not fail), so the study goes on to the
+        same proposals as if nothing had stopped; a trial attached with the parameters alone would belong to
+        no step, and Sobol would propose one trial more."""
+        experiment = self.client._experiment
+        with self._writing():
+            trial = experiment.new_trial(generator_run=experiment.trials[index].generator_runs[0].clone())
+            trial.mark_running(no_runner_required=True)
+            self.client._save_or_update_trial_in_db_if_possible(experiment=experiment, trial=trial)
+        return trial.index
 
     def complete(self, index: int, metrics: dict[str, float]) -> None:
-        self.client.complete_trial(trial_index=index, raw_data={self.objective: metrics[self.objective]})
+        """A trial that ended: its objective to Ax, as Ax's storage gives it back (see `as_stored`)."""
+        with self._writing():
+            self.client.complete_trial(trial_index=index,
+                                       raw_data={self.objective: as_stored(metrics[self.objective])})
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""
-        self.client.mark_trial_abandoned(trial_index=index)
+        with self._writing():
+            self.client.mark_trial_abandoned(trial_index=index)
 
     def mark_failed(self, index: int, reason: str) -> None:
         """A trial stopped before it ended (its parameters run again as a new trial): failed in Ax, which
         keeps it out of the model's data."""
-        self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
+        with self._writing():
+            self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
 
     def pending(self) -> list[int]:
         """Trials asked for and not yet told (running in Ax)."""
@@ -216,4 +259,3 @@ class Searcher:
 
     def parameters(self, index: int) -> dict[str, Any]:
         return dict(self.client._experiment.trials[index].arm.parameters)
-

@@ -15,7 +15,7 @@ from pipeline.errors import UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, best_trial
+from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial
 from pipeline.study_config import StudyConfig
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -82,14 +82,14 @@ class StudyInterrupted(KeyboardInterrupt):
         self.study, self.trial_indices = study, trial_indices
 
 
-def reconcile(store: Store, study_id: int, searcher: Searcher) -> list[dict[str, Any]]:
+def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) -> list[int]:
     """Make the tool's table and Ax agree after a process stopped between any two writes; returns
-    the parameters of interrupted trials, to run again before anything new.
+    Ax's indices of the interrupted trials, to run again before anything new.
 
     Our rows are written before Ax is told, so a trial still pending in Ax is: completed or failed
     in our table (killed before Ax was told: tell Ax from the stored record), or running,
     interrupted or absent there (killed during the trial, or before its row: run it again)."""
-    store.interrupt_running_trials(study_id, INTERRUPTED)
+    store.interrupt_running_trials(study_id, INTERRUPTED, lock=lock)
     rows = {t.trial_index: t for t in store.trials(study_id)}
     requeued = []
     for index in searcher.pending():
@@ -100,8 +100,29 @@ def reconcile(store: Store, study_id: int, searcher: Searcher) -> list[dict[str,
             searcher.abandon(index)
         else:
             searcher.mark_failed(index, INTERRUPTED)
-            requeued.append(searcher.parameters(index))
+            requeued.append(index)
     return requeued
+
+
+def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
+    """How many of the last trials, in trial order, failed in a row, and the last one's error line: the
+    failure policy counts across runs of a study, not from zero at each. Interrupted trials, which run
+    again, neither count nor break the run."""
+    ended = [t for t in trials if t.status in ("completed", "failed")]
+    count = 0
+    for trial in reversed(ended):
+        if trial.status != "failed":
+            break
+        count += 1
+    return count, (ended[-1].error or "").split("\n", 1)[0] if count else None
+
+
+def too_many_failures(count: int, error: str | None) -> str:
+    """Why the failure policy stopped the study, and how to go on: the budget may change without making
+    the study another one."""
+    return (f"{count} trials failed in a row (budget.max_failures); last error: {error}; to go on once the cause "
+            f"is fixed, raise budget.max_failures above {count} (in the study file, or with --set "
+            f"budget.max_failures=N)")
 
 
 def create_study(store: Store, study: StudyConfig) -> StudyRecord:
@@ -157,7 +178,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     with store.lock_study(stored) as lock, runner:
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
-        loop = StudyLoop(study, store, stored, Searcher(study, store.url), lock,
+        loop = StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
                          StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
                          on_event, device, precision)
         loop.run(runner)
@@ -170,31 +191,41 @@ class StudyLoop:
     """One run of a study's loop: ask for a trial whenever the runner has room, record each that ends.
 
     Only this loop writes: a trial's row is stored before Ax hears of its end, so `reconcile` can make
-    the two agree after a kill between any two writes."""
+    the two agree after a kill between any two writes. Every write, ours and Ax's, is fenced by the study's
+    lock: a loop that lost it (paused past the stale time and taken over) stops with LockLost at its next
+    write or training step, and writes nothing more."""
 
     def __init__(self, study: StudyConfig, store: Store, stored: StudyRecord, searcher: Searcher, lock: StudyLock,
                  summary: StudySummary, on_event: OnEvent, device: str, precision: str) -> None:
         self.study, self.store, self.stored, self.searcher, self.lock = study, store, stored, searcher, lock
         self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
-        self.requeued = reconcile(store, stored.id, searcher)  # interrupted parameters, run again first
-        self.ran = sum(t.status in ("completed", "failed") for t in store.trials(stored.id))
+        self.requeued = reconcile(store, stored.id, searcher, lock)  # interrupted trials, run again first
+        stored_trials = store.trials(stored.id)
+        self.ran = sum(t.status in ("completed", "failed") for t in stored_trials)
         self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
-        self.failures_in_a_row = 0
+        self.failures_in_a_row, last_error = trailing_failures(stored_trials)
+        if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
+            summary.stopped = too_many_failures(self.failures_in_a_row, last_error)  # an earlier run stopped here
 
     def run(self, runner: TrialRunner) -> None:
         budget = self.summary.budget
         self.on_event(StudyStarted(self.study.name, self.ran, budget, self.ran > 0 or bool(self.requeued),
-                                   list(self.requeued)))
+                                   [self.searcher.parameters(index) for index in self.requeued]))
         try:
             while True:
                 while self.has_room(runner) and (job := self.ask()) is not None:
                     runner.submit(job)
                 if not self.running:
                     return
-                for outcome in runner.wait(self.on_event):  # stops while trials run: the stopped ones end first
+                for outcome in runner.wait(self.progress):  # stops while trials run: the stopped ones end first
                     self.record(outcome)
         except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run them again later
             self.stop_running(stop)
+
+    def progress(self, event: Any) -> None:
+        """Pass a running trial's progress on; a lost lock stops the trial here, without waiting for its end."""
+        self.lock.stop_if_lost()
+        self.on_event(event)
 
     def has_room(self, runner: TrialRunner) -> bool:
         """Whether another trial may start: the budget not reached, the runner not full, nothing stopped us."""
@@ -206,8 +237,8 @@ class StudyLoop:
         None while Ax waits for a running trial, or when it has nothing left to propose (the study stops)."""
         tick = time.perf_counter()
         if self.requeued:
-            parameters = self.requeued.pop(0)
-            index = self.searcher.attach(parameters)
+            interrupted = self.requeued.pop(0)
+            index, parameters = self.searcher.rerun(interrupted), self.searcher.parameters(interrupted)
         elif (asked := self.searcher.ask(waiting=bool(self.running))) == "wait":
             return None  # Ax needs a running trial's result first (the Sobol trials are all out)
         elif asked is None:
@@ -219,7 +250,8 @@ class StudyLoop:
         self.summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
         tick = time.perf_counter()
         self.lock.check()
-        row = self.store.start_trial(self.stored.id, index, parameters, self.study.seed, proposal_seconds)
+        row = self.store.start_trial(self.stored.id, index, parameters, self.study.seed, proposal_seconds,
+                                     lock=self.lock)
         self.running[index] = (row, time.time())
         self.summary.storage_seconds += time.perf_counter() - tick
         self.summary.new_trials.append(index)
@@ -238,11 +270,11 @@ class StudyLoop:
             self.requeue(outcome.trial_index, row, f"{INTERRUPTED} ({outcome.lost})")
         elif outcome.error is not None:
             status, objective, error = "failed", None, outcome.error
-            self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started)
+            self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started, lock=self.lock)
             self.searcher.abandon(outcome.trial_index)
         else:
             status, objective, error = "completed", outcome.result[self.study.objective], None
-            self.store.complete_trial(row, outcome.result, outcome.started)
+            self.store.complete_trial(row, outcome.result, outcome.started, lock=self.lock)
             kill_point("after-record")
             self.searcher.complete(outcome.trial_index, outcome.result)
         self.summary.storage_seconds += time.perf_counter() - tick
@@ -253,26 +285,27 @@ class StudyLoop:
 
     def requeue(self, index: int, row: int, reason: str) -> None:
         """A trial that lost its worker: interrupted, as after a killed run, and its parameters run again."""
-        self.store.interrupt_trial(row, reason)
+        self.store.interrupt_trial(row, reason, lock=self.lock)
         self.searcher.mark_failed(index, reason)
-        self.requeued.append(self.searcher.parameters(index))
+        self.requeued.append(index)
 
     def count(self, status: str, error: str | None) -> None:
-        """The failure policy: budget.max_failures trials failing in a row stop the study."""
+        """The failure policy: budget.max_failures trials failing in a row stop the study, counted over
+        every run of it (see `trailing_failures`)."""
         if status == "completed":
             self.summary.completed, self.failures_in_a_row = self.summary.completed + 1, 0
             return
         self.summary.failed, self.failures_in_a_row = self.summary.failed + 1, self.failures_in_a_row + 1
         if self.failures_in_a_row >= self.study.budget.max_failures and not self.summary.stopped:
-            self.summary.stopped = (f"{self.failures_in_a_row} trials failed in a row (budget.max_failures); "
-                                    f"last error: {error}")
+            self.summary.stopped = too_many_failures(self.failures_in_a_row, error)
 
     def stop_running(self, stop: BaseException) -> None:
         """Stop on a UserError or Ctrl-C: the running trials are stored as interrupted and Ax is not told,
         so they stay pending there and the next run requeues them (see `reconcile`); then re-raise. A loop
         that lost the study's lock writes nothing more: the study is another process's now."""
         if self.lock.lost is None:
-            self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})")
+            self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
+                                                lock=self.lock)
         if isinstance(stop, KeyboardInterrupt) and self.running:
             raise StudyInterrupted(self.study.name, sorted(self.running)) from None
         raise stop

@@ -114,6 +114,12 @@ def test_a_kill_mid_trial_on_postgresql_then_resume_completes_the_budget_with_no
     assert rows(postgres_url, "select * from rt_study_locks") == []
 
 
+def test_a_write_with_a_lock_another_process_took_over_changes_nothing_on_postgresql(postgres_url):
+    from test_store_lock import check_writes_after_a_takeover_change_nothing
+
+    check_writes_after_a_takeover_change_nothing(Store(postgres_url))
+
+
 def test_failing_trials_on_postgresql_are_stored_with_their_error_and_stop_the_study(tmp_path, postgres_url):
     params = 'epochs = 1\nlr_head = { values = [1e37, 1e38] }'  # the loss overflows: a real divergence
     study = load_study(study_file(tmp_path, "doomed", "erm", params, trials=5, max_failures=2))

@@ -73,3 +73,67 @@ def test_a_study_that_lost_its_lock_stops_before_its_next_write_and_leaves_the_t
     assert trial.status == "running"  # not written after the lock was lost, not even to mark it interrupted
     with store.engine.connect() as connection:
         assert [row.pid for row in connection.execute(study_locks.select())] == [4321]
+
+
+def result(accuracy: float) -> dict:
+    """A finished run's result as the trainer gives it, one epoch."""
+    return {"val_accuracy": accuracy, "test_accuracy": accuracy, "val_per_class_accuracy": {"0": accuracy},
+            "test_per_class_accuracy": {"0": accuracy}, "epoch_train_loss": [1.0], "epoch_val_accuracy": [accuracy],
+            "train_seconds": 1.0, "settings": {}}
+
+
+def test_a_write_with_a_lock_another_process_took_over_raises_lock_lost_and_changes_nothing(tmp_path):
+    check_writes_after_a_takeover_change_nothing(Store(str(tmp_path / "runs.db")))
+
+
+def check_writes_after_a_takeover_change_nothing(store: Store) -> None:
+    """Every write of the Store, given a lock another process has taken over since the holder's last look,
+    raises LockLost in its own transaction and leaves the study's records as they were."""
+    study = stored(store)
+    lock = store.lock_study(study)
+    row = store.start_trial(study.id, 0, {"alpha": 0.1}, 0, 0.1, lock=lock)
+    store.complete_trial(row, result(0.5), lock=lock)  # held: written
+    running = store.start_trial(study.id, 1, {"alpha": 0.2}, 0, 0.1, lock=lock)
+    with store.engine.begin() as connection:  # taken over between the holder's last check and its write
+        connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
+    assert lock.lost is None  # its heartbeat has not noticed: the write's own transaction must
+    before = [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)]
+    writes = [lambda: store.complete_trial(running, result(0.9), lock=lock),
+              lambda: store.fail_trial(running, "TrainingDiverged", lock=lock),
+              lambda: store.interrupt_trial(running, "stopped", lock=lock),
+              lambda: store.interrupt_running_trials(study.id, "stopped", lock=lock),
+              lambda: store.start_trial(study.id, 2, {"alpha": 0.3}, 0, 0.1, lock=lock),
+              lambda: store.add_evaluation(study.id, "tuned", 0, 0, {}, result(0.9), {"0": 1}, lock=lock)]
+    for write in writes:
+        with pytest.raises(LockLost, match="lost the lock of study held: process 4321 on host elsewhere took it over"):
+            write()
+    assert [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)] == before
+    assert before[1][:2] == (1, "running") and store.evaluations(study.id) == []
+    lock.release()
+    with store.engine.connect() as connection:  # the new holder's row stays, its heartbeat untouched
+        assert [(row.token, row.pid) for row in connection.execute(study_locks.select())] == [("another", 4321)]
+
+
+def test_ax_is_not_written_once_the_lock_is_lost(tmp_path):
+    from pipeline.library_logs import quiet_libraries
+    from pipeline.study import create_study
+    from pipeline.study_config import load_study
+    from test_study import study_file
+
+    quiet_libraries(tmp_path / "ax.log")
+    from pipeline.search import Searcher
+
+    store = Store(str(tmp_path / "runs.db"))
+    study = load_study(study_file(tmp_path, params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'))
+    lock = store.lock_study(create_study(store, study))
+    searcher = Searcher(study, store.url, lock)
+    index, _ = searcher.ask()  # held: stored in Ax
+    with store.engine.begin() as connection:
+        connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
+    with pytest.raises(LockLost, match="process 4321 on host elsewhere took it over"):
+        searcher.complete(index, {"val_accuracy": 0.5})
+    with pytest.raises(LockLost):  # and nothing more is proposed
+        searcher.ask()
+    lock.release()
+    stored_in_ax = Searcher(study, store.url).client._experiment.trials
+    assert [(i, t.status.name) for i, t in stored_in_ax.items()] == [(index, "RUNNING")]

@@ -118,6 +118,35 @@ def test_consecutive_failures_stop_the_study(tmp_path, cli):
     assert code == 1 and "2 trials failed in a row" in err and "TrainingDiverged" in err
 
 
+def test_consecutive_failures_count_across_runs_and_a_stopped_study_stops_at_once_until_the_limit_is_raised(
+        tmp_path, cli):
+    params = 'epochs = 1\nlr_head = 1e4\nmomentum = { low = 0.0, high = 0.9 }'  # every trial diverges
+    path, db = study_file(tmp_path, "diverging", "erm", params, trials=8, max_failures=3), str(tmp_path / "runs.db")
+    run = ("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+
+    def failed() -> list[int]:
+        store = Store(db)
+        return [t.trial_index for t in store.trials(store.study("diverging").id) if t.status == "failed"]
+
+    code, _, err = cli(*run)
+    assert code == 1 and "3 trials failed in a row (budget.max_failures); last error: TrainingDiverged" in one_line(err)
+    assert failed() == [0, 1, 2]
+    for _ in range(2):  # run again as it is: stops at once, saying why and how to go on, and runs nothing
+        code, out, err = cli(*run)
+        assert code == 1 and "0 trial(s) completed now, 0 failed" in one_line(out), err
+        assert "3 trials failed in a row (budget.max_failures); last error: TrainingDiverged:" in one_line(err)
+        assert "raise budget.max_failures above 3 (in the study file, or with --set budget.max_failures=N)" in \
+            one_line(err)
+        assert "Traceback" not in err and failed() == [0, 1, 2]
+    code, _, err = cli(*run, "--set", "budget.max_failures=4")  # the budget is not the study's identity
+    assert code == 1 and "4 trials failed in a row" in one_line(err) and failed() == [0, 1, 2, 3]
+
+
+def one_line(text: str) -> str:
+    """Output as one line: the console wraps long lines at the terminal's width."""
+    return " ".join(text.split())
+
+
 def test_another_study_under_an_existing_name_is_refused_and_nothing_changes(tmp_path, cli):
     db = str(tmp_path / "runs.db")
     assert cli("run", str(study_file(tmp_path, trials=1)), "--db", db, "--log-file", str(tmp_path / "l"))[0] == 0

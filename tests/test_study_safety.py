@@ -1,5 +1,6 @@
 """A study survives kills at any write, Ctrl-C and a second process: real processes, a real SQLite file."""
 import datetime as dt
+import json
 import os
 import signal
 import sqlite3
@@ -55,9 +56,8 @@ def ax_trials(study, db: Path) -> dict[int, tuple[str, dict]]:
     quiet_libraries(db.with_suffix(".log"))
     from pipeline.search import Searcher
 
-    searcher = Searcher(study, Store(str(db)).url)
-    return {i: (searcher.status(i), searcher.parameters(i))
-            for i in range(len(searcher.client._experiment.trials))}
+    trials = Searcher(study, Store(str(db)).url).client._experiment.trials
+    return {i: (trial.status.name.lower(), trial.arm and dict(trial.arm.parameters)) for i, trial in trials.items()}
 
 
 def test_a_kill_after_the_record_and_before_ax_is_told_completes_the_trial_in_ax_on_resume(tmp_path):
@@ -99,6 +99,37 @@ def test_a_kill_after_ax_proposes_and_before_our_row_runs_the_parameters_again(t
     assert [(t.trial_index, t.status) for t in trials] == [(1, "completed"), (2, "completed")]
     assert trials[0].parameters == proposed  # the proposal was run, once, before anything new
     assert [status for status, _ in ax_trials(study, db).values()] == ["failed", "completed", "completed"]
+
+
+def completed_trials(db: Path, name: str) -> list[tuple[dict, dict]]:
+    """The parameters and metrics (less the clock's) of a study's completed trials, in trial order."""
+    store = Store(str(db))
+    return [(t.parameters, {k: v for k, v in t.metrics.items() if k != "train_seconds"})
+            for t in store.trials(store.require_study(name).id) if t.status == "completed"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> list[tuple[dict, dict]]:
+    """The exact study of `test_a_killed_study_resumes_exactly`, run without a stop."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    run_study(load_study(study_file(tmp, "exact", params=FAST, trials=4)), str(tmp / "runs.db"), "cpu",
+              log_file=tmp / "ax.log")
+    return completed_trials(tmp / "runs.db", "exact")
+
+
+@pytest.mark.parametrize("point", ["after-ask", "after-record"])
+@pytest.mark.parametrize("ran", [0, 2], ids=["sobol", "gp"])
+def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, point, ran):
+    """Killed at a write in the Sobol phase (trial 0 of 2 initial) or in the Gaussian process's (trial 2),
+    then resumed: the same proposals in the same order and the same results as a run that never stopped."""
+    path, db = study_file(tmp_path, "exact", params=FAST, trials=4), tmp_path / "runs.db"
+    if ran:
+        run_study(load_study(path), str(db), "cpu", trials=ran, log_file=tmp_path / "ax.log")
+    process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": point})
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log")
+    assert completed_trials(db, "exact") == uninterrupted
 
 
 def test_a_kill_while_creating_a_study_leaves_nothing_and_a_study_stored_without_ax_records_still_runs(tmp_path):
@@ -181,21 +212,36 @@ def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
     assert rows(tmp_path / "runs.db", "select * from rt_study_locks") == []
 
 
+def wait_until_stale(db: Path, seconds: float) -> None:
+    """Wait until the study's lock has not been refreshed for `seconds` (its holder is paused)."""
+    while (now() - dt.datetime.fromisoformat(rows(db, "select heartbeat_at from rt_study_locks")[0][0])
+           ).total_seconds() <= seconds:
+        time.sleep(0.1)
+
+
 def test_a_run_paused_past_the_stale_time_and_taken_over_stops_without_writing_again(tmp_path, monkeypatch):
-    """A laptop lid closed mid-trial: another process takes the stale lock over; the paused run, resumed,
-    finds out before its next write, stops with one line and leaves the study to the new holder."""
-    path, db = study_file(tmp_path, "paused", params="epochs = 3\nT = { low = 1, high = 3 }", trials=3), \
-        tmp_path / "runs.db"
-    process = start_run(path, db, env={"ROBUST_TUNE_LOCK_STALE_SECONDS": "1"})
-    wait_for_running_trial(process, db)
-    process.send_signal(signal.SIGSTOP)
-    time.sleep(1.5)
-    monkeypatch.setattr("pipeline.store.lock.LOCK_STALE_SECONDS", 1.0)  # as the paused run's
-    store = Store(str(db))
-    before = rows(db, "select trial_index, status from rt_trials")
-    with store.lock_study(store.study("paused")):  # taken over: the holder's heartbeat is stale
-        process.send_signal(signal.SIGCONT)
-        _, err = process.communicate(timeout=300)
-        assert process.returncode == 2
-        assert "lost the lock of study" in err and "Traceback" not in err
-        assert rows(db, "select trial_index, status from rt_trials") == before  # nothing written after the loss
+    """A laptop lid closed just after a trial was stored, before Ax was told: a second run takes the stale
+    lock over and finishes the study; the paused run, resumed, stops with one line and writes nothing, not
+    even to Ax, so the study keeps its budget, no parameters run twice and Ax agrees with the table."""
+    path, db = study_file(tmp_path, "paused", params=FAST, trials=3), tmp_path / "runs.db"
+    paused = start_run(path, db, env={"ROBUST_TUNE_LOCK_STALE_SECONDS": "3", "ROBUST_TUNE_STOP_AT": "after-record"})
+    _, status = os.waitpid(paused.pid, os.WUNTRACED)  # stopped itself once trial 0 was stored
+    assert os.WIFSTOPPED(status), paused.communicate()
+    assert rows(db, "select trial_index, status from rt_trials") == [(0, "completed")]
+    wait_until_stale(db, 3)
+    monkeypatch.setattr("pipeline.store.lock.LOCK_STALE_SECONDS", 3.0)  # as the paused run's
+    summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log")  # takes the lock over
+    assert summary.completed == 2
+    done = rows(db, "select trial_index, status, parameters from rt_trials order by trial_index")
+
+    paused.send_signal(signal.SIGCONT)
+    _, err = paused.communicate()
+    assert paused.returncode == 2 and "Traceback" not in err, err
+    *_, last = err.strip().splitlines()  # after the line of the trial it ran: one line saying why it stopped
+    assert last.startswith("error: lost the lock of study paused") and err.count("error") == 1, err
+    assert rows(db, "select trial_index, status, parameters from rt_trials order by trial_index") == done
+    assert [(i, s) for i, s, _ in done] == [(0, "completed"), (1, "completed"), (2, "completed")]
+    assert len({p for _, _, p in done}) == 3  # no parameters ran twice
+    ax = ax_trials(load_study(path), db)  # Ax agrees: the same trials, completed, with the same parameters
+    assert [(i, s, json.dumps(p, sort_keys=True)) for i, (s, p) in ax.items()] == [
+        (i, s, json.dumps(json.loads(p), sort_keys=True)) for i, s, p in done]

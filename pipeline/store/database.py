@@ -3,8 +3,9 @@ default, PostgreSQL for a shared server), read and written as typed records.
 
 A study's row and Ax's experiment are created in one transaction, and deleted in one. A trial's row is
 written when it starts (so a crash leaves it visibly `running`) and completed in one transaction when it
-ends. Writers open the database at this version's schema (upgrading one written by an earlier version);
-readers never change it.
+ends. The writes of a study's lock holder take its `lock`: each is then committed only while the holder
+still holds it (LockLost otherwise, and nothing written). Writers open the database at this version's
+schema (upgrading one written by an earlier version); readers never change it.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import datetime as dt
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 import sqlalchemy as sa
 
@@ -150,19 +151,25 @@ class Store:
         """Become the one process running `study`, taking over a stale lock; UserError while another holds it."""
         return take_lock(self.engine, study.id, study.name)
 
+    def _writing(self, lock: StudyLock | None) -> ContextManager[sa.Connection]:
+        """A write transaction; with the study's lock, one that commits only while this process holds it."""
+        return self.engine.begin() if lock is None else lock.fenced()
+
     def start_trial(self, study_id: int, trial_index: int, parameters: dict[str, Any], seed: int,
-                    proposal_seconds: float) -> int:
-        with self.engine.begin() as connection:
+                    proposal_seconds: float, lock: StudyLock | None = None) -> int:
+        """Store a trial as running, before it trains; returns its row's id."""
+        with self._writing(lock) as connection:
             result = connection.execute(trials.insert().values(
                 study_id=study_id, trial_index=trial_index, status="running", parameters=parameters, seed=seed,
                 proposal_seconds=proposal_seconds, started_at=now()))
         return result.inserted_primary_key[0]
 
-    def complete_trial(self, trial_id: int, result: dict[str, Any], started: float | None = None) -> None:
+    def complete_trial(self, trial_id: int, result: dict[str, Any], started: float | None = None,
+                       lock: StudyLock | None = None) -> None:
         """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once;
         `started` (a time.time()) replaces the start time by when training really began (on a worker)."""
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
-        with self.engine.begin() as connection:
+        with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
                 status="completed", metrics=metrics, settings=result["settings"],
                 per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
@@ -171,20 +178,22 @@ class Store:
                 {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy}
                 for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
 
-    def fail_trial(self, trial_id: int, error: str, started: float | None = None) -> None:
-        with self.engine.begin() as connection:
+    def fail_trial(self, trial_id: int, error: str, started: float | None = None,
+                   lock: StudyLock | None = None) -> None:
+        """Record a trial that raised, with its error."""
+        with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
                 status="failed", error=error, ended_at=now(), **_started_at(started)))
 
-    def interrupt_trial(self, trial_id: int, reason: str) -> None:
+    def interrupt_trial(self, trial_id: int, reason: str, lock: StudyLock | None = None) -> None:
         """One trial stopped before its end (its worker died); its parameters run again as a new trial."""
-        with self.engine.begin() as connection:
+        with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
                 status="interrupted", error=reason, ended_at=now()))
 
-    def interrupt_running_trials(self, study_id: int, reason: str) -> list[int]:
+    def interrupt_running_trials(self, study_id: int, reason: str, lock: StudyLock | None = None) -> list[int]:
         """Mark trials a killed process left `running` as interrupted; returns their Ax indices."""
-        with self.engine.begin() as connection:
+        with self._writing(lock) as connection:
             running = connection.execute(sa.select(trials.c.trial_index).where(
                 trials.c.study_id == study_id, trials.c.status == "running")).scalars().all()
             connection.execute(trials.update().where(trials.c.study_id == study_id, trials.c.status == "running")
@@ -206,28 +215,31 @@ class Store:
                             None if r.settings is None else RunSettings.from_dict(r.settings)) for r in rows]
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
-                       result: dict[str, Any], train_class_counts: dict[str, int]) -> bool:
+                       result: dict[str, Any], train_class_counts: dict[str, int],
+                       lock: StudyLock | None = None) -> bool:
         """Store one finished evaluation run; False (and nothing written) when (study, variant, seed) is
         already stored: a stored run is never replaced."""
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
         return self._insert_evaluation(
-            study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config, metrics=metrics,
+            lock, study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config, metrics=metrics,
             per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
             train_class_counts=train_class_counts, settings=result["settings"], train_seconds=result["train_seconds"])
 
-    def copy_evaluation(self, study_id: int, variant: str, trial_index: int, run: EvaluationRecord) -> bool:
+    def copy_evaluation(self, study_id: int, variant: str, trial_index: int, run: EvaluationRecord,
+                        lock: StudyLock | None = None) -> bool:
         """Store a run stored before (for another study or variant, planned alike on the same seed) as this
         study's variant: what it measured, its settings and its training time as stored, so a run is trained
         once. False (nothing written) when (study, variant, seed) is already stored."""
         return self._insert_evaluation(
-            study_id=study_id, variant=variant, seed=run.seed, trial_index=trial_index, config=run.config,
+            lock, study_id=study_id, variant=variant, seed=run.seed, trial_index=trial_index, config=run.config,
             metrics=run.metrics, per_class=run.per_class, train_class_counts=run.train_class_counts,
             settings=run.settings.to_dict(), train_seconds=run.train_seconds)
 
-    def _insert_evaluation(self, **values: Any) -> bool:
-        """One rt_evaluations row in its own transaction; False when its (study, variant, seed) is taken."""
+    def _insert_evaluation(self, lock: StudyLock | None, **values: Any) -> bool:
+        """One rt_evaluations row in its own transaction (fenced by `lock`, when given); False when its
+        (study, variant, seed) is taken."""
         try:
-            with self.engine.begin() as connection:
+            with self._writing(lock) as connection:
                 connection.execute(evaluations.insert().values(**values, created_at=now()))
         except sa.exc.IntegrityError:
             return False

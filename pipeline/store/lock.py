@@ -3,7 +3,10 @@
 The holder keeps the study's row in rt_study_locks and refreshes its heartbeat there from a background
 thread; a lock whose holder has not been seen for LOCK_STALE_SECONDS is taken over. A holder that finds
 its lock taken over (or cannot refresh it for that long) records it, and `check` stops it before its
-next write, so two processes never write one study's trials at once.
+next write. A holder paused past the stale time (Ctrl-Z, a closed laptop) may go on between that check and
+its write, so every write of a holder is also fenced: its transaction claims the lock row by the holder's
+token (`fenced`) and is rolled back, with LockLost, when the row is another process's. Two processes
+therefore never write one study's records at once, whatever the timing.
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 import sqlalchemy as sa
 
@@ -92,9 +97,14 @@ class StudyLock:
     def beat(self) -> bool:
         """Refresh the heartbeat; False when another process has taken the study over."""
         with self.engine.begin() as connection:
-            return connection.execute(self.table.update().where(
-                self.key == self.study_id, self.table.c.token == self.token)
-                .values(heartbeat_at=now())).rowcount == 1
+            return self._claim(connection)
+
+    def _claim(self, connection: sa.Connection) -> bool:
+        """Refresh the heartbeat in `connection`'s transaction, where the lock row still has this holder's
+        token; whether it had. The row stays locked by this transaction until it ends."""
+        return connection.execute(self.table.update().where(
+            self.key == self.study_id, self.table.c.token == self.token)
+            .values(heartbeat_at=now())).rowcount == 1
 
     def _beat_until_released(self) -> None:
         last = time.monotonic()
@@ -118,14 +128,50 @@ class StudyLock:
         found it taken over or could not refresh it, or the lock row is now another process's."""
         if self.lost is None:
             with self.engine.connect() as connection:
-                holder = connection.execute(sa.select(self.table.c.token, self.table.c.pid, self.table.c.host)
-                                            .where(self.key == self.study_id)).first()
-            if holder is None or holder.token != self.token:
-                self.lost = ("its lock was removed by another process" if holder is None
-                             else f"process {holder.pid} on host {holder.host} took it over")
+                self.lost = self._taken_by(connection)
+        self.stop_if_lost()
+
+    def stop_if_lost(self) -> None:
+        """Raise LockLost when the heartbeat found the lock lost; reads no database, so it may run at every
+        training step and stop a holder that was paused and taken over at once."""
         if self.lost is not None:
-            raise LockLost(f"lost the lock of {self.what} {self.name}: {self.lost}; stopped (the trials it stored are "
-                           "kept; run it again once the other process is done)")
+            raise self._lost_error()
+
+    def _lost_error(self) -> LockLost:
+        """The one line saying that, and why, this process stopped."""
+        return LockLost(f"lost the lock of {self.what} {self.name}: {self.lost}; stopped (the trials it stored are "
+                        "kept; run it again once the other process is done)")
+
+    def _taken_by(self, connection: sa.Connection) -> str | None:
+        """Why the lock row is not this holder's (who holds it now), or None while it is."""
+        holder = connection.execute(sa.select(self.table.c.token, self.table.c.pid, self.table.c.host)
+                                    .where(self.key == self.study_id)).first()
+        if holder is None:
+            return "its lock was removed by another process"
+        return None if holder.token == self.token else f"process {holder.pid} on host {holder.host} took it over"
+
+    @contextmanager
+    def fenced(self) -> Iterator[sa.Connection]:
+        """A write transaction that commits only while this process holds the lock: after the writes, in
+        the same transaction, the lock row is claimed by this holder's token (and stays locked until the
+        commit, so no takeover can come in between); when it is another process's or gone, everything is
+        rolled back and LockLost raised. The claim comes last so that a database-wide write lock (SQLite's)
+        is taken only by the writes themselves, not by what the caller computes first (Ax's proposals). A
+        write that failed because the new holder wrote the same record first is a LockLost too."""
+        self.stop_if_lost()
+        try:
+            with self.engine.begin() as connection:
+                yield connection
+                if not self._claim(connection):
+                    self.lost = self._taken_by(connection) or "another process took it over"
+                    self.stop_if_lost()
+        except sa.exc.DBAPIError:
+            with self.engine.connect() as connection:
+                taken_by = self._taken_by(connection)
+            if taken_by is None:  # still ours: the failure is the write's own
+                raise
+            self.lost = taken_by
+            raise self._lost_error() from None
 
     def release(self) -> None:
         """Stop the heartbeat and delete the lock row, if it is still ours."""
