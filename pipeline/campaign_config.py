@@ -71,9 +71,6 @@ class CampaignConfig:
             return base
         return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate)
 
-    def study_names(self, method: str) -> list[str]:
-        return [self.study(method, r).name for r in range(self.replicates)]
-
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,
@@ -82,9 +79,11 @@ class CampaignConfig:
                 "studies": {m: self.studies[m].identity() for m in self.methods}}
 
     def identity(self) -> dict[str, Any]:
+        """What the campaign is: its methods and their studies' identities, not what may grow (NOT_IDENTITY)."""
         return {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY}
 
     def fingerprint(self) -> str:
+        """A short hash of `identity`, stored beside the campaign."""
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -156,7 +156,7 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
 def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_runs_once_at_a_time(tmp_path):
     db, path = tmp_path / "c.db", campaign_file(tmp_path, text=CAMPAIGN.replace('["ls", "cb"]', '["cb"]'))
     args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
-    for kill_at in ("after-record", "after-evaluation-1", None):  # during a search, during re-training, to the end
+    for kill_at in ("after-evaluation-1", None):  # in re-training (the studies' own kills are tested there), then on
         workers = () if kill_at else ("--workers", "2")  # the rest of the re-training on two Dask workers
         done = robust_tune(*args, *workers, env={"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})
         assert done.returncode == (-9 if kill_at else 0), done.stderr
