@@ -262,3 +262,14 @@ def test_holm_decides_the_verdict_and_the_intervals_are_simultaneous():
         half = d.half_width(simultaneous_confidence(4))
         assert (c.low, c.high) == pytest.approx((d.mean - half, d.mean + half))
         assert half > d.half_width(0.95)
+
+
+def test_with_replicated_searches_each_search_is_paired_with_erms_of_the_same_search_seed():
+    # two searches x 3 seeds: the pairs are (replicate, seed); a method 1.0 above ERM in search 0 and equal in
+    # search 1 differs by 0.5 on average over the 6 pairs
+    values = {"erm": {m: {(r, s): float(s) for r in range(2) for s in range(3)} for m in METRICS},
+              "a": {m: {(r, s): float(s) + (1.0 if r == 0 else 0.0) for r in range(2) for s in range(3)}
+                    for m in METRICS}}
+    comparison = sequential_comparisons(values, ["erm", "a"], [3], replicates=2)[("a", METRICS[0])]
+    assert comparison.seeds == 6 and comparison.difference.mean == pytest.approx(0.5)
+    assert sequential_comparisons(values, ["erm", "a"], [4], replicates=2) == {}  # seed 3 not run: no look yet
