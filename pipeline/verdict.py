@@ -26,10 +26,10 @@ from pipeline.stats import (CONFIDENCE, PairedDifference, holm, look_alphas, mea
 from pipeline.store import CampaignRecord, EvaluationRecord, Store, best_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
-METRIC_LABELS = dict(COMPARE_METRICS)
+METRIC_LABELS = {**dict(COMPARE_METRICS), "smallest_class_accuracy": "rare class"}  # short: the verdict fits 80 columns
 READING_LABELS = {"test_accuracy": "test accuracy", "test_balanced_accuracy": "balanced accuracy",
                   "test_worst_class_accuracy": "worst-class accuracy",
-                  "smallest_class_accuracy": "the rare (smallest training) class"}
+                  "smallest_class_accuracy": "the rare class"}
 ALPHA = 1 - CONFIDENCE
 BETTER, WORSE, NO_DIFFERENCE, OPEN = "better", "worse", "no detectable difference", "open"
 
@@ -47,7 +47,7 @@ class Comparison:
     adjusted_p: float | None  # Holm-adjusted over the whole family at that look
     level: float  # the error rate the adjusted p was held to at that look
     family: int  # comparisons in the family (methods x metrics)
-    low: float | None  # the simultaneous interval of the difference
+    low: float | None  # the simultaneous interval of the difference, within [-1, 1] where accuracies can differ
     high: float | None
     label: str  # better | worse | no detectable difference | open
     seeds: int  # paired values the decision rests on
@@ -79,14 +79,17 @@ def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequen
     first look whose Holm-adjusted p is below that look's share of alpha. Holm runs over the whole family
     at every look, a comparison without runs at that look (its method stopped, or has not run) counting
     as p = 1: raising a p-value never adds a rejection, so each look's error rate stays within its share
-    however the comparisons still open were chosen. A comparison left open is reported as it stood last."""
+    however the comparisons still open were chosen. A comparison is reported as it stood at the last look
+    it was tested at: decided, futile (its method may have stopped there), or open."""
     shares = look_alphas(list(looks), alpha)
     reference = values[REFERENCE]
     family = [(m, metric) for m in methods if m != REFERENCE for metric in metrics]
     decided: dict[tuple[str, str], Comparison] = {}
     for look, (seeds, share) in enumerate(zip(looks, shares)):
         keys = _keys(replicates, seeds)
-        open_ = [c for c in family if c not in decided or decided[c].label == OPEN]
+        # every comparison not yet decided at a boundary is tested again when its method got the seeds (one
+        # set aside as futile too: futility only spares a method seeds, it never ends a comparison that has data)
+        open_ = [c for c in family if c not in decided or decided[c].label not in (BETTER, WORSE)]
         tested = [c for c in open_ if _has(reference, keys) and _has(values[c[0]], keys)]
         if not tested:
             break
@@ -108,9 +111,9 @@ def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequen
                 label, how = NO_DIFFERENCE, "futility"
             else:
                 label, how = OPEN, "open"
-            decided[c] = Comparison(c[0], c[1], difference, p, share, len(family),
-                                    None if half is None else difference.mean - half,
-                                    None if half is None else difference.mean + half, label, len(keys), how)
+            low, high = (None, None) if half is None else (max(-1.0, difference.mean - half),
+                                                           min(1.0, difference.mean + half))
+            decided[c] = Comparison(c[0], c[1], difference, p, share, len(family), low, high, label, len(keys), how)
     return decided
 
 
@@ -254,32 +257,45 @@ def _points(value: float) -> str:
 
 
 def reading(verdict: Verdict) -> str:
-    """The verdict in words, generated from the numbers."""
-    missing = [m for m in verdict.methods if m.missing and m.method != REFERENCE]
+    """The verdict in words, one sentence per method that differs, generated from the numbers."""
     if any(m.method == REFERENCE and m.missing for m in verdict.methods):
         return "No verdict yet: tuned ERM has no re-trained runs to compare with."
     sentences = []
-    decided = [c for c in verdict.comparisons.values() if c.label in (BETTER, WORSE)]
-    for c in sorted(decided, key=lambda c: (c.label != BETTER, c.method, METRICS.index(c.metric))):
-        verb = "beats ERM" if c.label == BETTER else "falls behind ERM"
-        sentences.append(f"{c.method} {verb} on {READING_LABELS[c.metric]} by {_points(c.difference.mean)} points "
-                         f"[{_points(c.low)}, {_points(c.high)}]")
+    for m in verdict.methods:
+        mine = [verdict.comparisons[(m.method, metric)] for metric in METRICS if (m.method, metric) in verdict.comparisons]
+        better = [_stated(c) for c in mine if c.label == BETTER]
+        worse = [_stated(c) for c in mine if c.label == WORSE]
+        if better and worse:
+            sentences.append(f"{m.method} beats ERM on {_join(better)} but falls behind it on {_join(worse)}")
+        elif better or worse:
+            sentences.append(f"{m.method} {'beats ERM' if better else 'falls behind ERM'} on {_join(better or worse)}")
     unbeaten = [READING_LABELS[metric] for metric in METRICS
                 if not any(c.metric == metric and c.label == BETTER for c in verdict.comparisons.values())]
-    if unbeaten:
-        sentences.append(f"no method beats ERM on {_join(unbeaten)}")
-    text = "; ".join(sentences)
-    text = text[0].upper() + text[1:] + "." if text else ""
-    if not decided and verdict.comparisons:
-        text += (" No method differs detectably from tuned ERM on any metric: on this data, plain training tuned "
-                 "as carefully does as well as any of them, as far as these seeds can tell.")
+    if unbeaten and verdict.comparisons:
+        sentences.append(f"no method beats ERM on {_join(unbeaten, 'or')}")
+    same = [m.method for m in verdict.methods if m.method != REFERENCE and not m.missing
+            and all(verdict.comparisons.get((m.method, k)) is not None
+                    and verdict.comparisons[(m.method, k)].label == NO_DIFFERENCE for k in METRICS)]
+    if same:
+        sentences.append(f"{_join(same)} {'differs' if len(same) == 1 else 'differ'} from ERM by nothing these seeds "
+                         "can detect")
+    text = "".join(f"{s}. " for s in sentences)
+    if sentences and len(same) == len(verdict.methods) - 1:
+        text += "On this data, plain training tuned as carefully does as well as any of them, as far as these seeds tell. "
     still_open = sorted({c.method for c in verdict.comparisons.values() if c.label == OPEN})
     if still_open:
-        text += f" Still open (more seeds would decide): {', '.join(still_open)}."
+        text += f"Still open (more seeds would decide): {', '.join(still_open)}. "
+    missing = [m for m in verdict.methods if m.missing and m.method != REFERENCE]
     if missing:
-        text += " Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + "."
+        text += "Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + ". "
     return text.strip()
 
 
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+def _stated(c: Comparison) -> str:
+    """A decided difference in words: the metric, the difference and its interval in points."""
+    interval = "" if c.low is None else f" [{_points(c.low)}, {_points(c.high)}]"
+    return f"{READING_LABELS[c.metric]} ({_points(c.difference.mean)} points{interval})"
+
+
+def _join(items: list[str], word: str = "and") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]

@@ -33,9 +33,15 @@ def _interval(mean: float, half: float | None) -> str:
     return percent(mean) + ("" if half is None else f" ± {100 * half:.1f}")
 
 
+def _end(value: float) -> str:
+    """An interval's end in points: one decimal below 10, whole points above (the width of a terminal)."""
+    points = 100 * value
+    return f"{points:+.1f}" if abs(points) < 10 else f"{points:+.0f}"
+
+
 def _difference(c: Comparison) -> str:
     text = f"{100 * c.difference.mean:+.1f}"
-    return text if c.low is None else f"{text} [{100 * c.low:+.1f}, {100 * c.high:+.1f}]"
+    return text if c.low is None else f"{text} [{_end(c.low)}, {_end(c.high)}]"
 
 
 def cost_table(verdict: Verdict) -> Table:
@@ -117,7 +123,7 @@ def verdict_table(verdict: Verdict) -> Table:
                 "at every look); a comparison is decided at the first look it crosses, or set aside when "
                 "its trend could not cross by the last (futility); intervals are simultaneous at the deciding look.")
     table.notes += [
-        f"Accuracies in %; smallest class = the class with the fewest training examples. {test}",
+        f"Accuracies in %; rare class = the class with the fewest training examples. {test}",
         "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
         "(not evidence that there is none)."
         + (" Each method's whole search was repeated with "

@@ -15,7 +15,7 @@ from cli.main import main
 from pipeline.campaign_config import parse_campaign
 from pipeline.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
-from pipeline.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, sequential_comparisons
+from pipeline.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds, sequential_comparisons
 
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
 
@@ -222,29 +222,52 @@ def test_a_campaign_has_erm_first_and_each_method_its_shared_and_own_parameters(
 
 
 def _noise_campaign(rng: random.Random, methods: list[str], seeds: int, effect: float = 0.0) -> dict:
-    """Runs of every method on `seeds` seeds, each metric Gaussian noise around the same mean: no true
-    difference, except `effect` on the first method's first metric."""
-    return {m: {metric: {(0, s): rng.gauss(effect if (m == methods[1] and metric == METRICS[0]) else 0.0, 1.0)
+    """Runs of every method on `seeds` seeds, each metric an accuracy of 0.8 plus Gaussian noise of one point:
+    no true difference, except `effect` points on the first method's first metric."""
+    return {m: {metric: {(0, s): 0.8 + 0.01 * rng.gauss(effect if (m == methods[1] and metric == METRICS[0]) else 0.0,
+                                                        1.0)
                          for s in range(seeds)} for metric in METRICS} for m in methods}
+
+
+def in_rounds(values: dict, methods: list[str], looks: list[int]) -> tuple[dict, dict[str, int]]:
+    """What `compare` would see of `values` (every run known in advance): the first look's seeds for every
+    method, then each round only for the methods with a comparison still open (and ERM), as the campaign's
+    re-training does; the comparisons at the end and the seeds each method got."""
+    given = {m: looks[0] for m in methods}
+    for seeds in looks[1:]:
+        seen = {m: {k: {key: v for key, v in by_key.items() if key[1] < given[m]} for k, by_key in values[m].items()}
+                for m in methods}
+        needing = methods_needing_seeds(sequential_comparisons(seen, methods, looks), methods)
+        if not needing:
+            break
+        for m in ["erm", *needing]:
+            given[m] = seeds
+    seen = {m: {k: {key: v for key, v in by_key.items() if key[1] < given[m]} for k, by_key in values[m].items()}
+            for m in methods}
+    return sequential_comparisons(seen, methods, looks), given
 
 
 @pytest.mark.parametrize("looks", [[5], [5, 10, 15]])
 def test_the_stopping_rule_declares_a_difference_at_most_at_its_nominal_rate(looks):
-    # 2,000 campaigns of ERM and 3 methods x 4 metrics (12 comparisons), no true difference anywhere: the
-    # share of campaigns with any "better" or "worse" must stay within binomial error of 5%.
+    # 2,000 campaigns of ERM and 3 methods x 4 metrics (12 comparisons), no true difference anywhere, seeds
+    # given in rounds as compare gives them: the share of campaigns with any "better" or "worse" must stay
+    # within binomial error of 5%.
     rng, methods, campaigns = random.Random(7), ["erm", "a", "b", "c"], 2000
-    declared = sum(any(c.label in (BETTER, WORSE) for c in sequential_comparisons(
-        _noise_campaign(rng, methods, looks[-1]), methods, looks).values()) for _ in range(campaigns))
+    declared = sum(any(c.label in (BETTER, WORSE) for c in in_rounds(
+        _noise_campaign(rng, methods, looks[-1]), methods, looks)[0].values()) for _ in range(campaigns))
     assert declared / campaigns <= 0.05 + 3 * (0.05 * 0.95 / campaigns) ** 0.5
 
 
 def test_the_stopping_rule_stops_a_clear_difference_at_the_first_look_and_gives_the_rest_more_seeds():
     rng, methods, looks = random.Random(3), ["erm", "a", "b"], [5, 10]
     values = _noise_campaign(rng, methods, 10, effect=10.0)
-    comparisons = sequential_comparisons(values, methods, looks)
+    comparisons, given = in_rounds(values, methods, looks)
     first = comparisons[("a", METRICS[0])]
     assert first.label == BETTER and first.seeds == 5 and first.how == "boundary"
-    assert all(c.seeds > 5 or c.how in ("futility", "boundary") for c in comparisons.values())
+    for c in comparisons.values():  # a comparison ends at its boundary, by futility, or at the last look
+        assert c.how in ("boundary", "futility") if c.seeds == 5 else c.how in ("boundary", "last look")
+        assert c.seeds == given[c.method] or c.how == "boundary"
+    assert given["erm"] == max(given.values())
 
 
 def test_holm_decides_the_verdict_and_the_intervals_are_simultaneous():
