@@ -94,7 +94,7 @@ def compare(
     campaign = load_campaign(campaign_file, replicates)
     check_precision(precision)
     if workers is not None or scheduler is not None:
-        check_options(workers, scheduler, trials_per_gpu)  # bad options: exit 2 before anything is stored
+        check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
 
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))

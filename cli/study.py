@@ -163,8 +163,9 @@ def run(
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     from pipeline.parallel import trial_runner
     from pipeline.study import StudyInterrupted, run_study
-    from pipeline.study_config import load_study
+    from pipeline.study_config import check_trials, load_study
 
+    check_trials(trials)
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else []) + (
         [f"search_seed={search_seed}"] if search_seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))

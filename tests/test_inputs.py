@@ -233,3 +233,48 @@ def test_a_choice_of_one_value_repeated_is_nothing_to_search(tmp_path):
     path.write_text('name = "s"\n[method]\nname = "hws"\n[params]\nimportance_sampling = { values = [true, true] }\n')
     with pytest.raises(UserError, match="at least two different choices"):
         load_study(path)
+
+
+def refused(cli, folder: Path, *args: str) -> str:
+    """Run a command that must be refused: exit 2, one line, nothing in `folder` created or changed."""
+    before = snapshot(folder), sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    code, out, err = cli(*args)
+    assert code == 2 and out == "", (code, out, err)
+    assert (snapshot(folder), sorted(p.relative_to(folder) for p in folder.rglob("*"))) == before
+    return one_line(err)
+
+
+def test_counts_a_typo_makes_ruinous_are_bounded_with_the_reason(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    huge = str(10**20)
+    tiny = str(study_file(tmp_path))
+    line = refused(cli, tmp_path, "run", str(study_file(tmp_path, name="huge", trials=huge)), "--db", str(db))
+    assert f"budget.trials: must be between 1 and 10000, got {huge} (each trial trains" in line
+    assert "budget.max_failures: must be between 1 and 10000" in refused(
+        cli, tmp_path, "run", tiny, "--db", str(db), "--set", f"budget.max_failures={huge}")
+    assert f"--trials must be between 1 and 10000, got {huge}" in refused(cli, tmp_path, "run", tiny, "--db",
+                                                                          str(db), "--trials", huge)
+    monkeypatch.setattr("pipeline.parallel.usable_cores", lambda: 2)
+    for workers in ("3", huge):
+        line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--device", "cpu", "--workers", workers)
+        assert f"--workers must be at most 2, not {workers} (one trial per CPU core" in line
+    line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--workers", "2", "--trials-per-gpu", huge)
+    assert "--trials-per-gpu must be between 1 and 32" in line
+    for seeds in (huge, "30000000"):
+        line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--seeds", seeds)
+        assert f"--seeds must be between 1 and 1000, got {seeds}" in line
+    line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--vary", "alpha=0.1,0.2,0.10")
+    assert "--vary alpha: the value 0.1 is listed twice" in line
+
+
+def test_a_database_url_that_keeps_nothing_or_names_no_dialect_is_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    tiny = str(study_file(tmp_path))
+    for db, message in [("sqlite://", "names an in-memory SQLite database"),
+                        ("sqlite:///:memory:", "names an in-memory SQLite database"),
+                        ("://", "malformed database URL '://'"),
+                        ("afile/x.db", "--db afile/x.db: afile is a file, not a folder"),
+                        ("sqlite:///afile/sub/x.db", "afile is a file, not a folder")]:
+        assert message in refused(cli, tmp_path, "run", tiny, "--db", db, "--device", "cpu")
+    assert "no database at afile/x.db" in refused(cli, tmp_path, "studies", "--db", "afile/x.db")
