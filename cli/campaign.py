@@ -16,6 +16,7 @@ from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr
 from cli.study import StudyView
+from pipeline.library_logs import check_log_file
 from pipeline.store import SchemaUpgraded, Store
 
 
@@ -91,6 +92,7 @@ def compare(
     from pipeline.verdict import take_verdict
     from pipeline.verdict_report import verdict_tables
 
+    check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates)
     check_precision(precision)
     if workers is not None or scheduler is not None:

@@ -16,6 +16,7 @@ from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import UserError
+from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
 from pipeline.report import compare_table
 from pipeline.store import Store, StudyRecord, TrialRecord
@@ -102,6 +103,7 @@ def evaluate(
             raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
         _drop(study, db, drop, yes)
         return
+    check_log_file(log_file)
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
     check_precision(precision)

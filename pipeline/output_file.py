@@ -32,6 +32,7 @@ def check_output(path: Path, force: bool = False, database: Path | None = None, 
     if target.is_dir():
         raise UserError(f"{option} {path} is a folder; name a file in it")
     if not target.parent.is_dir():
+        check_folder(path.parent, option, path)  # a file where a folder should be is named as such
         raise UserError(f"{option} {path}: folder {path.parent} does not exist")
     if target.exists() and _is_sqlite(target):
         raise UserError(f"{option} {path} is a SQLite database; a report never replaces one")

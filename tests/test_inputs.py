@@ -278,3 +278,31 @@ def test_a_database_url_that_keeps_nothing_or_names_no_dialect_is_one_line(cli, 
                         ("sqlite:///afile/sub/x.db", "afile is a file, not a folder")]:
         assert message in refused(cli, tmp_path, "run", tiny, "--db", db, "--device", "cpu")
     assert "no database at afile/x.db" in refused(cli, tmp_path, "studies", "--db", "afile/x.db")
+
+
+def test_every_output_path_under_a_file_is_refused_before_work_starts(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    tiny = str(study_file(tmp_path))
+    for args in (["run", tiny, "--db", str(db), "--log-file", "afile/x.log"],
+                 ["evaluate", "s", "--db", str(db), "--log-file", "afile/x.log"],
+                 ["compare", "studies/none.toml", "--log-file", "afile/sub/x.log"],
+                 ["studies", "delete", "s", "--db", str(db), "--yes", "--log-file", "afile/x.log"]):
+        line = refused(cli, tmp_path, *args)
+        assert "--log-file afile/" in line and "afile is a file, not a folder" in line
+    line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--log-file", ".")
+    assert "--log-file . is a folder" in line
+    line = refused(cli, tmp_path, "report", "--db", str(db), "--plots", "afile/pictures")
+    assert "--plots afile/pictures: afile is a file, not a folder" in line
+    line = refused(cli, tmp_path, "train", "--save", "afile/weights.pt")
+    assert "--save afile/weights.pt: afile is a file, not a folder" in line
+    line = refused(cli, tmp_path, "train", "--save", "missing/weights.pt")
+    assert "--save missing/weights.pt: folder missing does not exist" in line
+
+
+def test_a_changed_study_under_a_stored_name_is_refused_without_a_log_file(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    changed = str(study_file(tmp_path, name="s"))
+    assert "a different study named 's' is already stored" in refused(cli, tmp_path, "run", changed, "--db", str(db),
+                                                                      "--device", "cpu")
+    assert not (tmp_path / "runs").exists()
