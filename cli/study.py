@@ -18,7 +18,7 @@ from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import UserError
-from pipeline.formats import FORMATS, output_format
+from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
 from pipeline.report import best_table, compare_table, studies_table, trials_table
@@ -256,6 +256,7 @@ def report(
     store = Store(db, create=False)
     if out is not None:
         check_output(out, force, sqlite_file(store.url))  # before drawing: a refused --out wastes no work
+        check_extension(out)
     if plots is not None:
         check_folder(plots, "--plots")
     if verdict is not None:

@@ -306,3 +306,9 @@ def test_a_changed_study_under_a_stored_name_is_refused_without_a_log_file(cli, 
     assert "a different study named 's' is already stored" in refused(cli, tmp_path, "run", changed, "--db", str(db),
                                                                       "--device", "cpu")
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("fmt", [None, "csv"])
+def test_report_out_with_an_extension_naming_no_format_it_writes_is_refused(cli, db, tmp_path, fmt):
+    args = ["report", "--db", str(db), "--out", str(tmp_path / "table.docx")] + (["--format", fmt] if fmt else [])
+    assert "never as a .docx file; name it with one of" in refused(cli, tmp_path, *args)
