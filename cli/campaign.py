@@ -88,7 +88,7 @@ def compare(
     from pipeline.campaign import run_campaign
     from pipeline.campaign_config import load_campaign
     from pipeline.config import check_precision
-    from pipeline.parallel import check_options, trial_runner
+    from pipeline.parallel import check_options, check_scheduler_reachable, trial_runner
     from pipeline.verdict import take_verdict
     from pipeline.verdict_report import verdict_tables
 
@@ -97,6 +97,8 @@ def compare(
     check_precision(precision)
     if workers is not None or scheduler is not None:
         check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
+    if scheduler:
+        check_scheduler_reachable(scheduler)
 
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import socket
 import time
 from typing import Any
 
@@ -64,6 +65,22 @@ def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: in
             raise UserError(f"--workers must be at most {most}, not {workers} ({why})")
 
 
+def check_scheduler_reachable(scheduler: str, timeout: float = 10.0) -> None:
+    """Refuse a Dask scheduler that accepts no connection, before a study is created or locked for it: a
+    plain TCP connection to its address (the Dask handshake follows when trials start)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    protocol, location = parse_address(scheduler, strict=True)
+    if protocol not in ("tcp", "tls", "ws", "wss"):
+        return  # other transports are reached only through Dask
+    host, port = parse_host_port(location)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {error.strerror or error}; "
+                        "nothing was stored") from None
+
+
 def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | None]:
     """CUDA_VISIBLE_DEVICES per local worker: `trials_per_gpu` workers share each GPU; None without GPUs."""
     return [str(i // trials_per_gpu % gpus) if gpus else None for i in range(workers)]
@@ -109,6 +126,8 @@ def trial_runner(workers: int | None = None, scheduler: str | None = None, trial
     if workers is None and scheduler is None:
         return InProcessRunner()
     check_options(workers, scheduler, trials_per_gpu, device)
+    if scheduler:
+        check_scheduler_reachable(scheduler)
     return DaskRunner(device, log_file, workers, scheduler, trials_per_gpu)
 
 

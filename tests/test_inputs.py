@@ -312,3 +312,14 @@ def test_a_changed_study_under_a_stored_name_is_refused_without_a_log_file(cli, 
 def test_report_out_with_an_extension_naming_no_format_it_writes_is_refused(cli, db, tmp_path, fmt):
     args = ["report", "--db", str(db), "--out", str(tmp_path / "table.docx")] + (["--format", fmt] if fmt else [])
     assert "never as a .docx file; name it with one of" in refused(cli, tmp_path, *args)
+
+
+def test_an_unreachable_scheduler_is_refused_before_a_study_is_created_or_locked(cli, db, tmp_path, monkeypatch):
+    from conftest import free_port
+
+    monkeypatch.chdir(tmp_path)
+    scheduler = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    for args in (["run", str(study_file(tmp_path)), "--db", str(db), "--device", "cpu"],
+                 ["evaluate", "s", "--db", str(db), "--device", "cpu"]):
+        line = refused(cli, tmp_path, *args, "--scheduler", scheduler)
+        assert f"cannot reach the Dask scheduler at {scheduler}" in line and "nothing was stored" in line
