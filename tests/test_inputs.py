@@ -323,3 +323,25 @@ def test_an_unreachable_scheduler_is_refused_before_a_study_is_created_or_locked
                  ["evaluate", "s", "--db", str(db), "--device", "cpu"]):
         line = refused(cli, tmp_path, *args, "--scheduler", scheduler)
         assert f"cannot reach the Dask scheduler at {scheduler}" in line and "nothing was stored" in line
+
+
+def test_an_interrupted_evaluate_names_the_stopped_runs_and_the_resume_command(cli, db, monkeypatch):
+    from pipeline.evaluate import RunEnded, RunStarted
+
+    def stopped_in_the_second_run(store, plan, device, on_event, precision, runner):
+        on_event(RunStarted("tuned", 0, 1, 4, 1))
+        on_event(RunEnded("tuned", 0, 1, 4, 0.9, 1.0))
+        on_event(RunStarted("erm", 0, 2, 4, 1))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pipeline.evaluate.run_evaluation", stopped_in_the_second_run)
+    code, _, err = cli("evaluate", "s", "--db", str(db), "--seeds", "2", "--against", "erm", "--device", "cpu")
+    assert code == 130 and "Traceback" not in err and err.splitlines()[-1] == (
+        "interrupted: evaluate of study s stopped run 2 (erm, seed 0), which will run again; the 1 run(s) stored "
+        f"by this call are kept; resume with robust-tune evaluate s --db {db} --seeds 2 --against erm")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_evaluate_on_cuda_without_a_gpu_is_one_line_before_the_plan_or_a_lock(cli, db, tmp_path):
+    line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--device", "cuda", "--seeds", "2")
+    assert "no CUDA GPU is available" in line
