@@ -39,8 +39,10 @@ def max_workers(device: str, trials_per_gpu: int) -> tuple[int, str]:
     return cores, f"one trial per CPU core, and this machine has {cores}; use --scheduler for a larger cluster"
 
 
-def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int, device: str = "auto") -> None:
-    """Refuse bad parallel options in one line, before anything is loaded or stored."""
+def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int, device: str = "auto",
+                  oversubscribe: bool = False) -> None:
+    """Refuse bad parallel options in one line, before anything is loaded or stored; more local workers than
+    the machine runs at once only with `oversubscribe` (a benchmark of trials sharing the device)."""
     from distributed.comm import parse_address, parse_host_port
 
     if workers is not None and workers < 1:
@@ -59,7 +61,7 @@ def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: in
         except (ValueError, TypeError):
             raise UserError(f"malformed Dask scheduler address {scheduler!r}: expected PROTOCOL://HOST:PORT, "
                             "e.g. tcp://10.0.0.5:8786") from None
-    if workers is not None and not scheduler:
+    if workers is not None and not scheduler and not oversubscribe:
         most, why = max_workers(device, trials_per_gpu)
         if workers > most:
             raise UserError(f"--workers must be at most {most}, not {workers} ({why})")
@@ -120,12 +122,13 @@ def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
 
 
 def trial_runner(workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
-                 device: str = "auto", log_file: str = "runs/robust-tune.log") -> TrialRunner:
+                 device: str = "auto", log_file: str = "runs/robust-tune.log",
+                 oversubscribe: bool = False) -> TrialRunner:
     """Where a study's trials train: this process, a local Dask cluster of `workers` processes, or the
     cluster at `scheduler`; bad options are a UserError here, before anything is loaded or stored."""
     if workers is None and scheduler is None:
         return InProcessRunner()
-    check_options(workers, scheduler, trials_per_gpu, device)
+    check_options(workers, scheduler, trials_per_gpu, device, oversubscribe)
     if scheduler:
         check_scheduler_reachable(scheduler)
     return DaskRunner(device, log_file, workers, scheduler, trials_per_gpu)
