@@ -16,6 +16,7 @@ from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr
 from cli.study import StudyView
+from pipeline.library_logs import check_log_file
 from pipeline.store import SchemaUpgraded, Store
 
 
@@ -87,14 +88,17 @@ def compare(
     from pipeline.campaign import run_campaign
     from pipeline.campaign_config import load_campaign
     from pipeline.config import check_precision
-    from pipeline.parallel import check_options, trial_runner
+    from pipeline.parallel import check_options, check_scheduler_reachable, trial_runner
     from pipeline.verdict import take_verdict
     from pipeline.verdict_report import verdict_tables
 
+    check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates)
     check_precision(precision)
     if workers is not None or scheduler is not None:
-        check_options(workers, scheduler, trials_per_gpu)  # bad options: exit 2 before anything is stored
+        check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
+    if scheduler:
+        check_scheduler_reachable(scheduler)
 
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -16,6 +17,7 @@ from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import UserError
+from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
 from pipeline.report import compare_table
 from pipeline.store import Store, StudyRecord, TrialRecord
@@ -27,6 +29,8 @@ class EvaluationView:
 
     def __init__(self, bars: Progress | None, ctrl_c: CtrlC) -> None:
         self.bars, self.ctrl_c = bars, ctrl_c
+        self.running: dict[int, str] = {}  # run number -> "VARIANT, seed S", for the line after a Ctrl-C
+        self.stored = 0  # runs stored by this call
         if bars is not None:
             self.runs = bars.add_task("runs   ", total=None, status="")
             self.epochs = bars.add_task("epochs ", total=None, status="")
@@ -43,7 +47,9 @@ class EvaluationView:
             shared = f", {event.shared} stored for another study (copied, not trained again)" if event.shared else ""
             line = (f"evaluate {event.study} (best trial {event.trial_index}): {event.runs} run(s), "
                     f"{event.stored} already stored{shared}, {to_run} to run")
-        elif isinstance(event, RunStarted) and self.bars is not None:
+        elif isinstance(event, RunStarted):
+            self.running[event.number] = f"{event.variant}, seed {event.seed}"
+        if isinstance(event, RunStarted) and self.bars is not None:
             self.bars.update(self.runs, total=event.total, status=f"{event.variant}, seed {event.seed}")
             self.bars.reset(self.epochs, total=event.epochs, status="")
         elif isinstance(event, (EpochEnd, TrialEpoch)) and self.bars is not None:
@@ -52,6 +58,8 @@ class EvaluationView:
         elif isinstance(event, RunLost):
             line = f"{event.variant}, seed {event.seed}: {event.reason}; it runs again"
         elif isinstance(event, RunEnded):
+            self.running.pop(event.number, None)
+            self.stored += 1
             if self.bars is not None:
                 self.bars.update(self.runs, total=event.total, advance=1)
             how = (f"shared with study {event.shared_with} (not trained again)" if event.shared_with
@@ -102,6 +110,7 @@ def evaluate(
             raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
         _drop(study, db, drop, yes)
         return
+    check_log_file(log_file)
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
     check_precision(precision)
@@ -110,17 +119,35 @@ def evaluate(
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     store = Store(db)  # upgrades a database written by an earlier version
     print_upgrade(store.upgraded)
-    if stderr.is_terminal:
-        bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), console=stderr, transient=True)
-        with bars, ctrl_c_kept() as ctrl_c:
-            ran = run_evaluation(store, plan, device, EvaluationView(bars, ctrl_c).on_event, precision, runner)
-    else:
-        with ctrl_c_kept() as ctrl_c:
-            ran = run_evaluation(store, plan, device, EvaluationView(None, ctrl_c).on_event, precision, runner)
+    bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[status]}"), console=stderr, transient=True) if stderr.is_terminal else None
+    view = None
+    try:
+        with bars or nullcontext(), ctrl_c_kept() as ctrl_c:
+            view = EvaluationView(bars, ctrl_c)
+            ran = run_evaluation(store, plan, device, view.on_event, precision, runner)
+    except KeyboardInterrupt:
+        again = "".join([f" --db {db}" if db else "", f" --seeds {seeds}" if seeds != 5 else "",
+                         f" --against {against}" if against else "", *[f" --param {p}" for p in param or []],
+                         f" --vary {vary}" if vary else "", " --resplit" if resplit else "",
+                         f" --workers {workers}" if workers else ""])
+        stderr.print(f"interrupted: {_stopped_runs(view, study)}; resume with robust-tune evaluate {study}{again}",
+                     soft_wrap=True, markup=False, highlight=False)
+        raise typer.Exit(130)
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
     print_tables([compare_table(store, [study])], "table", None)
+
+
+def _stopped_runs(view: EvaluationView | None, study: str) -> str:
+    """What a Ctrl-C stopped in an evaluate: the runs in training, which run again, and what is kept."""
+    if view is None:
+        return f"evaluate of study {study} was stopped before any run; nothing was stored"
+    kept = f"the {view.stored} run(s) stored by this call are kept" if view.stored else "nothing was stored"
+    if not view.running:
+        return f"evaluate of study {study} was stopped between runs; {kept}"
+    stopped = "; ".join(f"run {number} ({what})" for number, what in sorted(view.running.items()))
+    return f"evaluate of study {study} stopped {stopped}, which will run again; {kept}"
 
 
 def _drop(study: str, db: str | None, variant: str, yes: bool) -> None:

@@ -18,8 +18,9 @@ from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import UserError
-from pipeline.formats import FORMATS, output_format
-from pipeline.output_file import check_output
+from pipeline.formats import FORMATS, check_extension, output_format
+from pipeline.library_logs import check_log_file
+from pipeline.output_file import check_folder, check_output
 from pipeline.report import best_table, compare_table, studies_table, trials_table
 from pipeline.store import SchemaUpgraded, Store, sqlite_file
 from pipeline.tables import percent
@@ -163,8 +164,10 @@ def run(
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     from pipeline.parallel import trial_runner
     from pipeline.study import StudyInterrupted, run_study
-    from pipeline.study_config import load_study
+    from pipeline.study_config import check_trials, load_study
 
+    check_trials(trials)
+    check_log_file(log_file)
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else []) + (
         [f"search_seed={search_seed}"] if search_seed is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
@@ -253,6 +256,9 @@ def report(
     store = Store(db, create=False)
     if out is not None:
         check_output(out, force, sqlite_file(store.url))  # before drawing: a refused --out wastes no work
+        check_extension(out)
+    if plots is not None:
+        check_folder(plots, "--plots")
     if verdict is not None:
         return _report_verdict(store, verdict, studies, compare, list_trials, fmt, out, force, plots)
     if not store.all_studies():
@@ -319,6 +325,7 @@ def delete_study(
     """Delete one study: its trials, curves and Ax's records of it. Other studies are not touched."""
     from pipeline.forget import delete_study as forget
 
+    check_log_file(log_file)
     store = Store(db, create=False)
     study = store.require_study(name)
     count = len(store.trials(study.id))

@@ -14,6 +14,7 @@ from cli.options import Db, Device, Precision
 from cli.render import batches_line, params_line, result_table, result_title, stderr, stdout, training_progress
 from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
 from pipeline.errors import UserError
+from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES
 from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
@@ -72,6 +73,8 @@ def train(
     """Train and evaluate one configuration; the same code path a study trial runs."""
     if save is not None and save.exists():
         raise UserError(f"{save} exists; --save never replaces a file, give another name")
+    if save is not None:
+        check_output(save, option="--save")  # before training: a refused --save would throw the model away
     if from_study is None and trial is not None:
         raise UserError("--trial goes with --from-study")
     config = TrainConfig(

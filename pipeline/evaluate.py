@@ -136,6 +136,9 @@ def parse_variant(text: str, best: dict[str, Value], given: dict[str, str]) -> V
     return Variant(name, method.name, inherited(method.name, best, {**taken, **own}), own)
 
 
+MAX_SEEDS = 1000  # as a campaign's evaluate.max_seeds
+
+
 def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
     """`NAME=V1,V2,...` -> the parameter and its values, each checked against the method's declaration."""
     name, sep, values = text.partition("=")
@@ -145,7 +148,11 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
         raise UserError(f"malformed --vary {text!r}: expected NAME=V1,V2,..., e.g. gamma=0.000999,0.001001")
     if name not in declared:
         raise UserError(f"--vary {name}: {method_name} takes no parameter {name}; known: {', '.join(declared)}")
-    return name, [declared[name].coerce(v.strip()) for v in values.split(",") if v.strip()]
+    coerced = [declared[name].coerce(v.strip()) for v in values.split(",") if v.strip()]
+    repeated = next((v for k, v in enumerate(coerced) if v in coerced[:k]), None)
+    if repeated is not None:  # the same run trained twice would only take time
+        raise UserError(f"--vary {name}: the value {repeated} is listed twice; list each value once")
+    return name, coerced
 
 
 def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
@@ -153,8 +160,9 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
                     resplit: bool = False) -> Plan:
     """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work.
     A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant)."""
-    if seeds < 1:
-        raise UserError(f"--seeds must be at least 1, got {seeds}")
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds} (each seed trains every "
+                        "variant once; a few seeds to a few dozen give the interval)")
     study, trial = study_and_trial(store, name)
     base = trial_config(study, trial)
     params = params or {}

@@ -31,6 +31,19 @@ def output_format(fmt: str | None, out: Path | None) -> str:
     return fmt
 
 
+PLAIN_EXTENSIONS = ("", ".txt")  # text of any format
+
+
+def check_extension(out: Path) -> None:
+    """Refuse an `--out` whose extension names a format this tool does not write (x.docx, x.pdf): the file
+    would hold text its name says it does not."""
+    suffix = out.suffix.lower()
+    if suffix not in EXTENSIONS and suffix not in PLAIN_EXTENSIONS:
+        known = ", ".join(sorted(set(EXTENSIONS) | {".txt"}))
+        raise UserError(f"--out {out}: a report is written as text, never as a {suffix} file; name it with one "
+                        f"of {known}")
+
+
 def fmt_extension(fmt: str) -> str:
     """The usual file extension of a format, without the dot."""
     return {"table": "md", "markdown": "md", "latex": "tex"}.get(fmt, fmt)

@@ -5,8 +5,19 @@ import contextlib
 import logging
 from pathlib import Path
 
+from pipeline.errors import UserError
+from pipeline.output_file import check_folder, make_folder
+
 _LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas", "distributed")
 _handler: logging.FileHandler | None = None
+
+
+def check_log_file(log_file: str | Path) -> None:
+    """Refuse a log file that cannot be written (a folder, or under a file), before work that would log to it."""
+    log_file = Path(log_file)
+    if log_file.is_dir():
+        raise UserError(f"--log-file {log_file} is a folder; name a file in it")
+    check_folder(log_file.parent, "--log-file", log_file)
 
 
 def quiet_libraries(log_file: str | Path) -> Path:
@@ -16,7 +27,8 @@ def quiet_libraries(log_file: str | Path) -> Path:
     """
     global _handler
     log_file = Path(log_file)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    check_log_file(log_file)
+    make_folder(log_file.parent, "--log-file", log_file)
     if _handler is None or _handler.baseFilename != str(log_file.resolve()):
         handler = logging.FileHandler(log_file)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

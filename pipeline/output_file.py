@@ -32,12 +32,38 @@ def check_output(path: Path, force: bool = False, database: Path | None = None, 
     if target.is_dir():
         raise UserError(f"{option} {path} is a folder; name a file in it")
     if not target.parent.is_dir():
+        check_folder(path.parent, option, path)  # a file where a folder should be is named as such
         raise UserError(f"{option} {path}: folder {path.parent} does not exist")
     if target.exists() and _is_sqlite(target):
         raise UserError(f"{option} {path} is a SQLite database; a report never replaces one")
     if target.exists() and not force:
         raise UserError(f"{option} {path} already exists; pass --force to replace it")
     return target
+
+
+def blocking_file(folder: Path) -> Path | None:
+    """The nearest existing ancestor of `folder` (itself included) when it is not a folder: a folder cannot
+    be made there. None when `folder` exists as a folder or can be made."""
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists() or ancestor.is_symlink():
+            return None if ancestor.is_dir() else ancestor
+    return None
+
+
+def check_folder(folder: Path, option: str, path: Path | None = None) -> None:
+    """Refuse `folder` (where `option`'s `path` goes) when it cannot be made: checked before slow work."""
+    blocker = blocking_file(folder)
+    if blocker is not None:
+        raise UserError(f"{option} {path or folder}: {blocker} is a file, not a folder")
+
+
+def make_folder(folder: Path, option: str, path: Path | None = None) -> None:
+    """Make `folder` and its parents for `option`'s `path`; one line naming the problem when it cannot be made."""
+    check_folder(folder, option, path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"{option} {path or folder}: cannot make folder {folder}: {error.strerror or error}") from None
 
 
 def _write(path: Path, target: Path, content: str | bytes, option: str) -> Path:

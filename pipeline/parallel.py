@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import socket
 import time
 from typing import Any
 
@@ -19,14 +20,36 @@ from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialJ
 EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
 
 
-def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int) -> None:
-    """Refuse bad parallel options in one line, before anything is loaded or stored."""
+MAX_TRIALS_PER_GPU = 32
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def max_workers(device: str, trials_per_gpu: int) -> tuple[int, str]:
+    """The most local workers worth starting, and why: one per core, or `trials_per_gpu` per GPU."""
+    import torch
+
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    if gpus:
+        return gpus * trials_per_gpu, f"{gpus} GPU(s) times --trials-per-gpu {trials_per_gpu}"
+    cores = usable_cores()
+    return cores, f"one trial per CPU core, and this machine has {cores}; use --scheduler for a larger cluster"
+
+
+def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int, device: str = "auto",
+                  oversubscribe: bool = False) -> None:
+    """Refuse bad parallel options in one line, before anything is loaded or stored; more local workers than
+    the machine runs at once only with `oversubscribe` (a benchmark of trials sharing the device)."""
     from distributed.comm import parse_address, parse_host_port
 
     if workers is not None and workers < 1:
         raise UserError(f"--workers must be 1 or more, not {workers} (leave it out to run trials one at a time)")
-    if trials_per_gpu < 1:
-        raise UserError(f"--trials-per-gpu must be 1 or more, not {trials_per_gpu}")
+    if not 1 <= trials_per_gpu <= MAX_TRIALS_PER_GPU:
+        raise UserError(f"--trials-per-gpu must be between 1 and {MAX_TRIALS_PER_GPU}, not {trials_per_gpu} "
+                        "(more trials than that do not fit one GPU's memory)")
     if workers is not None and scheduler:
         raise UserError("give --workers (a cluster on this machine) or --scheduler (an existing one), not both")
     if scheduler is not None:
@@ -38,6 +61,26 @@ def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: in
         except (ValueError, TypeError):
             raise UserError(f"malformed Dask scheduler address {scheduler!r}: expected PROTOCOL://HOST:PORT, "
                             "e.g. tcp://10.0.0.5:8786") from None
+    if workers is not None and not scheduler and not oversubscribe:
+        most, why = max_workers(device, trials_per_gpu)
+        if workers > most:
+            raise UserError(f"--workers must be at most {most}, not {workers} ({why})")
+
+
+def check_scheduler_reachable(scheduler: str, timeout: float = 10.0) -> None:
+    """Refuse a Dask scheduler that accepts no connection, before a study is created or locked for it: a
+    plain TCP connection to its address (the Dask handshake follows when trials start)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    protocol, location = parse_address(scheduler, strict=True)
+    if protocol not in ("tcp", "tls", "ws", "wss"):
+        return  # other transports are reached only through Dask
+    host, port = parse_host_port(location)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {error.strerror or error}; "
+                        "nothing was stored") from None
 
 
 def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | None]:
@@ -79,12 +122,15 @@ def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
 
 
 def trial_runner(workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
-                 device: str = "auto", log_file: str = "runs/robust-tune.log") -> TrialRunner:
+                 device: str = "auto", log_file: str = "runs/robust-tune.log",
+                 oversubscribe: bool = False) -> TrialRunner:
     """Where a study's trials train: this process, a local Dask cluster of `workers` processes, or the
     cluster at `scheduler`; bad options are a UserError here, before anything is loaded or stored."""
     if workers is None and scheduler is None:
         return InProcessRunner()
-    check_options(workers, scheduler, trials_per_gpu)
+    check_options(workers, scheduler, trials_per_gpu, device, oversubscribe)
+    if scheduler:
+        check_scheduler_reachable(scheduler)
     return DaskRunner(device, log_file, workers, scheduler, trials_per_gpu)
 
 

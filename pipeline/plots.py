@@ -18,7 +18,7 @@ from typing import Any, Callable
 from matplotlib.figure import Figure
 
 from pipeline.errors import UserError
-from pipeline.output_file import write_output
+from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
 from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
 
@@ -356,5 +356,5 @@ def write_pictures(pictures: list[Picture], folder: Path, force: bool = False,
     taken = [t for t in targets if t.exists()]
     if taken and not force:
         raise UserError(f"--plots: {taken[0]} already exists; pass --force to replace it")
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, "--plots")
     return [write_output(target, p.png, force, database, option="--plots") for target, p in zip(targets, pictures)]

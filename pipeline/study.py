@@ -173,6 +173,8 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     runner = runner or InProcessRunner()
     check_can_train(study, device, precision)
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    if (known := store.study(study.name)) is not None and (differing := known.study.differences(study)):
+        _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
     log_path = quiet_libraries(log_file)
     stored = open_study(store, study)
     with store.lock_study(stored) as lock, runner:

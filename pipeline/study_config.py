@@ -46,6 +46,16 @@ NOT_IDENTITY = ("budget", "description")
 # at its default. migrations/versions/0002 writes the same values into stored studies.
 
 
+MAX_TRIALS = 10_000  # per study; a larger number is a typo
+TRIALS_BOUND_REASON = "each trial trains a network and the Gaussian process slows with every trial"
+
+
+def check_trials(trials: int | None) -> None:
+    """Refuse a `--trials` beyond MAX_TRIALS, with the reason, before anything is stored."""
+    if trials is not None and not 1 <= trials <= MAX_TRIALS:
+        raise UserError(f"--trials must be between 1 and {MAX_TRIALS}, got {trials} ({TRIALS_BOUND_REASON})")
+
+
 @dataclass(frozen=True)
 class Budget:
     trials: int = 20
@@ -284,8 +294,9 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     budget = Budget(**{f.name: budget_fields.take(f.name, int, f.default) for f in dataclasses.fields(Budget)})
     budget_fields.done()
     for key in ("trials", "initial", "max_failures"):
-        if getattr(budget, key) < 1:
-            budget_fields.fail(f"budget.{key}", f"must be at least 1, got {getattr(budget, key)}")
+        if not 1 <= getattr(budget, key) <= MAX_TRIALS:
+            budget_fields.fail(f"budget.{key}", f"must be between 1 and {MAX_TRIALS}, got {getattr(budget, key)} "
+                                                f"({TRIALS_BOUND_REASON})")
     top.done()
     return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
                        fixed=fixed, search=search, objective=objective, seed=seed,

@@ -154,7 +154,7 @@ def test_a_killed_evaluate_resumes_with_no_duplicate_and_no_lost_run(db):
 
 def test_bad_evaluate_options_are_one_line_and_exit_2(db):
     for args, words in ((["--against", "nope"], "unknown method"), (["--vary", "alpha"], "malformed --vary"),
-                        (["--vary", "beta=1"], "takes no parameter beta"), (["--seeds", "0"], "at least 1"),
+                        (["--vary", "beta=1"], "takes no parameter beta"), (["--seeds", "0"], "between 1 and 1000"),
                         (["-p", "beta=2"], "no --against method takes it")):
         done = robust_tune("evaluate", "tiny", "--db", str(db), *args)
         assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, args

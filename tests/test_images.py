@@ -141,6 +141,14 @@ def test_a_corrupt_image_is_reported_by_its_path(tmp_path):
         load_dataset(images(root), CPU)
 
 
+def test_a_link_to_an_image_that_is_gone_is_reported_by_its_path_not_skipped(tmp_path):
+    root = make_class_folders(tmp_path / "pets")
+    dangling = root / "dog" / "gone.png"
+    dangling.symlink_to(tmp_path / "nowhere.png")
+    with pytest.raises(UserError, match=f"cannot read image {dangling}: it is a link to .*nowhere.png, which does"):
+        load_dataset(images(root), CPU)
+
+
 def test_second_load_reads_the_cache_and_a_new_size_decodes_again(tmp_path):
     root = make_class_folders(tmp_path / "pets")
     config = DataConfig(name="images", root=str(root), image_size=16, cache_dir=str(tmp_path / "cache"))

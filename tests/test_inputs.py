@@ -233,3 +233,115 @@ def test_a_choice_of_one_value_repeated_is_nothing_to_search(tmp_path):
     path.write_text('name = "s"\n[method]\nname = "hws"\n[params]\nimportance_sampling = { values = [true, true] }\n')
     with pytest.raises(UserError, match="at least two different choices"):
         load_study(path)
+
+
+def refused(cli, folder: Path, *args: str) -> str:
+    """Run a command that must be refused: exit 2, one line, nothing in `folder` created or changed."""
+    before = snapshot(folder), sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    code, out, err = cli(*args)
+    assert code == 2 and out == "", (code, out, err)
+    assert (snapshot(folder), sorted(p.relative_to(folder) for p in folder.rglob("*"))) == before
+    return one_line(err)
+
+
+def test_counts_a_typo_makes_ruinous_are_bounded_with_the_reason(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    huge = str(10**20)
+    tiny = str(study_file(tmp_path))
+    line = refused(cli, tmp_path, "run", str(study_file(tmp_path, name="huge", trials=huge)), "--db", str(db))
+    assert f"budget.trials: must be between 1 and 10000, got {huge} (each trial trains" in line
+    assert "budget.max_failures: must be between 1 and 10000" in refused(
+        cli, tmp_path, "run", tiny, "--db", str(db), "--set", f"budget.max_failures={huge}")
+    assert f"--trials must be between 1 and 10000, got {huge}" in refused(cli, tmp_path, "run", tiny, "--db",
+                                                                          str(db), "--trials", huge)
+    monkeypatch.setattr("pipeline.parallel.usable_cores", lambda: 2)
+    for workers in ("3", huge):
+        line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--device", "cpu", "--workers", workers)
+        assert f"--workers must be at most 2, not {workers} (one trial per CPU core" in line
+    line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--workers", "2", "--trials-per-gpu", huge)
+    assert "--trials-per-gpu must be between 1 and 32" in line
+    for seeds in (huge, "30000000"):
+        line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--seeds", seeds)
+        assert f"--seeds must be between 1 and 1000, got {seeds}" in line
+    line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--vary", "alpha=0.1,0.2,0.10")
+    assert "--vary alpha: the value 0.1 is listed twice" in line
+
+
+def test_a_database_url_that_keeps_nothing_or_names_no_dialect_is_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    tiny = str(study_file(tmp_path))
+    for db, message in [("sqlite://", "names an in-memory SQLite database"),
+                        ("sqlite:///:memory:", "names an in-memory SQLite database"),
+                        ("://", "malformed database URL '://'"),
+                        ("afile/x.db", "--db afile/x.db: afile is a file, not a folder"),
+                        ("sqlite:///afile/sub/x.db", "afile is a file, not a folder")]:
+        assert message in refused(cli, tmp_path, "run", tiny, "--db", db, "--device", "cpu")
+    assert "no database at afile/x.db" in refused(cli, tmp_path, "studies", "--db", "afile/x.db")
+
+
+def test_every_output_path_under_a_file_is_refused_before_work_starts(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    tiny = str(study_file(tmp_path))
+    for args in (["run", tiny, "--db", str(db), "--log-file", "afile/x.log"],
+                 ["evaluate", "s", "--db", str(db), "--log-file", "afile/x.log"],
+                 ["compare", "studies/none.toml", "--log-file", "afile/sub/x.log"],
+                 ["studies", "delete", "s", "--db", str(db), "--yes", "--log-file", "afile/x.log"]):
+        line = refused(cli, tmp_path, *args)
+        assert "--log-file afile/" in line and "afile is a file, not a folder" in line
+    line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--log-file", ".")
+    assert "--log-file . is a folder" in line
+    line = refused(cli, tmp_path, "report", "--db", str(db), "--plots", "afile/pictures")
+    assert "--plots afile/pictures: afile is a file, not a folder" in line
+    line = refused(cli, tmp_path, "train", "--save", "afile/weights.pt")
+    assert "--save afile/weights.pt: afile is a file, not a folder" in line
+    line = refused(cli, tmp_path, "train", "--save", "missing/weights.pt")
+    assert "--save missing/weights.pt: folder missing does not exist" in line
+
+
+def test_a_changed_study_under_a_stored_name_is_refused_without_a_log_file(cli, db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    changed = str(study_file(tmp_path, name="s"))
+    assert "a different study named 's' is already stored" in refused(cli, tmp_path, "run", changed, "--db", str(db),
+                                                                      "--device", "cpu")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("fmt", [None, "csv"])
+def test_report_out_with_an_extension_naming_no_format_it_writes_is_refused(cli, db, tmp_path, fmt):
+    args = ["report", "--db", str(db), "--out", str(tmp_path / "table.docx")] + (["--format", fmt] if fmt else [])
+    assert "never as a .docx file; name it with one of" in refused(cli, tmp_path, *args)
+
+
+def test_an_unreachable_scheduler_is_refused_before_a_study_is_created_or_locked(cli, db, tmp_path, monkeypatch):
+    from conftest import free_port
+
+    monkeypatch.chdir(tmp_path)
+    scheduler = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    for args in (["run", str(study_file(tmp_path)), "--db", str(db), "--device", "cpu"],
+                 ["evaluate", "s", "--db", str(db), "--device", "cpu"]):
+        line = refused(cli, tmp_path, *args, "--scheduler", scheduler)
+        assert f"cannot reach the Dask scheduler at {scheduler}" in line and "nothing was stored" in line
+
+
+def test_an_interrupted_evaluate_names_the_stopped_runs_and_the_resume_command(cli, db, monkeypatch):
+    from pipeline.evaluate import RunEnded, RunStarted
+
+    def stopped_in_the_second_run(store, plan, device, on_event, precision, runner):
+        on_event(RunStarted("tuned", 0, 1, 4, 1))
+        on_event(RunEnded("tuned", 0, 1, 4, 0.9, 1.0))
+        on_event(RunStarted("erm", 0, 2, 4, 1))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pipeline.evaluate.run_evaluation", stopped_in_the_second_run)
+    code, _, err = cli("evaluate", "s", "--db", str(db), "--seeds", "2", "--against", "erm", "--device", "cpu")
+    assert code == 130 and "Traceback" not in err and err.splitlines()[-1] == (
+        "interrupted: evaluate of study s stopped run 2 (erm, seed 0), which will run again; the 1 run(s) stored "
+        f"by this call are kept; resume with robust-tune evaluate s --db {db} --seeds 2 --against erm")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_evaluate_on_cuda_without_a_gpu_is_one_line_before_the_plan_or_a_lock(cli, db, tmp_path):
+    line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--device", "cuda", "--seeds", "2")
+    assert "no CUDA GPU is available" in line

@@ -70,7 +70,7 @@ def test_the_fingerprint_ignores_the_budget_only(tmp_path):
     (MINIMAL + "[params]\nbeta = 3\n", "params.beta: unknown parameter for method gils"),
     (MINIMAL + "[params]\nalpha = { low = 0.0 }\n", "params.alpha: expected a value"),
     (MINIMAL + '[budget]\ntrials = "many"\n', "budget.trials: must be an integer"),
-    (MINIMAL + "[budget]\ntrials = 0\n", "budget.trials: must be at least 1"),
+    (MINIMAL + "[budget]\ntrials = 0\n", "budget.trials: must be between 1 and 10000"),
     (MINIMAL + '[data]\nval_fraction = "x"\n', "data.val_fraction: must be a number"),
     (MINIMAL + '[data]\nfolder = "x"\n', "data.folder: unknown field"),
     (MINIMAL + '[model]\nbackbone = "vgg"\n', "model.backbone: unknown backbone 'vgg'"),

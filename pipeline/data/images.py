@@ -73,6 +73,14 @@ def manifest_listing(config: DataConfig) -> Listing:
                    labels, train_part[keep], train_part[val], torch.nonzero(~is_train).flatten())
 
 
+def refuse_dangling_links(paths: list[Path]) -> None:
+    """A link to an image that is gone is refused by its path, as an unreadable image is: skipping it
+    would change the data set without a word."""
+    for path in paths:
+        if path.is_symlink() and not path.exists():
+            raise UserError(f"cannot read image {path}: it is a link to {path.readlink()}, which does not exist")
+
+
 def folder_listing(config: DataConfig) -> Listing:
     """root/<class>/**/<image>: classes in name order; test and validation carved stratified and seeded."""
     root = Path(config.root)
@@ -86,7 +94,9 @@ def folder_listing(config: DataConfig) -> Listing:
     labels: list[int] = []
     for label, folder in enumerate(class_folders):
         members = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES
-                         and p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+                         and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        refuse_dangling_links(members)
+        members = [p for p in members if p.is_file()]
         if not members:
             raise UserError(f"class folder {folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
         files += members

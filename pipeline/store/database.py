@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 import sqlalchemy as sa
 
 from pipeline.errors import UserError
+from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, now, take_campaign_lock, take_lock
 from pipeline.config import RunSettings
 from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord
@@ -37,6 +38,8 @@ def database_url(db: str | None, create: bool = True) -> str:
     a SQLite file that does not exist is a UserError and nothing is created."""
     db = db or DEFAULT_DB
     is_path = not re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", db)  # a one-letter scheme is a Windows drive
+    if is_path and "://" in db:  # a URL without its dialect, not a file name
+        raise UserError(f"malformed database URL {db!r}: expected dialect://..., e.g. sqlite:///runs/x.db")
     try:
         url = sa.engine.make_url(f"sqlite:///{db}" if is_path else db)
     except sa.exc.ArgumentError:
@@ -45,10 +48,13 @@ def database_url(db: str | None, create: bool = True) -> str:
     if is_path and url.database != db:
         raise UserError(f"database path {db!r} cannot be written as a SQLite URL; rename it without '?' or '#'")
     file = sqlite_file(url)
+    if file is None and url.get_backend_name() == "sqlite":
+        raise UserError(f"database URL {db!r} names an in-memory SQLite database, which keeps nothing; "
+                        "name a file, e.g. sqlite:///runs/x.db")
     if file is not None and not create and not file.is_file():
         raise UserError(f"no database at {file}; run a study first, or name one with --db")
     if file is not None and create:
-        file.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(file.parent, "--db", file)
     if url.drivername in ("postgresql", "postgres"):  # SQLAlchemy's default driver is psycopg2; ours is psycopg 3
         return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return f"sqlite:///{db}" if is_path else db
