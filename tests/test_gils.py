@@ -1,5 +1,7 @@
 """GI-LS (Algorithm 1 of the GI-LS paper): the ascent, its closed form and its descent steps."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -228,3 +230,19 @@ def test_the_weights_get_the_original_batchs_losses_even_with_T_zero(method):
     seen = []
     update.step(model, optimizer, images, labels, lambda losses: seen.append(losses) or None)
     assert len(seen) == 1 and torch.allclose(seen[0], original, atol=1e-6)
+
+
+def test_one_descent_steps_on_the_weighted_mean_of_the_batchs_losses():
+    """Without a generator, one SGD step on (1/b) sum_i w_i loss_i, the weights from the batch's own losses
+    at the current parameters."""
+    images, labels = torch.randn(6, 1, 8, 8), torch.arange(6) % 4
+    weights = torch.tensor([0.2, 3.0, 1.0, 0.5, 2.0, 0.3])
+    (a, opt_a), (b, opt_b) = twins(seed=10)
+    with torch.no_grad():
+        before = smoothed_cross_entropy(copy.deepcopy(b)(images), labels, 0.2)  # train mode, as the step's forward
+    seen = []
+    OneDescentUpdate(SmoothedLoss({"alpha": 0.2})).step(a, opt_a, images, labels,
+                                                         lambda losses: seen.append(losses) or weights)
+    assert len(seen) == 1 and torch.allclose(seen[0], before, atol=1e-6)
+    weighted_descent(b, opt_b, lambda model: model(images), labels, weights, 0.2)
+    assert_same_parameters(a, b, atol=1e-6)
