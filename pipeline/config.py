@@ -25,8 +25,9 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # thread count sets the order of float sums on a CPU, and on a few hundred images a last-bit difference grows
 # into points of accuracy, so one count everywhere is what makes a stored run reproduce exactly. One, because
 # every machine has it (a count tied to the cores would differ between a laptop and a cluster node), N workers
-# of one thread each fill N cores without oversubscribing them, and a second thread buys little on the small
-# networks a CPU trains (the README's Performance section gives the measured cost).
+# of one thread each fill N cores without oversubscribing them, and it is never the slow case: on 2 idle cores a
+# quickstart trial takes 1.4x as long as on 2 threads, but with the cores shared 2 threads took twice as long
+# as 1 (measured in the README's Performance section). A study created with more threads keeps them.
 DEFAULT_THREADS = 1
 MAX_THREADS = 1024
 
