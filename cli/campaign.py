@@ -13,7 +13,7 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept
-from cli.options import Db, Device, Precision
+from cli.options import Db, Device, Precision, Threads
 from cli.render import print_tables, print_upgrade, stderr
 from cli.study import StudyView
 from pipeline.library_logs import check_log_file
@@ -71,6 +71,7 @@ def compare(
     db: Db = None,
     device: Device = "auto",
     precision: Precision = "auto",
+    threads: Threads = None,
     replicates: Annotated[Optional[int], typer.Option(
         help="Repeat each method's whole search with this many search seeds (the luck of the search counted "
              "in the verdict); default: the file's `replicates`, else 1.")] = None,
@@ -108,12 +109,12 @@ def compare(
             view = CampaignView(ctrl_c)
             if stderr.is_terminal:
                 with Live(view, console=stderr, refresh_per_second=4, transient=True):
-                    summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file)
+                    summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
             else:
-                summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file)
+                summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
     except KeyboardInterrupt:
         again = "".join([f" --db {db}" if db else ""] + [f" --replicates {replicates}" if replicates else ""]
-                        + [f" --workers {workers}" if workers else ""])
+                        + [f" --workers {workers}" if workers else ""] + [f" --threads {threads}" if threads else ""])
         stderr.print(f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with "
                      f"robust-tune compare {campaign_file}{again}", soft_wrap=True)
         raise typer.Exit(130)

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept
-from cli.options import Db, Device, Precision
+from cli.options import Db, Device, Precision, Threads
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import UserError
@@ -92,6 +92,7 @@ def evaluate(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="With --drop: do not ask for confirmation.")] = False,
     device: Device = "auto",
     precision: Precision = "auto",
+    threads: Threads = None,
     workers: Annotated[Optional[int], typer.Option(
         help="Train this many runs at once, on a Dask cluster of as many worker processes on this machine.")] = None,
     scheduler: Annotated[Optional[str], typer.Option(
@@ -106,13 +107,14 @@ def evaluate(
     from pipeline.evaluate import plan_evaluation, run_evaluation
 
     if drop is not None:
-        if against or param or vary or resplit or workers is not None or scheduler:
+        if against or param or vary or resplit or workers is not None or scheduler or threads is not None:
             raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
         _drop(study, db, drop, yes)
         return
     check_log_file(log_file)
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
-                           dict(parse_assignment(text) for text in param or []), resplit)  # bad input changes nothing
+                           dict(parse_assignment(text) for text in param or []), resplit,
+                           threads)  # bad input changes nothing
     check_precision(precision)
     from pipeline.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
 

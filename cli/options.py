@@ -1,10 +1,11 @@
-"""Options several commands share, declared once: the database, the device and the precision."""
+"""Options several commands share, declared once: the database, the device, the precision and the threads."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
+from pipeline.config import MAX_THREADS
 from pipeline.store import DEFAULT_DB
 
 Db = Annotated[Optional[str], typer.Option(
@@ -14,3 +15,7 @@ Db = Annotated[Optional[str], typer.Option(
 Device = Annotated[str, typer.Option(help="auto (cuda if available), cpu or cuda.")]
 Precision = Annotated[str, typer.Option(help="auto (bf16 on a GPU that has it, else fp32), fp32 or bf16: "
                                              "the backbone's arithmetic.")]
+Threads = Annotated[Optional[int], typer.Option(
+    min=1, max=MAX_THREADS,
+    help="torch's CPU threads of every run (default: the stored study's or trial's count, else 1); on a CPU the "
+         "same count gives the same numbers in this process and on Dask workers.")]

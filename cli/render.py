@@ -25,7 +25,8 @@ stderr = Console(stderr=True)
 def result_title(result: "TrainResult") -> str:
     """What ran, where and how long: the line above the result table."""
     settings = result.settings
-    return (f"{settings.method} on {settings.data.name} with {settings.backbone} (seed {result.seed}, "
+    threads = f"{settings.threads} thread{'s' if settings.threads != 1 else ''}, "
+    return (f"{settings.method} on {settings.data.name} with {settings.backbone} (seed {result.seed}, {threads}"
             f"{result.train_seconds:.1f} s on {settings.device}, {settings.precision})")
 
 

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
-from cli.options import Db, Device, Precision
+from cli.options import Db, Device, Precision, Threads
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.formats import FORMATS, check_extension, output_format
@@ -146,6 +146,7 @@ def run(
     db: Db = None,
     device: Device = "auto",
     precision: Precision = "auto",
+    threads: Threads = None,
     seed: Annotated[Optional[int], typer.Option(help="Override the study's training seed (every trial's).")] = None,
     search_seed: Annotated[Optional[int], typer.Option(
         help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
@@ -169,7 +170,8 @@ def run(
     check_trials(trials)
     check_log_file(log_file)
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else []) + (
-        [f"search_seed={search_seed}"] if search_seed is not None else [])
+        [f"search_seed={search_seed}"] if search_seed is not None else []) + (
+        [f"threads={threads}"] if threads is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     view = StudyView(study.fixed.get("epochs"))
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here

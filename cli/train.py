@@ -10,9 +10,9 @@ import typer
 from rich.table import Table
 
 from cli.app import app
-from cli.options import Db, Device, Precision
+from cli.options import Db, Device, Precision, Threads
 from cli.render import batches_line, params_line, result_table, result_title, stderr, stdout, training_progress
-from pipeline.config import BACKBONES, DataConfig, TrainConfig, resolve_device
+from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, resolve_device
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
@@ -34,6 +34,7 @@ def train(
                                               "or a path to a state_dict.")] = "none",
     device: Device = "auto",
     precision: Precision = "auto",
+    threads: Threads = None,
     seed: Annotated[int, typer.Option(help="Training seed (model initialisation and batch order).")] = 0,
     split_seed: Annotated[int, typer.Option(help="Seed of the train/validation/test split.")] = 0,
     imbalance_class: Annotated[Optional[str], typer.Option(
@@ -62,7 +63,7 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON for scripts.")] = False,
     from_study: Annotated[Optional[str], typer.Option(
         help="Train a stored study's best configuration (its data, network, method and every parameter) at its "
-             "seed; --param, --seed and --device still apply.")] = None,
+             "seed and thread count; --param, --seed, --device and --threads still apply.")] = None,
     trial: Annotated[Optional[int], typer.Option(
         help="With --from-study: this trial instead of the best.")] = None,
     db: Db = None,
@@ -85,7 +86,7 @@ def train(
                         augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
-        precision=precision)
+        precision=precision, threads=DEFAULT_THREADS if threads is None else threads)
     if from_study is not None:
         config = _study_config(ctx, from_study, trial, db, config)
         dataset, method = config.data.name, config.method
@@ -116,7 +117,8 @@ def train(
 
 
 # With --from-study the configuration is the study's: options that would change it are refused, not ignored.
-_FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "precision", "as_json"}
+_FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "precision", "threads",
+                       "as_json"}
 
 
 def _on_command_line(ctx: typer.Context, key: str) -> bool:
@@ -127,7 +129,7 @@ def _on_command_line(ctx: typer.Context, key: str) -> bool:
 
 def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
                   given: TrainConfig) -> TrainConfig:
-    """A stored trial's full configuration, with --param over its parameters and an explicit --seed."""
+    """A stored trial's full configuration, with --param over its parameters and an explicit --seed and --threads."""
     from pipeline.evaluate import study_and_trial, trial_config
     from pipeline.store import Store
 
@@ -137,8 +139,9 @@ def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | No
         raise UserError(f"{clashing[0]} does not go with --from-study: the data, network and method are the study's")
     config = trial_config(*study_and_trial(Store(db, create=False), name, trial))
     seed = given.seed if _on_command_line(ctx, "seed") else config.seed
+    threads = given.threads if _on_command_line(ctx, "threads") else config.threads
     return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device,
-                   precision=given.precision)
+                   precision=given.precision, threads=threads)
 
 
 @app.command()

@@ -8,6 +8,7 @@ methods with a comparison still open get the next round (ERM gets every round an
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,13 +63,21 @@ class CampaignSummary:
 
 def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = "auto",
                  on_event: OnEvent = lambda event: None, runner: RunnerFactory = lambda: None,
-                 precision: str = "auto", log_file: str | Path = "runs/robust-tune.log") -> CampaignSummary:
+                 precision: str = "auto", log_file: str | Path = "runs/robust-tune.log",
+                 threads: int | None = None) -> CampaignSummary:
     """Run (or resume) every study of `campaign`, then the re-training rounds, until the verdict is settled
-    or the seeds run out."""
-    from pipeline.study import check_can_train, run_study
+    or the seeds run out. `threads` (torch's CPU threads) goes to every study, which refuses it when stored
+    with another count; the re-training runs train with their best trial's."""
+    from pipeline.study import check_can_train, run_study, settle_threads
 
+    if threads is not None:
+        campaign = dataclasses.replace(campaign, studies={m: dataclasses.replace(s, threads=threads)
+                                                          for m, s in campaign.studies.items()})
     check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set fails before any write
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
+        study = campaign.study(method, replicate)
+        settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
     record = store.save_campaign(campaign)
     summary = CampaignSummary(campaign.name)
     looks = campaign.evaluation.looks()

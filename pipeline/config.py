@@ -21,6 +21,15 @@ IMBALANCE_SPLITS = ("train", "train+val")
 # the backbone under autocast; the head, the losses, the transport cost and the hardness weights stay fp32.
 # auto: bf16 on a GPU that computes in it natively, fp32 elsewhere (a CPU gains nothing from it).
 PRECISIONS = ("auto", "fp32", "bf16")
+# torch's CPU threads for every run, whatever runs it (this process, a Dask worker, `train`, `evaluate`): the
+# thread count sets the order of float sums on a CPU, and on a few hundred images a last-bit difference grows
+# into points of accuracy, so one count everywhere is what makes a stored run reproduce exactly. One, because
+# every machine has it (a count tied to the cores would differ between a laptop and a cluster node), N workers
+# of one thread each fill N cores without oversubscribing them, and it is never the slow case: on 2 idle cores a
+# quickstart trial takes 1.4x as long as on 2 threads, but with the cores shared 2 threads took twice as long
+# as 1 (measured in the README's Performance section). A study created with more threads keeps them.
+DEFAULT_THREADS = 1
+MAX_THREADS = 1024
 
 
 @dataclass(frozen=True)
@@ -101,9 +110,11 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"  # one of PRECISIONS; like the device, how the run computes, not what it learns
+    threads: int = DEFAULT_THREADS  # torch's CPU threads while the run trains and evaluates
 
     def __post_init__(self) -> None:
         check_precision(self.precision)
+        check_threads(self.threads)
         if self.data.normalize == "auto":  # pretrained weights expect the statistics they were trained on
             normalize = "dataset" if self.weights == "none" else "imagenet"
             object.__setattr__(self, "data", replace(self.data, normalize=normalize))
@@ -126,25 +137,29 @@ class RunSettings:
     device: str  # where it ran: cpu, cuda, ...
     precision: str  # fp32 | bf16, resolved
     threads: int | None = None  # torch's CPU threads; None for runs stored before it was recorded
+    versions: dict[str, str] | None = None  # python, torch, torchvision, robust-tune; None before they were recorded
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunSettings:
         """Stored settings as this version reads them; a run stored before a field existed gets the value
-        that reproduces what it did (fp32 before precision could be chosen, no thread count)."""
+        that reproduces what it did (fp32 before precision could be chosen), or None where it is unknown
+        (the thread count, the library versions)."""
         default = TrainConfig()
         return cls(data=DataConfig.from_dict(raw.get("data") or {}), backbone=raw.get("backbone", default.backbone),
                    weights=raw.get("weights", default.weights), method=raw.get("method", default.method),
                    params=dict(raw.get("params") or {}), seed=raw.get("seed", default.seed),
                    device=raw.get("device", "cpu"), precision=raw.get("precision", "fp32"),
-                   threads=raw.get("threads"))
+                   threads=raw.get("threads"), versions=raw.get("versions"))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def train_config(self) -> TrainConfig:
-        """The configuration that trains this run again, on the device and at the precision it ran with."""
+        """The configuration that trains this run again, on the device, at the precision and with the thread
+        count it ran with (the default where none was recorded)."""
         return TrainConfig(data=self.data, backbone=self.backbone, weights=self.weights, method=self.method,
-                           params=dict(self.params), seed=self.seed, device=self.device, precision=self.precision)
+                           params=dict(self.params), seed=self.seed, device=self.device, precision=self.precision,
+                           threads=self.threads or DEFAULT_THREADS)
 
 
 def resolve_device(name: str) -> "torch.device":
@@ -165,6 +180,13 @@ def check_precision(name: str) -> None:
     """A UserError naming the choices unless `name` is one of PRECISIONS."""
     if name not in PRECISIONS:
         raise UserError(f"unknown precision {name!r}; use {', '.join(PRECISIONS)}")
+
+
+def check_threads(threads: object) -> None:
+    """A UserError unless `threads` is a whole number of torch CPU threads, 1 to MAX_THREADS."""
+    if not _is_int(threads) or not 1 <= threads <= MAX_THREADS:
+        raise UserError(f"threads must be a whole number from 1 to {MAX_THREADS} (torch's CPU threads), "
+                        f"got {threads!r}")
 
 
 def resolve_precision(name: str, device: "torch.device") -> str:

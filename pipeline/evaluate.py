@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from pipeline.config import TrainConfig, resolve_device
+from pipeline.config import DEFAULT_THREADS, TrainConfig, check_threads, resolve_device
 from pipeline.errors import TrainingFailed, UserError
 from pipeline.faults import kill_point
 from pipeline.methods import parse_method
@@ -77,12 +77,15 @@ def study_and_trial(store: Store, name: str, trial: int | None = None) -> tuple[
 
 def trial_config(study: StudyRecord, trial: TrialRecord) -> TrainConfig:
     """The full configuration a trial trained with: the study's data and network, its fixed parameters
-    and the trial's proposed ones, every parameter resolved (defaults filled in), at the study's seed."""
+    and the trial's proposed ones, every parameter resolved (defaults filled in), at the study's seed and
+    the thread count the trial recorded (the study's, or the default, where it recorded none)."""
     config = study.study
     method = parse_method(config.method)
     params = method.resolve({**config.fixed, **trial.parameters})
+    recorded = trial.settings.threads if trial.settings is not None else None
     return TrainConfig(data=config.data, backbone=config.backbone, weights=config.weights,
-                       method=method.name, params=params, seed=config.seed)
+                       method=method.name, params=params, seed=config.seed,
+                       threads=recorded or config.threads or DEFAULT_THREADS)
 
 
 def inherited(method_name: str, best: dict[str, Value], given: dict[str, str]) -> dict[str, Value]:
@@ -157,14 +160,18 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
 
 def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
                     vary: str | None = None, params: dict[str, str] | None = None,
-                    resplit: bool = False) -> Plan:
+                    resplit: bool = False, threads: int | None = None) -> Plan:
     """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work.
-    A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant)."""
+    A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant). Every run
+    trains with the best trial's thread count, or `threads` when given."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise UserError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds} (each seed trains every "
                         "variant once; a few seeds to a few dozen give the interval)")
+    if threads is not None:
+        check_threads(threads)
     study, trial = study_and_trial(store, name)
     base = trial_config(study, trial)
+    base = base if threads is None else replace(base, threads=threads)
     params = params or {}
     variants = [Variant(TUNED, base.method, base.params)]
     named: dict[str, Variant] = {}
@@ -185,9 +192,16 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
 
 
 def _planned(config: TrainConfig) -> dict[str, Any]:
-    """A run's identity as stored: the configuration less seed, device and precision, as JSON gives it back."""
+    """A run's identity as stored: the configuration less seed, device, precision and thread count (how it
+    computes: the thread count is checked against the run's recorded settings, see same_threads), as JSON
+    gives it back."""
     return json.loads(json.dumps({k: v for k, v in config.to_dict().items()
-                                  if k not in ("seed", "device", "precision")}))
+                                  if k not in ("seed", "device", "precision", "threads")}))
+
+
+def same_threads(run: EvaluationRecord, threads: int) -> bool:
+    """Whether a stored run trained with `threads` torch threads, or was stored before the count was recorded."""
+    return run.settings.threads in (None, threads)
 
 
 @dataclass(frozen=True)
@@ -243,6 +257,12 @@ def missing_runs(store: Store, plan: Plan) -> list[tuple[Variant, int]]:
                 missing.append((variant, seed))
             elif row.config != (planned := _planned(plan.config(variant, seed))) or row.trial_index != plan.trial_index:
                 raise UserError(_stored_otherwise(plan, variant, seed, row, planned))
+            elif not same_threads(row, plan.base.threads):
+                raise UserError(f"study {plan.study.name}: variant {variant.name} seed {seed} is stored trained with "
+                                f"{row.settings.threads} torch thread(s) and this evaluate trains with "
+                                f"{plan.base.threads} (--threads, else the best trial's): its runs would mix numbers "
+                                f"summed in another order; give --threads {row.settings.threads}, or drop the stored "
+                                f"runs first with --drop {variant.name}")
     return missing
 
 
@@ -267,7 +287,8 @@ def shared_runs(store: Store, plan: Plan,
     name): (variant name, seed) -> (that study's name, its run). They are copied, not trained again."""
     found = {}
     for variant, seed in missing:
-        match = store.matching_evaluation(_planned(plan.config(variant, seed)), seed, plan.study.id, variant.name)
+        match = store.matching_evaluation(_planned(plan.config(variant, seed)), seed, plan.study.id, variant.name,
+                                          lambda run: same_threads(run, plan.base.threads))
         if match is not None:
             found[(variant.name, seed)] = match
     return found
@@ -279,8 +300,9 @@ def evaluation_job(plan: Plan, variant: Variant, seed: int, number: int, device:
     on the run's data, so that the job trains exactly `plan.config(variant, seed)`."""
     from pipeline.trial import TrialJob
 
-    data = plan.config(variant, seed).data
-    study = replace(plan.study.study, method=variant.method, fixed=dict(variant.params), search={}, data=data)
+    config = plan.config(variant, seed)
+    study = replace(plan.study.study, method=variant.method, fixed=dict(variant.params), search={}, data=config.data,
+                    threads=config.threads)
     return TrialJob(study, number, {}, seed, device, precision)
 
 

@@ -106,7 +106,8 @@ def train_on_worker(job: TrialJob) -> Outcome:
 
 def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
     """A cluster of `workers` worker processes on this machine, one thread each, named 0..N-1: what
-    LocalCluster builds, with each worker's own environment (its GPU; torch's share of the cores)."""
+    LocalCluster builds, with each worker's own environment (its GPU; the libraries' share of the cores; torch
+    computes each trial on the trial's own thread count, which the trainer sets)."""
     import torch
     from distributed import Nanny, Scheduler, SpecCluster
 

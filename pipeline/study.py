@@ -6,11 +6,11 @@ runner it is given (pipeline/trial.py: this process; pipeline/parallel.py: Dask 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from pipeline.config import resolve_device
+from pipeline.config import DEFAULT_THREADS, resolve_device
 from pipeline.errors import UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
@@ -150,12 +150,27 @@ def check_can_train(study: StudyConfig, device: str, precision: str) -> None:
     check_weights(study.backbone, study.weights, dataset_for(data, str(resolve_device(device))).in_channels)
 
 
-def open_study(store: Store, study: StudyConfig) -> StudyRecord:
-    """The stored study of this name, created when new; a different study stored under the name is refused."""
-    stored = store.study(study.name) or create_study(store, study)
+def settle_threads(study: StudyConfig, stored: StudyRecord | None, trials: Sequence[TrialRecord] = ()) -> StudyConfig:
+    """`study` at the thread count its trials train with: the one stored with the study (another one given is
+    refused: it would mix numbers summed in another order into the study), else the one given, else, for a
+    study stored before the count was, the count its last trials recorded, else DEFAULT_THREADS."""
+    kept = None if stored is None else stored.study.threads
+    if kept is not None and study.threads not in (None, kept):
+        raise UserError(f"study {study.name} trains every trial with {kept} torch thread(s), as stored when it was "
+                        f"created; threads = {study.threads} would mix numbers summed in another order into it: "
+                        "leave --threads (and the study file's threads) out to resume it, or give the study "
+                        "another name; nothing was changed")
+    recorded = [t.settings.threads for t in trials if t.settings is not None and t.settings.threads is not None]
+    return replace(study, threads=kept or study.threads or (recorded[-1] if recorded else DEFAULT_THREADS))
+
+
+def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
+    """The stored study of this name, created when new, and `study` at its thread count (settle_threads); a
+    different study stored under the name, or another thread count, is refused."""
+    stored = store.study(study.name) or create_study(store, settle_threads(study, None))
     if differing := stored.study.differences(study):
         _refuse_other_study(study, differing)
-    return stored
+    return stored, settle_threads(study, stored, store.trials(stored.id))
 
 
 def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
@@ -176,7 +191,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     if (known := store.study(study.name)) is not None and (differing := known.study.differences(study)):
         _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
     log_path = quiet_libraries(log_file)
-    stored = open_study(store, study)
+    stored, study = open_study(store, study)
     with store.lock_study(stored) as lock, runner:
         from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 

@@ -6,6 +6,7 @@ A study names a data set, a network, a method and a search space:
     objective = "val_accuracy"        # or val_/test_ balanced_accuracy, worst_class_accuracy
     seed = 0                          # the training seed of every trial
     search_seed = 0                   # Sobol and the Gaussian process (default: seed)
+    threads = 1                       # torch's CPU threads of every trial (default: 1; then as stored)
     [data]    name = "digits" ...     # DataConfig fields
     [model]   backbone = "small_cnn"; weights = "none"
     [method]  name = "gils"
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.config import BACKBONES, DataConfig, TrainConfig
+from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.params import Choice, HParam, Range, Value
@@ -40,6 +41,9 @@ OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
 
 # StudyConfig fields that may change without making the study another one.
 NOT_IDENTITY = ("budget", "description")
+# Part of what a study is, but kept by its own rule (pipeline.study.settle_threads): stored when the study is
+# created and refused if changed, while a study stored before it was recorded is no other study.
+OWN_RULE = ("threads",)
 # Fields added after studies were first stored get, in a study stored before them, the value that
 # reproduces what it did (StudyConfig.from_dict, DataConfig.from_dict): search_seed was the seed, and an
 # imbalance skewed validation too before data.imbalance_in. Any other field did nothing before it existed
@@ -79,6 +83,8 @@ class StudyConfig:
     search_seed: int = 0  # the seed of Sobol and the Gaussian process; the study file's default is `seed`
     budget: Budget = field(default_factory=Budget)
     description: str = ""
+    # torch's CPU threads of every trial: None until settled (the stored study's, or DEFAULT_THREADS for a new one)
+    threads: int | None = None
 
     @property
     def selected_on_test(self) -> bool:
@@ -87,9 +93,10 @@ class StudyConfig:
 
     def train_config(self, parameters: dict[str, Value], seed: int, device: str = "auto",
                      precision: str = "auto") -> TrainConfig:
-        """The TrainConfig of one trial: the fixed values plus the proposed ones."""
+        """The TrainConfig of one trial: the fixed values plus the proposed ones, at the study's thread count."""
         return TrainConfig(data=self.data, backbone=self.backbone, weights=self.weights, method=self.method,
-                           params={**self.fixed, **parameters}, seed=seed, device=device, precision=precision)
+                           params={**self.fixed, **parameters}, seed=seed, device=device, precision=precision,
+                           threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,12 +115,13 @@ class StudyConfig:
                    search_seed=raw.get("search_seed", seed),  # before search_seed, Ax was seeded with `seed`
                    budget=Budget(**{f.name: raw.get("budget", {}).get(f.name, f.default)
                                     for f in dataclasses.fields(Budget)}),
-                   description=raw.get("description", ""))
+                   description=raw.get("description", ""), threads=raw.get("threads"))
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
-        study (NOT_IDENTITY: the budget may grow, the description be reworded)."""
-        return json.loads(json.dumps({k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY},
+        study (NOT_IDENTITY: the budget may grow, the description be reworded) and those with a rule of their
+        own (OWN_RULE: the thread count)."""
+        return json.loads(json.dumps({k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY + OWN_RULE},
                                      default=str))
 
     def fingerprint(self) -> str:
@@ -249,6 +257,12 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     description = top.take("description", str, "")
     seed = top.take("seed", int, 0)
     search_seed = top.take("search_seed", int, seed)
+    threads = top.take("threads", int, None)
+    if threads is not None:
+        try:
+            check_threads(threads)
+        except UserError as error:
+            top.fail("threads", str(error).removeprefix("threads "))
     objective = top.take("objective", str, "val_accuracy")
     if objective not in OBJECTIVES:
         top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -301,7 +315,7 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
                        fixed=fixed, search=search, objective=objective, seed=seed,
                        search_seed=search_seed, budget=budget,
-                       description=description)
+                       description=description, threads=threads)
 
 
 def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:

@@ -1,11 +1,15 @@
 """The one training and evaluation loop that every method and every study trial shares."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import platform
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -177,11 +181,43 @@ def run_epoch(run: Run, split: Split, on_batch: Callable[[int], None] = lambda b
     return loss_sum.item() / seen
 
 
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Run the block with torch computing on `threads` CPU threads, then give the caller back its own count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@functools.cache
+def library_versions() -> dict[str, str]:
+    """The versions a run's numbers depend on, stored with its settings: python, torch, torchvision, this tool."""
+    import torchvision
+
+    try:
+        tool = version("robust-tune")
+    except PackageNotFoundError:  # a source tree that was never installed
+        tool = "unknown"
+    # Plain strings (torch's version is a str subclass), so that a model saved with them loads with weights_only.
+    return {"python": platform.python_version(), "torch": str(torch.__version__),
+            "torchvision": str(torchvision.__version__), "robust-tune": tool}
+
+
 def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = None) -> TrainResult:
     """Train `config.method` on `dataset` (already on the device) and evaluate on val and test.
 
-    Deterministic on CPU for a given seed. Bad settings raise UserError before any work.
+    Deterministic on CPU for a given seed and thread count (`config.threads`, set for the run and restored
+    after it, so the same run gives the same numbers in any process). Bad settings raise UserError before any work.
     """
+    with torch_threads(config.threads):
+        return _train(config, dataset, progress)
+
+
+def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> TrainResult:
+    """`train` at the thread count already set."""
     run = prepare(config, dataset)
     report = progress or (lambda event: None)
     epochs = run.params["epochs"]
@@ -205,7 +241,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
     check_collapsed(val_predictions, dataset.val.labels, epoch_losses[-1], dataset.class_names)
 
     settings = RunSettings(config.data, config.backbone, config.weights, parse_method(config.method).name, run.params,
-                           config.seed, str(run.device), run.precision, torch.get_num_threads())
+                           config.seed, str(run.device), run.precision, config.threads, dict(library_versions()))
     return TrainResult(
         val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,

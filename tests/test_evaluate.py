@@ -97,7 +97,7 @@ def test_the_paired_difference_uses_matched_seeds_only(tmp_path):
     assert row["difference"]["smallest_class_accuracy"]["mean"] == pytest.approx(0.4)
 
 
-def test_evaluate_inherits_the_shared_settings_varies_one_and_a_second_call_runs_nothing(db):
+def test_evaluate_inherits_the_shared_settings_varies_one_and_a_second_call_runs_nothing(db, cli):
     done = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "2", "--against", "erm,hws",
                        "-p", "beta=2", "--vary", "alpha=0.3", "--device", "cpu")
     assert done.returncode == 0, done.stderr
@@ -127,6 +127,10 @@ def test_evaluate_inherits_the_shared_settings_varies_one_and_a_second_call_runs
     assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
     assert "stored from trial" in other.stderr and "params" in other.stderr
     assert evaluations(db) == before
+    assert {settings.threads for settings in runs.values()} == {best.settings.threads}  # the best trial's
+    code, _, err = cli("evaluate", "tiny", "--db", str(db), "--seeds", "3", "--threads", "2", "--device", "cpu")
+    assert code == 2 and err.count("\n") == 1 and "variant tuned seed 0 is stored trained with 1 torch thread(s)" in err
+    assert evaluations(db) == before  # runs summed in another order are not mixed into the comparison
 
     for fmt in ("markdown", "csv", "latex", "json"):
         shown = robust_tune("report", "--compare", "--db", str(db), "--format", fmt, "--baseline", "erm")
@@ -201,11 +205,12 @@ def test_train_from_study_reproduces_the_best_trial_and_saves_weights_that_load(
     best = max(trials, key=lambda t: (t.metrics["val_accuracy"], -t.trial_index))
     weights = tmp_path / "model.pt"
     done = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--json",
-                       "--save", str(weights))
+                       "--save", str(weights), env={"OMP_NUM_THREADS": "2"})  # whatever this process's threads
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     for key in ("val_accuracy", "test_accuracy", "test_worst_class_accuracy"):
         assert result[key] == best.metrics[key]  # the same code path, the same seed: the same numbers on CPU
+    assert result["epoch_train_loss"] == best.epoch_train_loss and result["settings"] == best.settings.to_dict()
 
     saved = torch.load(weights, weights_only=True)
     assert saved["settings"]["params"]["alpha"] == pytest.approx(best.parameters["alpha"])

@@ -1,13 +1,16 @@
 """GI-LS (Algorithm 1 of the GI-LS paper): the ascent, its closed form and its descent steps."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
 
 from pipeline.methods.losses import SmoothedLoss, smoothed_cross_entropy, smoothed_targets
 from pipeline.methods import parse_method
+from pipeline.methods.context import PartContext
 from pipeline.methods.generators import GilsAscent, features_and_logits
-from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate
+from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate, build_update
 from pipeline.models import build_model, make_optimizer
 from pipeline.params import TRAINING_PARAMS, resolve
 
@@ -167,3 +170,79 @@ def test_weights_from_the_sampler_multiply_both_descent_losses():
     (doubled, opt_d), _ = twins(seed=6)
     gils(T=2).step(doubled, opt_d, images, labels, lambda losses: torch.full_like(losses, 2.0))
     assert not all(torch.allclose(p, q) for p, q in zip(doubled.parameters(), b.parameters()))
+
+
+def generator_update(method: str, model: nn.Module, **given) -> TwoDescentUpdate:
+    """The two-descent update of `method` (GI-LS, an attack, or both) for `model`, as a run builds it."""
+    parsed = parse_method(method)
+    params = parsed.resolve(given)
+    context = PartContext(torch.Generator().manual_seed(0), 4, (0.0,), (1.0,))
+    return build_update(parsed, params, context, model)
+
+
+def weighted_descent(model, optimizer, logits_of, labels, weights, alpha) -> None:
+    """One SGD step on (1/b) sum_i w_i loss_i, the loss eq. 3's cross-entropy."""
+    optimizer.zero_grad(set_to_none=True)
+    (weights * smoothed_cross_entropy(logits_of(model), labels, alpha)).mean().backward()
+    optimizer.step()
+
+
+@pytest.mark.parametrize("method, given", [("gils", {"T": 2, "eta": 1.5, "alpha": 0.2}), ("fgsm", {}),
+                                           ("gils+fgsm", {"T": 1, "alpha": 0.2})])
+def test_the_weights_multiply_the_generated_descent_and_the_original_descent(method, given):
+    """Algorithm 1's two descents (on the generated batch, then on the original), each on the weighted loss."""
+    images, labels = torch.randn(6, 1, 8, 8), torch.arange(6) % 4
+    weights = torch.tensor([0.2, 3.0, 1.0, 0.5, 2.0, 0.3])
+    (a, opt_a), (b, opt_b) = twins(seed=7)
+    generator_update(method, a, **given).step(a, opt_a, images, labels, lambda losses: weights)
+    b.eval()
+    generated, _ = generator_update(method, b, **given).generate(b, images, labels)
+    b.train()
+    alpha = given.get("alpha", 0.0)
+    for batch in (generated, images):
+        weighted_descent(b, opt_b, lambda model: model(batch), labels, weights, alpha)
+    assert_same_parameters(a, b, atol=1e-5)
+
+
+def test_the_weights_multiply_both_descents_of_the_feature_step():
+    images, labels = torch.randn(6, 1, 8, 8), torch.arange(6) % 4
+    weights = torch.tensor([0.2, 3.0, 1.0, 0.5, 2.0, 0.3])
+    (a, opt_a), (b, opt_b) = twins(seed=8)
+    gils(T=2, eta=2.0, alpha=0.1, perturb="feature").step(a, opt_a, images, labels, lambda losses: weights)
+    z = b.features(images)
+    generated = ascent(T=2, eta=2.0, alpha=0.1).ascend_features(b.head, z.detach(), labels)
+    weighted_descent(b, opt_b, lambda model: model.head(generated), labels, weights, 0.1)
+    weighted_descent(b, opt_b, lambda model: model(images), labels, weights, 0.1)
+    assert_same_parameters(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["fgsm", "gils+fgsm", "gils"])
+def test_the_weights_get_the_original_batchs_losses_even_with_T_zero(method):
+    """updates.py's contract: `weigh` sees the original batch's losses at the current parameters (eval mode, as
+    the generators run), never the generated batch's, also when GI-LS with T = 0 is followed by an attack."""
+    model, images, labels = small_model(seed=9), torch.randn(6, 1, 8, 8), torch.arange(6) % 4
+    optimizer = make_optimizer(model, training_params())[0]
+    update = generator_update(method, model, T=0, alpha=0.2) if "gils" in method else generator_update(method, model)
+    alpha = 0.2 if "gils" in method else 0.0
+    with torch.no_grad():
+        original = smoothed_cross_entropy(model.eval()(images), labels, alpha)
+        model.train()
+    seen = []
+    update.step(model, optimizer, images, labels, lambda losses: seen.append(losses) or None)
+    assert len(seen) == 1 and torch.allclose(seen[0], original, atol=1e-6)
+
+
+def test_one_descent_steps_on_the_weighted_mean_of_the_batchs_losses():
+    """Without a generator, one SGD step on (1/b) sum_i w_i loss_i, the weights from the batch's own losses
+    at the current parameters."""
+    images, labels = torch.randn(6, 1, 8, 8), torch.arange(6) % 4
+    weights = torch.tensor([0.2, 3.0, 1.0, 0.5, 2.0, 0.3])
+    (a, opt_a), (b, opt_b) = twins(seed=10)
+    with torch.no_grad():
+        before = smoothed_cross_entropy(copy.deepcopy(b)(images), labels, 0.2)  # train mode, as the step's forward
+    seen = []
+    OneDescentUpdate(SmoothedLoss({"alpha": 0.2})).step(a, opt_a, images, labels,
+                                                         lambda losses: seen.append(losses) or weights)
+    assert len(seen) == 1 and torch.allclose(seen[0], before, atol=1e-6)
+    weighted_descent(b, opt_b, lambda model: model(images), labels, weights, 0.2)
+    assert_same_parameters(a, b, atol=1e-6)

@@ -1,19 +1,25 @@
 """Trials in parallel on a real Dask LocalCluster of 2 worker processes, a real SQLite file, real kills."""
 import itertools
+import json
 import os
 import signal
 import time
 
 import pytest
+import torch
 
+from pipeline.config import DEFAULT_THREADS
 from pipeline.parallel import trial_runner, worker_devices
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
+from pipeline.trainer import torch_threads
 from test_study import study_file
 from test_study_safety import FAST, rows, start_run
 
 SLOW = FAST.replace("epochs = 1", "epochs = 4")  # long enough to be killed in the middle
+# ERM at the quickstart's learning rates: on 1 and 2 torch threads its numbers differ unless the trainer fixes the count.
+SUMS = "epochs = 1\nlr_backbone = 0.05\nmomentum = 0.0\nlr_head = { low = 0.02, high = 0.1 }"
 
 
 def stored_trials(db, name):
@@ -21,8 +27,13 @@ def stored_trials(db, name):
     return store.trials(store.study(name).id)
 
 
-def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_points(tmp_path):
-    path, db = study_file(tmp_path, "both", params=FAST, trials=4), tmp_path / "runs.db"
+def numbers(trial) -> tuple:
+    """What a trial measured: its metrics (less its training time), per-class accuracy and loss curve."""
+    return {k: v for k, v in trial.metrics.items() if k != "train_seconds"}, trial.per_class, trial.epoch_train_loss
+
+
+def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_points(tmp_path, cli):
+    path, db = study_file(tmp_path, "both", "erm", params=SUMS, trials=4), tmp_path / "runs.db"
     summary = run_study(load_study(path), str(db), "cpu", log_file=tmp_path / "ax.log",
                         runner=trial_runner(workers=2, device="cpu", log_file=str(tmp_path / "ax.log")))
     assert summary.completed == 4 and summary.stopped is None
@@ -37,9 +48,23 @@ def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_
                for (start_a, end_a), (start_b, end_b) in itertools.combinations(spans, 2))
 
     (tmp_path / "alone").mkdir()
-    alone = study_file(tmp_path / "alone", "both", params=FAST, trials=2)  # the same study, one trial at a time
-    run_study(load_study(alone), str(tmp_path / "alone.db"), "cpu", log_file=tmp_path / "ax.log")
-    assert [t.parameters for t in stored_trials(tmp_path / "alone.db", "both")] == [t.parameters for t in trials[:2]]
+    alone = study_file(tmp_path / "alone", "both", "erm", params=SUMS, trials=2)  # the same study, one trial at a time
+    with torch_threads(2):  # what this process has on two cores by default; a worker had one
+        run_study(load_study(alone), str(tmp_path / "alone.db"), "cpu", log_file=tmp_path / "ax.log")
+    sequential = stored_trials(tmp_path / "alone.db", "both")
+    assert [t.parameters for t in sequential] == [t.parameters for t in trials[:2]]
+    # The same trials give the same numbers here and on a worker, bit for bit: they train on the study's threads.
+    assert [numbers(t) for t in sequential] == [numbers(t) for t in trials[:2]]
+    assert {t.settings.threads for t in trials + sequential} == {DEFAULT_THREADS}
+    assert {t.settings.versions["torch"] for t in trials + sequential} == {torch.__version__}
+
+    with torch_threads(2):  # a trial a worker trained, trained again here: the same numbers
+        code, out, err = cli("train", "--from-study", "both", "--trial", "3", "--db", str(db), "--device", "cpu",
+                             "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["epoch_train_loss"] == trials[3].epoch_train_loss and again["settings"]["threads"] == DEFAULT_THREADS
+    assert {k: again[k] for k in numbers(trials[3])[0]} == numbers(trials[3])[0]
 
 
 def test_a_worker_killed_in_the_middle_of_a_trial_leaves_it_interrupted_and_run_again(tmp_path):

@@ -3,7 +3,7 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.params import Interval, parse_assignment
+from pipeline.params import Choice, Interval, Range, parse_assignment
 
 
 def test_defaults_are_filled_and_values_coerced():
@@ -52,3 +52,22 @@ def test_interval_bounds():
     assert 0 in half_open and 0.999 in half_open and 1 not in half_open
     assert 0 not in Interval.parse("(0, inf)") and 1e9 in Interval.parse("(0, inf)")
     assert str(half_open) == "[0, 1)"
+
+
+def test_defaults_and_search_ranges_are_the_papers():
+    """The papers' settings (DESIGN section 2): GI-LS searches alpha in [0, 0.5], T in [1, 15], eta in [1.5, 3]
+    and epochs in [21, 60] with gamma fixed at 1e-3, and attacks at 8/255; hardness-weighted sampling searches
+    beta in [0.1, 1000] on a log scale and importance sampling on or off, its formula drawing i.i.d.; Group DRO
+    at DomainBed's 0.01; class-balanced weights at the inverse frequency; Learning to Reweight with 10 clean
+    examples per class (its CIFAR setting)."""
+    declared = {p.name: p for method in ("gils+hws", "pgd", "fgsm", "cb", "groupdro", "l2rw")
+                for p in parse_method(method).params}
+    ranges = {name: declared[name].search for name in ("alpha", "T", "eta", "epochs", "beta")}
+    assert ranges == {"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0), "epochs": Range(21, 60),
+                      "beta": Range(0.1, 1000.0, log=True)}
+    assert declared["gamma"].default == 1e-3 and declared["gamma"].search is None
+    assert declared["importance_sampling"].search == Choice((False, True))
+    defaults = {name: declared[name].default for name in ("importance_sampling", "hws_replacement", "pgd_eps",
+                                                           "fgsm_eps", "groupdro_eta", "cb_power", "l2rw_clean_per_class")}
+    assert defaults == {"importance_sampling": False, "hws_replacement": True, "pgd_eps": 8 / 255, "fgsm_eps": 8 / 255,
+                        "groupdro_eta": 0.01, "cb_power": 1.0, "l2rw_clean_per_class": 10}

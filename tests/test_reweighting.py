@@ -1,5 +1,6 @@
 """The weights parts (class-balanced, Group DRO, Learning to Reweight) against their formulas, and the
 hardness sampler's options: draws without replacement and the distinct-examples statistic."""
+import copy
 import json
 import math
 
@@ -10,10 +11,14 @@ import torch.nn as nn
 
 from pipeline.config import TrainConfig
 from pipeline.data import Dataset, Split
+from pipeline.methods import parse_method
 from pipeline.methods.context import PartContext
+from pipeline.methods.losses import SmoothedLoss
 from pipeline.methods.samplers import DistinctCounter, HardnessWeightedSampler, UniformSampler, distinct_count
-from pipeline.methods.weights import (ClassBalanced, GroupDro, NoWeights, batch_weigh, carve_clean_set,
-                                      class_balanced_weights, l2rw_weights)
+from pipeline.methods.updates import OneDescentUpdate
+from pipeline.methods.weights import (ClassBalanced, GroupDro, LearningToReweight, NoWeights, batch_weigh,
+                                      carve_clean_set, class_balanced_weights, l2rw_weights)
+from pipeline.models import build_model, make_optimizer
 from pipeline.trainer import prepare, train
 
 
@@ -215,3 +220,66 @@ def test_the_bench_measures_every_weights_part_against_erm(cli):
     assert cases == ["erm", "cb", "groupdro", "l2rw", "plain DataLoader loop (ERM)"]
     code, _, err = cli("bench", "--method", "sgd")
     assert code == 2 and "no benchmark case for method 'sgd'" in err
+
+
+def test_hws_without_replacement_fills_each_batch_as_its_floored_distribution_implies():
+    """At beta = 1000 the softmax underflows: floored at 1e-4 / n and renormalised, the last example holds nearly
+    all the mass and the 49 others share the rest equally, so every batch of 32 is the last example and 31 of
+    the 49 others drawn uniformly: each of them in a batch with probability 31/49, batches all different."""
+    sampler = skewed(replacement=False)
+    batches = [sampler.draw() for _ in range(200)]
+    assert all(49 in b.tolist() for b in batches)
+    counts = torch.bincount(torch.cat(batches), minlength=50)[:49].float()
+    expected, spread = 200 * 31 / 49, math.sqrt(200 * 31 / 49 * 18 / 49)  # binomial: 126.5 and 6.8
+    assert ((counts - expected).abs() < 5 * spread).all()
+    assert len({tuple(sorted(b.tolist())) for b in batches}) == 200
+
+
+def test_the_floor_raises_each_probability_to_1e_4_over_n_and_renormalises():
+    sampler, n = skewed(replacement=False), 50
+    raised = torch.tensor([max(p, 1e-4 / n) for p in sampler.probabilities().tolist()], dtype=torch.float64)
+    floored = sampler.floored_probabilities()
+    assert floored.double().tolist() == pytest.approx((raised / raised.sum()).tolist(), rel=1e-5, abs=0)
+    # the 49 underflowed examples hold 1e-4 / n each before renormalising: a tail of about 1e-4 in all
+    assert floored[:49].sum().item() == pytest.approx(49 * 1e-4 / n / (1 + 49 * 1e-4 / n), rel=1e-4)
+    mild = HardnessWeightedSampler(4, 2, {"beta": 1.0, "importance_sampling": False, "hws_replacement": False},
+                                   torch.Generator().manual_seed(0))
+    mild.stale_losses = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    assert torch.allclose(mild.floored_probabilities(), mild.probabilities())  # nothing below the floor: unchanged
+
+
+def test_l2rw_look_ahead_leaves_batchnorm_statistics_to_the_real_forward_passes(digits):
+    """Only the real step's forward pass moves BatchNorm's running statistics: after each step they are exactly
+    those of a twin network that did one plain training-mode forward pass on each batch at the same parameters."""
+    torch.manual_seed(0)
+    model = build_model("small_cnn", "none", 1, 10)
+    twin = copy.deepcopy(model)
+    params = parse_method("l2rw").resolve({"l2rw_clean_per_class": 2})
+    optimizer, _ = make_optimizer(model, params)
+    part = LearningToReweight(params, context(10), digits.train, model, optimizer)
+    update = OneDescentUpdate(SmoothedLoss(params))
+    for start in (0, 32, 64):
+        indices = torch.arange(start, start + 32)
+        images, labels = part.train.inputs(indices), part.train.labels[indices]
+        with torch.no_grad():
+            for mine, its in zip(twin.parameters(), model.parameters()):
+                mine.copy_(its)
+            twin(images)
+        update.step(model, optimizer, images, labels, lambda losses: part.weigh(images, labels, losses))
+        for (name, buffer), (_, expected) in zip(model.named_buffers(), twin.named_buffers()):
+            assert torch.equal(buffer, expected), name
+    assert {b.item() for n, b in model.named_buffers() if n.endswith("num_batches_tracked")} == {3}
+
+
+def test_l2rw_steps_on_algorithm_1s_sum_of_weighted_losses():
+    """Ren et al.'s step minimises sum_i w_i C_i with weights summing to 1: as a per-example weight on the
+    mean (1/b) sum_i w'_i C_i, each example weighs b w_i."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    part = LearningToReweight({"l2rw_clean_per_class": 2}, context(3), labelled([6, 6, 6]), model, optimizer)
+    images, labels = part.train.inputs(), part.train.labels  # 12 examples; the clean set (6) is one batch
+    losses = nn.functional.cross_entropy(model(images), labels, reduction="none").detach()
+    weights = part.weigh(images, labels, losses)
+    w = l2rw_weights(model, images, labels, part.clean, {"1.weight": 0.5, "1.bias": 0.5}, alpha=0.0)
+    assert w.sum().item() == pytest.approx(1.0)
+    assert (weights * losses).mean().item() == pytest.approx((w * losses).sum().item(), rel=1e-6)

@@ -17,7 +17,10 @@ def load_digits(config: DataConfig) -> Dataset:
     class_names = [str(c) for c in bunch.target_names]
     train, val, test = stratified_split(labels, config.val_fraction, config.test_fraction, config.split_seed)
     train, val = apply_imbalance(config, class_names, labels, train, val)
-    mean, std = images[train].mean(), images[train].std()
+    # Summed in float64 (exactly for the mean: pixels are multiples of 1/16) and rounded to float32, the
+    # statistics do not depend on the order torch sums in, which changes with its thread count.
+    pixels = images[train].double()
+    mean, std = pixels.mean().float(), pixels.std().float()
     images = (images - mean) / std
 
     def split(indices: torch.Tensor) -> Split:

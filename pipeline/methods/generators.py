@@ -36,11 +36,10 @@ class GilsAscent:
     of size eta on  l_LS(x^t) - gamma * 1/2 ||f(x^t) - f(x)||^2,  on the image (perturb = "input") or
     on the feature map z = f(x) through the linear head (perturb = "feature", eq. 16 in closed form)."""
 
-    measures_start_losses = True  # the ascent's first forward pass gives them (None only when T = 0)
-
     def __init__(self, params: Params, context: PartContext | None = None, model: nn.Module | None = None) -> None:
         self.alpha, self.steps, self.eta, self.gamma = params["alpha"], params["T"], params["eta"], params["gamma"]
         self.generates_features = params["perturb"] == "feature"
+        self.measures_start_losses = self.steps > 0  # the ascent's first forward pass gives them; T = 0 has none
 
     def generate(self, model: nn.Module, images: torch.Tensor,
                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -89,14 +89,19 @@ class HardnessWeightedSampler(DistinctCounter):
     def epoch(self) -> Iterator[torch.Tensor]:
         yield from self.count(self.draw() for _ in range(self.batches_per_epoch))
 
+    def floored_probabilities(self) -> torch.Tensor:
+        """The hardness weights with every probability raised to at least NO_REPLACEMENT_FLOOR / n and
+        renormalised: what draws without replacement use, so a batch can be filled when the softmax underflows."""
+        p = self.probabilities()
+        floored = p.clamp(min=NO_REPLACEMENT_FLOOR / len(p))
+        return floored / floored.sum()
+
     def draw(self) -> torch.Tensor:
         """One batch of indices from the hardness weights, i.i.d. or without replacement."""
-        p = self.probabilities()
         if self.replacement:
-            return torch.multinomial(p, self.batch_size, replacement=True, generator=self.generator)
-        floored = p.clamp(min=NO_REPLACEMENT_FLOOR / len(p))
-        return torch.multinomial(floored / floored.sum(), min(self.batch_size, len(p)), replacement=False,
-                                 generator=self.generator)
+            return torch.multinomial(self.probabilities(), self.batch_size, replacement=True, generator=self.generator)
+        p = self.floored_probabilities()
+        return torch.multinomial(p, min(self.batch_size, len(p)), replacement=False, generator=self.generator)
 
     def weigh(self, indices: torch.Tensor, losses: torch.Tensor) -> torch.Tensor | None:
         stale = self.stale_losses[indices]

@@ -62,22 +62,20 @@ class TwoDescentUpdate:
         if self.on_features:
             return self._feature_step(model, optimizer, images, labels, weigh)
         generated, start_losses = self.generate(model, images, labels)
-        weights = None if start_losses is None else weigh(start_losses)
-        generated_losses = self.loss(model(generated), labels)
-        if start_losses is None:  # GI-LS with T = 0: the generated batch is the original batch
-            weights = weigh(generated_losses.detach())
-        descend(optimizer, generated_losses, weights)
+        weights = weigh(start_losses)
+        descend(optimizer, self.loss(model(generated), labels), weights)
         losses = self.loss(model(images), labels)
         descend(optimizer, losses, weights)
         return losses.detach()
 
     def generate(self, model: nn.Module, images: torch.Tensor,
-                 labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The chain's batch and the original batch's losses (eval mode), None only for GI-LS with T = 0."""
+                 labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The chain's batch and the original batch's losses (eval mode), never the generated batch's: an attack,
+        or GI-LS with T = 0 (which measures nothing, and may be followed by an attack), gets one extra forward."""
         was_training = model.training
         model.eval()
         generated, start_losses = images, None
-        if not self.generators[0].measures_start_losses:  # one extra forward gives the sampler its losses
+        if not self.generators[0].measures_start_losses:  # one extra forward gives the weights their losses
             with torch.no_grad():
                 start_losses = self.loss(model(images), labels)
         for generator in self.generators:

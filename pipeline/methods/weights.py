@@ -66,8 +66,8 @@ class ClassBalanced(NoWeights):
 
 class GroupDro(NoWeights):
     """Group DRO with the classes as groups (Sagawa et al. 2020, as DomainBed's GroupDRO): each step
-    q_g <- q_g exp(eta * group g's mean loss in the batch), q renormalised (groups absent from the batch
-    keep their share), then the step minimises sum_g q_g (group g's mean loss)."""
+    q_g <- q_g exp(eta * group g's mean loss in the batch), q renormalised (a group absent from the batch gets
+    no factor, so its renormalised share shrinks), then the step minimises sum_g q_g (group g's mean loss)."""
 
     def __init__(self, params: Params, context: PartContext, train: Split, model: nn.Module,
                  optimizer: torch.optim.Optimizer) -> None:

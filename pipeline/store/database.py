@@ -251,10 +251,11 @@ class Store:
             return False
         return True
 
-    def matching_evaluation(self, config: dict[str, Any], seed: int, study_id: int,
-                            variant: str) -> tuple[str, EvaluationRecord] | None:
-        """The earliest stored run of any study planned as `config` on `seed`, other than (study_id, variant)
-        itself, with its study's name; None when there is none."""
+    def matching_evaluation(self, config: dict[str, Any], seed: int, study_id: int, variant: str,
+                            fits: Callable[[EvaluationRecord], bool] = lambda run: True
+                            ) -> tuple[str, EvaluationRecord] | None:
+        """The earliest stored run of any study planned as `config` on `seed` that `fits` (e.g. trained with the
+        same thread count), other than (study_id, variant) itself, with its study's name; None when there is none."""
         if not sa.inspect(self.engine).has_table(evaluations.name):
             return None
         with self.engine.connect() as connection:
@@ -263,7 +264,8 @@ class Store:
                 .where(evaluations.c.seed == seed).order_by(evaluations.c.id)).all()
         for row in rows:
             if row.config == config and (row.study_id, row.variant) != (study_id, variant):
-                return row.study_name, _evaluation_record(row)
+                if fits(run := _evaluation_record(row)):
+                    return row.study_name, run
         return None
 
     def delete_evaluations(self, study_id: int, variant: str) -> int:
