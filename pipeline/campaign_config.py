@@ -23,14 +23,13 @@ import dataclasses
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.study_config import StudyConfig, parse_study
+from pipeline.study_config import StudyConfig, parse_study, read_toml
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -210,12 +209,4 @@ def _method_study(raw: dict[str, Any], source: str, method: str) -> StudyConfig:
 def load_campaign(path: str | Path, replicates: int | None = None) -> CampaignConfig:
     """Read and validate a campaign file; any problem is a one-line UserError."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"campaign file not found: {path}")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(f"{path}: not valid TOML: {error}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file") from None
-    return parse_campaign(raw, str(path), replicates)
+    return parse_campaign(read_toml(path, "campaign"), str(path), replicates)

@@ -355,6 +355,19 @@ def drop_params_the_method_lacks(raw: dict[str, Any], keep: set[str] = frozenset
     return dropped
 
 
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A study or campaign file (`what`) parsed as TOML; a missing, undecodable or malformed file is a
+    one-line UserError naming it."""
+    if not path.is_file():
+        raise UserError(f"{what} file not found: {path}")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file") from None
+
+
 def load_study(path: str | Path, overrides: list[str] = (),
                on_note: Callable[[str], None] = lambda note: None) -> StudyConfig:
     """Read and validate a study file; any problem is a one-line UserError.
@@ -363,15 +376,7 @@ def load_study(path: str | Path, overrides: list[str] = (),
     dropped, with a note; a parameter the file names for its own method, or sets with --set params.X,
     must still be one the method takes (a typo is refused, not dropped)."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"study file not found: {path}")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(f"{path}: not valid TOML: {error}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file") from None
-    raw = apply_overrides(raw, list(overrides))
+    raw = apply_overrides(read_toml(path, "study"), list(overrides))
     keys = [text.partition("=")[0].strip() for text in overrides]
     dropped = []
     if "method.name" in keys:  # the method was switched: what it does not take is dropped, not refused
