@@ -1,6 +1,7 @@
 """`robust-tune bench`: each method's step time as a ratio to ERM, measured here and now."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -34,9 +35,24 @@ def bench(
                                                         "--workers trials sharing the device.")] = False,
     workers: Annotated[Optional[list[int]], typer.Option(help="With --study: trials at once (repeat; "
                                                               "default 2, 4 and 8).")] = None,
-    trials: Annotated[int, typer.Option(min=1, help="With --study: the study's trials.")] = 20,
+    trials: Annotated[int, typer.Option(min=1, max=200, help="With --study: the study's trials; with --search: "
+                                                             "the trainings each strategy gets.")] = 20,
     epochs: Annotated[Optional[int], typer.Option(min=1, help="With --study: fix the epochs (default: "
                                                               "searched in [21, 60]).")] = None,
+    search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the default GP, Sobol, "
+                                                          "random, Optuna's TPE if installed) side by side on "
+                                                          "problems whose true values are known.")] = False,
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="With --search: search seeds per strategy.")] = 20,
+    initial: Annotated[int, typer.Option(min=1, help="With --search: Sobol trials before the GP.")] = 5,
+    problem: Annotated[Optional[list[str]], typer.Option(help="With --search: only this problem (repeat; "
+                                                              "default all).")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option(help="With --search: only this strategy (repeat; "
+                                                               "default all).")] = None,
+    processes: Annotated[int, typer.Option(min=1, max=256, help="With --search: search runs at once, each in "
+                                                                "its own process.")] = 1,
+    plot: Annotated[Optional[Path], typer.Option(help="With --search: draw the true values against trainings "
+                                                      "into this PNG file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --plot: replace an existing file.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
     startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, report and studies answer, "
                                                             "as ratios to a bare `import typer, rich`.")] = False,
@@ -46,6 +62,10 @@ def bench(
     """Measure the step time of every method as a ratio to ERM, side by side in one process."""
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
+        return
+    if search:
+        _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials, initial, processes, plot, force,
+                      markdown)
         return
     from pipeline.config import check_precision
 
@@ -133,3 +153,98 @@ def _print_startup(db: str, rounds: int) -> None:
     print("| command | start-up (s) | ratio to `import typer, rich` |\n|---|---:|---:|")
     for name, value in seconds.items():
         print(f"| `{name}` | {value:.2f} | {value / seconds[BASELINE]:.1f}x |")
+
+
+def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,
+                  processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
+    """The search benchmark: one table per problem, the true value of each strategy's recommendation."""
+    from pipeline.search_problems import PROBLEMS, REPLAY_TABLE
+
+    known_problems = PROBLEMS if REPLAY_TABLE.is_file() else PROBLEMS[:-1]
+    for name in problems:
+        if name not in known_problems:
+            raise UserError(f"unknown search problem {name!r}; known: {', '.join(known_problems)}")
+    if initial >= trainings:
+        raise UserError(f"--initial {initial} leaves the GP no trial of --trials {trainings}: give fewer")
+    if plot is not None:
+        if plot.suffix.lower() != ".png":
+            raise UserError(f"--plot {plot}: name a .png file")
+        from pipeline.output_file import check_output
+
+        check_output(plot, force, option="--plot")  # before the work, not after it
+    from rich.markup import escape
+
+    from pipeline.library_logs import quiet_libraries
+
+    log_file = quiet_libraries("runs/robust-tune.log")
+    from pipeline.search_bench import STRATEGY_NOTES, optuna_available, search_benchmark, strategies as available
+
+    names = available()
+    for name in strategies:
+        if name not in STRATEGY_NOTES:
+            raise UserError(f"unknown search strategy {name!r}; known: {', '.join(STRATEGY_NOTES)}")
+        if name not in names:
+            raise UserError("strategy tpe needs Optuna: pip install 'robust-tune[compare]'")
+    if not optuna_available() and not strategies:
+        stderr.print(escape("Optuna is not installed, so TPE is left out (pip install 'robust-tune[compare]' "
+                            "adds it)"))
+    with stderr.status("searching") as status:
+        runs, summaries, checkpoints = search_benchmark(problems or known_problems, strategies or names, seeds,
+                                                        trainings, initial, processes, str(log_file),
+                                                        report=lambda message: status.update(message))
+    if plot is not None:
+        from pipeline.output_file import write_output
+        from pipeline.plots import search_picture
+
+        write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
+    _search_tables(summaries, checkpoints, seeds, markdown)
+    if plot is not None:
+        stderr.print(f"picture: {plot}")
+
+
+def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, markdown: bool) -> None:
+    """Per problem, the true value of each strategy's recommendation after k trainings; then, per strategy, how
+    its model's proposals sit in the box and how long one takes."""
+    from rich.markup import escape
+
+    from pipeline.search_bench import STRATEGY_NOTES
+
+    def percent(value: float) -> str:
+        return "–" if value != value else f"{100 * value:.1f}"
+
+    last = checkpoints[-1]
+    columns = ["strategy", *[f"k={k}" for k in checkpoints], f"IQR at {last}", "beats random"]
+    tables = []
+    for problem in dict.fromkeys(s.problem for s in summaries):
+        mine = [s for s in summaries if s.problem == problem]
+        rows = [[s.strategy + (" (model)" if s.pick == "model" else ""),
+                 *[percent(s.quartiles[k][1]) for k in checkpoints],
+                 f"{percent(s.quartiles[last][0])}–{percent(s.quartiles[last][2])}",
+                 "" if s.beats_random is None else f"{100 * s.beats_random:.0f}%"] for s in mine]
+        tables.append((f"{problem}: best possible {100 * mine[0].best:.1f}%", columns, rows))
+    proposals: dict[str, list] = {}
+    for s in summaries:
+        if s.pick == "observed":
+            proposals.setdefault(s.strategy, []).append(s)
+    tables.append(("Model proposals near a bound (within 1% of a range), and ms per proposal", ["strategy", *dict.fromkeys(s.problem for s in summaries), "ms"],
+                   [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" for s in rows],
+                     f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()]))
+    note = (f"True value (%) of the configuration each strategy recommends after k trainings, median over {seeds} "
+            "search seeds, and its interquartile range at the last k; (model): the tried configuration the GP "
+            "predicts best instead of the best observed; beats random: share of search seeds on which the "
+            f"recommendation at k={last} is truly better than random search's from the same seed. "
+            + "; ".join(f"{k}: {v}" for k, v in STRATEGY_NOTES.items() if k in proposals) + ".")
+    if markdown:
+        for title, header, rows in tables:
+            print(f"**{title}**\n\n| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1))
+            print("\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n")
+        print(note)
+        return
+    for title, header, rows in tables:
+        table = Table(title=escape(title), title_justify="left")
+        for i, column in enumerate(header):
+            table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
+        for row in rows:
+            table.add_row(*row)
+        stdout.print(table)
+    stdout.print(escape(note))

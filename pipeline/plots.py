@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from pipeline.errors import UserError
@@ -307,6 +308,32 @@ def verdict_picture(verdict: Any) -> Picture:
     figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM, simultaneous intervals "
                     "(green better, red worse)", fontsize=10)
     return Picture(verdict.campaign, "verdict", figure, data)
+
+
+def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Picture:
+    """The search benchmark (search_bench.Summary): per problem, each strategy's recommendation's true value
+    after k trainings, median and interquartile band over search seeds, the problem's best marked."""
+    problems = list(dict.fromkeys(s.problem for s in summaries))
+    figure = Figure(figsize=(4.2 * len(problems), 3.6), layout="constrained")
+    data: dict[str, Any] = {}
+    for panel, problem in enumerate(problems):
+        axes = figure.add_subplot(1, len(problems), panel + 1)
+        rows = [s for s in summaries if s.problem == problem]
+        axes.axhline(100 * rows[0].best, color="0.4", linestyle=":", linewidth=1, label="best possible")
+        for i, s in enumerate(rows):
+            label = s.strategy + (" (model pick)" if s.pick == "model" else "")
+            low, median, high = (np.array([100 * s.quartiles[k][q] for k in checkpoints]) for q in range(3))
+            style = "--" if s.pick == "model" else "-"
+            axes.plot(checkpoints, median, style, marker="o", markersize=3, color=f"C{i}", label=label)
+            axes.fill_between(checkpoints, low, high, color=f"C{i}", alpha=0.12)
+            data[f"{problem}/{label}"] = {"k": list(checkpoints), "median": median.tolist()}
+        axes.set_title(problem, fontsize=9)
+        axes.set_xlabel("trainings", fontsize=8)
+        axes.set_ylabel("true value of the recommended configuration (%)", fontsize=8)
+        axes.set_xticks(checkpoints)
+    figure.legend(*figure.axes[0].get_legend_handles_labels(), loc="outside right center", fontsize=7)
+    figure.suptitle("Search strategies: median and interquartile range over search seeds", fontsize=10)
+    return Picture("search-benchmark", "strategies", figure, data)
 
 
 # Every kind of picture drawn for each study, in the order files are written and shown.

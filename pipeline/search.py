@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pandas as pd
 import sqlalchemy as sa
-from ax.adapter.registry import Generators
+from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
+from ax.adapter.transforms.winsorize import Winsorize
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
 from ax.core.trial_status import TrialStatus
@@ -42,9 +43,14 @@ _CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"
 
 def parameter_configs(study: StudyConfig) -> list[RangeParameterConfig | ChoiceParameterConfig]:
     """Ax parameters for the searched hyper-parameters (fixed ones never reach Ax)."""
-    kinds = {p.name: p.kind for p in parse_method(study.method).params}
+    return range_and_choice_configs(study.search, {p.name: p.kind for p in parse_method(study.method).params})
+
+
+def range_and_choice_configs(search: dict[str, Range | Choice],
+                             kinds: dict[str, str]) -> list[RangeParameterConfig | ChoiceParameterConfig]:
+    """Ax parameters for a search space as a study file writes it, each parameter of its `kinds`."""
     configs: list[RangeParameterConfig | ChoiceParameterConfig] = []
-    for name, space in study.search.items():
+    for name, space in search.items():
         if isinstance(space, Range):
             to = int if kinds[name] == "int" else float
             bounds = (to(space.low), to(space.high))
@@ -57,20 +63,49 @@ def parameter_configs(study: StudyConfig) -> list[RangeParameterConfig | ChoiceP
     return configs
 
 
-def generation_strategy(initial_trials: int, seed: int) -> GenerationStrategy:
-    """Seeded Sobol for `initial_trials`, then a GP with an ARD Matern-5/2 kernel.
+STRATEGIES = {
+    "gp": "seeded Sobol for the first `initial` trials, then a Gaussian process (ARD Matern-5/2) proposes",
+    "sobol": "a seeded, scrambled Sobol sequence for every trial (no model)",
+    "random": "configurations drawn uniformly (log-uniformly on a log scale), seeded (no model)",
+}
+# The Gaussian process sees the results as they are: Ax's default outcome transforms also winsorise (clip the
+# worst results up to a quartile minus 1.5 interquartile ranges), so a trial at 10% among trials near 80% is
+# modelled as one near 60%, and the parameter maps drew a good region where a trial had collapsed.
+GP_TRANSFORMS = [t for t in MBM_X_trans + Y_trans if t is not Winsorize]
 
-    Both steps refuse to propose parameters already tried; a trial that raised is marked
-    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again."""
+
+def gp_step(winsorize: bool = False) -> GenerationStep:
+    """The study's Gaussian process step: BoTorch's SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own
+    default kernel is RBF), fitted on the objective alone, on unclipped results unless `winsorize`."""
     matern = ModelConfig(botorch_model_class=SingleTaskGP, covar_module_class=DefaultMaternKernel,
                          covar_module_options={"nu": 2.5}, name="SingleTaskGP_Matern52")
+    kwargs: dict[str, Any] = {"surrogate_spec": SurrogateSpec(model_configs=[matern]),
+                              "fit_tracking_metrics": False}  # test accuracy and friends are recorded, not modelled
+    if not winsorize:
+        kwargs["transforms"] = GP_TRANSFORMS
+    return GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True,
+                          generator_kwargs=kwargs)
+
+
+def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
+                        winsorize: bool = False) -> GenerationStrategy:
+    """The search strategy (STRATEGIES), seeded by `seed`: for "gp", seeded Sobol for `initial_trials`,
+    then the Gaussian process of `gp_step`.
+
+    Every step refuses to propose parameters already tried; a trial that raised is marked
+    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again."""
+    if strategy == "sobol":
+        return GenerationStrategy(name="Sobol", nodes=[GenerationStep(
+            generator=Generators.SOBOL, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
+    if strategy == "random":
+        return GenerationStrategy(name="Uniform", nodes=[GenerationStep(
+            generator=Generators.UNIFORM, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
+    if strategy != "gp":
+        raise ValueError(f"unknown search strategy {strategy!r}")
     return GenerationStrategy(name=f"Sobol{initial_trials}+GP_Matern52", nodes=[
         GenerationStep(generator=Generators.SOBOL, num_trials=initial_trials, min_trials_observed=initial_trials,
                        generator_kwargs={"seed": seed}, should_deduplicate=True),
-        GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True, generator_kwargs={
-            "surrogate_spec": SurrogateSpec(model_configs=[matern]),
-            "fit_tracking_metrics": False,  # test accuracy and friends are recorded, not modelled
-        }),
+        gp_step(winsorize),
     ])
 
 

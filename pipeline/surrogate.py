@@ -18,7 +18,7 @@ from ax.core.observation import ObservationFeatures
 from ax.storage.sqa_store import db as ax_db
 from ax.storage.sqa_store.load import load_experiment
 
-from pipeline.search import generation_strategy
+from pipeline.search import gp_step
 from pipeline.store import sqlite_file
 
 MIN_TRIALS = 3  # completed trials below which a GP over the searched parameters says nothing
@@ -49,8 +49,16 @@ class Axis:
 class StudyModel:
     """The study's GP fitted on its stored trials; predicts the objective's mean and standard error."""
 
-    def __init__(self, adapter: Any, parameters: dict[str, Any], objective: str) -> None:
+    def __init__(self, adapter: Any, parameters: dict[str, Any], objective: str, experiment: Any = None) -> None:
         self.adapter, self.parameters, self.objective = adapter, parameters, objective
+        self.experiment = experiment
+
+    def completed_trials(self) -> list[tuple[int, dict[str, Any]]]:
+        """(index, parameters) of every completed trial, in trial order: the candidates of a model pick."""
+        from ax.core.trial_status import TrialStatus
+
+        return [(index, dict(trial.arm.parameters)) for index, trial in sorted(self.experiment.trials.items())
+                if trial.status == TrialStatus.COMPLETED]
 
     def axis(self, name: str, points: int = 25, include: Any = None) -> Axis:
         """A grid over parameter `name` (log-spaced on a log scale, whole numbers for an integer),
@@ -88,12 +96,17 @@ def load_study_model(name: str, url: str, objective: str) -> StudyModel | None:
         return None
     finally:  # the next user of Ax's session (a study run) points it at its own database again
         ax_db.get_engine().dispose()
-    data = experiment.lookup_data()
+    return fit_gp(experiment, experiment.lookup_data(), objective)
+
+
+def fit_gp(experiment: Any, data: Any, objective: str) -> StudyModel | None:
+    """The study's own GP step (search.gp_step, unclipped results) fitted on `data`; None with fewer than
+    MIN_TRIALS completed trials or when it cannot be fitted."""
     if len({int(i) for i in data.df["trial_index"]}) < MIN_TRIALS:
         return None
-    gp_step = generation_strategy(1, 0)._nodes[-1].generator_specs[0]  # the study's own GP, unfitted
+    step = gp_step().generator_specs[0]  # unfitted
     try:
-        gp_step.fit(experiment=experiment, data=data)
+        step.fit(experiment=experiment, data=data)
     except Exception:  # noqa: BLE001  (a model that cannot be fitted leaves the trials to speak alone)
         return None
-    return StudyModel(gp_step.fitted_adapter, dict(experiment.search_space.parameters), objective)
+    return StudyModel(step.fitted_adapter, dict(experiment.search_space.parameters), objective, experiment)
