@@ -88,12 +88,21 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
                               "metrics": trial.metrics, "completed_trials": completed,
-                              "objective": config.objective, "selected_on_test": config.selected_on_test})
+                              "objective": config.objective, "selected_on_test": config.selected_on_test,
+                              "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial})
     table.notes.append("Accuracies in %. The best trial is chosen by each study's objective; "
                        "worst class is the lowest per-class accuracy on the test set.")
     if any(r["selected_on_test"] for r in table.records):
         table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "
                            "optimistic, not an estimate of accuracy on new data.")
+    searched_otherwise = [f"{study.name} ({study.study.strategy})" for study, _, _ in best.values()
+                          if study.study.strategy != "gp"]
+    if searched_otherwise:
+        table.notes.append("Searched without the Gaussian process: " + ", ".join(searched_otherwise) + ".")
+    averaged = [f"{study.name} ({study.study.budget.seeds_per_trial})" for study, _, _ in best.values()
+                if study.study.budget.seeds_per_trial > 1]
+    if averaged:
+        table.notes.append("Each trial's accuracies are a mean over training seeds in: " + ", ".join(averaged) + ".")
     return table
 
 
@@ -108,8 +117,10 @@ def trials_table(store: Store, name: str) -> Table:
     headers = ["trial", "status", *[labels.get(p, p) for p in searched],
                *[OBJECTIVE_LABELS.get(o, o) for o in ranked_on], "val acc", "test acc", "worst class", "train s",
                "error"]
+    seeds = config.budget.seeds_per_trial
     table = Table(f"Trials of {name} ({config.method} on {dataset_label(config.data)}, "
-                  f"{config.backbone}; objective {config.objective})", headers, [])
+                  f"{config.backbone}; objective {config.objective}; search {config.strategy}"
+                  + (f"; each trial the mean of {seeds} seeds" if seeds > 1 else "") + ")", headers, [])
     for t in store.trials(study.id):
         m = t.metrics or {}
         table.rows.append([str(t.trial_index), t.status, *[_value(t.parameters.get(p, "-")) for p in searched],

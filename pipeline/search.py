@@ -63,11 +63,6 @@ def range_and_choice_configs(search: dict[str, Range | Choice],
     return configs
 
 
-STRATEGIES = {
-    "gp": "seeded Sobol for the first `initial` trials, then a Gaussian process (ARD Matern-5/2) proposes",
-    "sobol": "a seeded, scrambled Sobol sequence for every trial (no model)",
-    "random": "configurations drawn uniformly (log-uniformly on a log scale), seeded (no model)",
-}
 # The Gaussian process sees the results as they are: Ax's default outcome transforms also winsorise (clip the
 # worst results up to a quartile minus 1.5 interquartile ranges), so a trial at 10% among trials near 80% is
 # modelled as one near 60%, and the parameter maps drew a good region where a trial had collapsed.
@@ -89,7 +84,7 @@ def gp_step(winsorize: bool = False) -> GenerationStep:
 
 def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
                         winsorize: bool = False) -> GenerationStrategy:
-    """The search strategy (STRATEGIES), seeded by `seed`: for "gp", seeded Sobol for `initial_trials`,
+    """The search strategy (study_config.STRATEGIES), seeded by `seed`: for "gp", seeded Sobol for `initial_trials`,
     then the Gaussian process of `gp_step`.
 
     Every step refuses to propose parameters already tried; a trial that raised is marked
@@ -111,7 +106,7 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
 
 def study_strategy(study: StudyConfig) -> GenerationStrategy:
     """The study's strategy, seeded by its search seed (the training seed is the trials' own)."""
-    return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed)
+    return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed, study.strategy)
 
 
 @compiles(sa.String, "postgresql")
@@ -200,6 +195,12 @@ def open_client(study: StudyConfig, url: str) -> Client:
     return client
 
 
+def standard_error(values: list[float]) -> float:
+    """The standard error of the mean of `values` (sample standard deviation over the square root of n)."""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+
+
 def as_stored(value: float) -> float:
     """`value` as Ax's SQL storage gives it back: a trial's data is stored as pandas JSON, at 10 decimals.
     Ax is told this value, so the process that ran a trial and one that resumes the study later fit the
@@ -268,10 +269,15 @@ class Searcher:
         return trial.index
 
     def complete(self, index: int, metrics: dict[str, float]) -> None:
-        """A trial that ended: its objective to Ax, as Ax's storage gives it back (see `as_stored`)."""
+        """A trial that ended: its objective to Ax, as Ax's storage gives it back (see `as_stored`); for a trial
+        trained on several seeds, their mean and its standard error (Ax then models the noise it is told)."""
+        value = as_stored(metrics[self.objective])
+        runs = metrics.get("seed_runs")
+        raw: float | tuple[float, float] = value
+        if runs:
+            raw = (value, as_stored(standard_error([run[self.objective] for run in runs])))
         with self._writing():
-            self.client.complete_trial(trial_index=index,
-                                       raw_data={self.objective: as_stored(metrics[self.objective])})
+            self.client.complete_trial(trial_index=index, raw_data={self.objective: raw})
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -170,13 +171,16 @@ def read_replay(path: Path = REPLAY_TABLE, objective: str = "val_balanced_accura
 def fit_surrogate(points: np.ndarray, means: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """A Gaussian process (ARD Matern-5/2 plus a noise term, scikit-learn) through the configurations'
     means: its posterior mean interpolates the table, smoothing only the seed-to-seed noise in the means."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
     kernel = ConstantKernel(0.05) * Matern(length_scale=np.full(points.shape[1], 0.3), nu=2.5,
                                            length_scale_bounds=(1e-2, 1e2)) + WhiteKernel(1e-3, (1e-6, 1e-1))
     model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=3, random_state=0)
-    model.fit(points, means)
+    with warnings.catch_warnings():  # a length scale at its bound is an irrelevant parameter, not a failure
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(points, means)
     return lambda x: np.clip(model.predict(np.atleast_2d(x)), 0.0, 1.0)
 
 

@@ -95,7 +95,7 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     for index in searcher.pending():
         row = rows.get(index)
         if row is not None and row.status == "completed":
-            searcher.complete(index, row.metrics)
+            searcher.complete(index, {**row.metrics, "seed_runs": row.seed_runs})
         elif row is not None and row.status == "failed":
             searcher.abandon(index)
         else:

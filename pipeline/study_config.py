@@ -13,7 +13,9 @@ A study names a data set, a network, a method and a search space:
     [params]  alpha = { low = 0.0, high = 0.5 }     # searched (add log = true for a log scale)
               importance_sampling = { values = [false, true] }
               gamma = 1e-3                          # a bare value is fixed
+    [search]  strategy = "gp"                       # or "sobol", "random" (the baselines; see STRATEGIES)
     [budget]  trials = 20; initial = 5; max_failures = 3
+              seeds_per_trial = 1                   # training seeds per proposal: Ax is told their mean and SEM
 
 Parameters the file does not mention keep the method's default search range (the papers'
 ranges) or, when they have none, their default value.
@@ -50,6 +52,17 @@ OWN_RULE = ("threads",)
 # at its default. migrations/versions/0002 writes the same values into stored studies.
 
 
+# How a study proposes its trials (pipeline/search.py builds each as an Ax generation strategy).
+STRATEGIES = {
+    "gp": "seeded Sobol for the first budget.initial trials, then a Gaussian process (ARD Matern-5/2) proposes",
+    "sobol": "a seeded, scrambled Sobol sequence for every trial (no model)",
+    "random": "configurations drawn uniformly (log-uniformly on a log scale), seeded (no model)",
+}
+# Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
+# identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
+ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1}
+MAX_SEEDS_PER_TRIAL = 100
+
 MAX_TRIALS = 10_000  # per study; a larger number is a typo
 TRIALS_BOUND_REASON = "each trial trains a network and the Gaussian process slows with every trial"
 
@@ -65,6 +78,9 @@ class Budget:
     trials: int = 20
     initial: int = 5  # Sobol trials before the Gaussian process takes over
     max_failures: int = 3  # consecutive failed trials that stop the study
+    # training seeds each proposal is trained on (the study's seed, seed + 1, ...); Ax is told their mean and its
+    # standard error. Part of what the study is, unlike the rest of the budget.
+    seeds_per_trial: int = 1
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,7 @@ class StudyConfig:
     description: str = ""
     # torch's CPU threads of every trial: None until settled (the stored study's, or DEFAULT_THREADS for a new one)
     threads: int | None = None
+    strategy: str = "gp"  # how trials are proposed (STRATEGIES)
 
     @property
     def selected_on_test(self) -> bool:
@@ -115,14 +132,19 @@ class StudyConfig:
                    search_seed=raw.get("search_seed", seed),  # before search_seed, Ax was seeded with `seed`
                    budget=Budget(**{f.name: raw.get("budget", {}).get(f.name, f.default)
                                     for f in dataclasses.fields(Budget)}),
-                   description=raw.get("description", ""), threads=raw.get("threads"))
+                   description=raw.get("description", ""), threads=raw.get("threads"),
+                   strategy=raw.get("strategy", "gp"))
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
         study (NOT_IDENTITY: the budget may grow, the description be reworded) and those with a rule of their
         own (OWN_RULE: the thread count)."""
-        return json.loads(json.dumps({k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY + OWN_RULE},
-                                     default=str))
+        identity = {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY + OWN_RULE}
+        identity["seeds_per_trial"] = self.budget.seeds_per_trial
+        for key, before in ADDED_LATER.items():
+            if identity[key] == before:
+                del identity[key]
+        return json.loads(json.dumps(identity, default=str))
 
     def fingerprint(self) -> str:
         """A short hash of `identity`, stored beside the study."""
@@ -304,6 +326,12 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
         params.fail("params", "nothing to search: every parameter is fixed; search one, "
                               "e.g. epochs = { low = 21, high = 60 }")
 
+    search_fields = _Fields(source, "search", top.take("search", dict, {}))
+    strategy = search_fields.take("strategy", str, "gp")
+    if strategy not in STRATEGIES:
+        search_fields.fail("search.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    search_fields.done()
+
     budget_fields = _Fields(source, "budget", top.take("budget", dict, {}))
     budget = Budget(**{f.name: budget_fields.take(f.name, int, f.default) for f in dataclasses.fields(Budget)})
     budget_fields.done()
@@ -311,11 +339,14 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
         if not 1 <= getattr(budget, key) <= MAX_TRIALS:
             budget_fields.fail(f"budget.{key}", f"must be between 1 and {MAX_TRIALS}, got {getattr(budget, key)} "
                                                 f"({TRIALS_BOUND_REASON})")
+    if not 1 <= budget.seeds_per_trial <= MAX_SEEDS_PER_TRIAL:
+        budget_fields.fail("budget.seeds_per_trial", f"must be between 1 and {MAX_SEEDS_PER_TRIAL}, got "
+                                                     f"{budget.seeds_per_trial} (each seed trains the network again)")
     top.done()
     return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
                        fixed=fixed, search=search, objective=objective, seed=seed,
                        search_seed=search_seed, budget=budget,
-                       description=description, threads=threads)
+                       description=description, threads=threads, strategy=strategy)
 
 
 def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:

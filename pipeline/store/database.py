@@ -177,7 +177,7 @@ class Store:
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status="completed", metrics=metrics, settings=result["settings"],
+                status="completed", metrics=metrics, settings=result["settings"], seed_runs=result.get("seed_runs"),
                 per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
                 train_seconds=result["train_seconds"], ended_at=now(), **_started_at(started)))
             connection.execute(epochs.insert(), [
@@ -208,7 +208,9 @@ class Store:
 
     def trials(self, study_id: int) -> list[TrialRecord]:
         with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(trials).where(trials.c.study_id == study_id)
+            present = {column["name"] for column in sa.inspect(connection).get_columns(trials.name)}
+            columns = [c for c in trials.columns if c.name in present]  # an old database, read as it is
+            rows = connection.execute(sa.select(*columns).where(trials.c.study_id == study_id)
                                       .order_by(trials.c.trial_index)).all()
             curves: dict[int, list] = {}
             for e in connection.execute(sa.select(epochs).join(trials).where(trials.c.study_id == study_id)
@@ -218,7 +220,9 @@ class Store:
                             r.train_seconds, r.proposal_seconds, r.error,
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])],
-                            None if r.settings is None else RunSettings.from_dict(r.settings)) for r in rows]
+                            None if r.settings is None else RunSettings.from_dict(r.settings),
+                            getattr(r, "seed_runs", None))
+                for r in rows]
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
                        result: dict[str, Any], train_class_counts: dict[str, int],

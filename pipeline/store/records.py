@@ -62,6 +62,8 @@ class TrialRecord:
     epoch_train_loss: list[float]
     epoch_val_accuracy: list[float]
     settings: RunSettings | None = None  # what it trained with; None until it completed
+    # trained on several seeds (budget.seeds_per_trial): each seed's metrics, and `metrics` their mean
+    seed_runs: list[dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from pipeline.errors import UserError
 from pipeline.faults import kill_point
-from pipeline.store.schema import (BASELINE, HEAD, OPTIONAL, VERSION_TABLE, VERSIONS, already_exists, metadata,
+from pipeline.store.schema import (BASELINE, HEAD, OPTIONAL, OPTIONAL_COLUMNS, VERSION_TABLE, VERSIONS, already_exists, metadata,
                                    schema_version, studies)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -71,7 +71,8 @@ def check_readable(engine: sa.Engine, shown: str) -> None:
                 missing = [table.name]
             else:
                 present = {column["name"] for column in inspector.get_columns(table.name)}
-                missing = [f"{table.name}.{c.name}" for c in table.columns if c.name not in present]
+                missing = [f"{table.name}.{c.name}" for c in table.columns
+                           if c.name not in present and f"{table.name}.{c.name}" not in OPTIONAL_COLUMNS]
             if missing:
                 raise UserError(f"{shown} was written by robust-tune {VERSIONS[revision]} and lacks {missing[0]}, "
                                 "which this version reads; run a writing command on it first (robust-tune run or "

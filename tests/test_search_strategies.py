@@ -1,0 +1,187 @@
+"""Search strategies and noise-aware trials: the study file's [search] strategy and budget.seeds_per_trial,
+through real Ax, real PyTorch and a real SQLite database; and `bench --search` at a tiny size."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.search_problems import Choice, gils_synthetic, hws_synthetic
+from pipeline.store import Store
+from pipeline.study_config import load_study
+
+STUDY = """
+name = "{name}"
+[data]
+name = "digits"
+[method]
+name = "hws"
+[params]
+beta = {{ low = 0.1, high = 1000, log = true }}
+importance_sampling = {{ values = [false, true] }}
+epochs = {{ low = 1, high = 2 }}
+{search}
+[budget]
+trials = {trials}
+initial = 2
+{budget}
+"""
+
+
+def study_file(tmp_path, name="s", search="", budget="", trials=3):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(STUDY.format(name=name, search=search, budget=budget, trials=trials))
+    return path
+
+
+@pytest.mark.parametrize("strategy", ["gp", "sobol", "random"])
+def test_each_strategy_proposes_within_bounds_and_types_and_is_reproducible_for_a_search_seed(strategy):
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries("/dev/null")
+    from pipeline.search_bench import AxSearch
+
+    for problem in (gils_synthetic(0.02), hws_synthetic(0.02)):
+        proposals = []
+        for _ in range(2):
+            search, made = AxSearch(problem, strategy, seed=3, initial=2), []
+            for _ in range(4):
+                parameters = search.ask()
+                search.tell([problem.truth(parameters)])
+                made.append(parameters)
+            proposals.append(made)
+        assert proposals[0] == proposals[1]  # the same search seed, the same proposals
+        for parameters in proposals[0]:
+            for name, space in problem.search.items():
+                value = parameters[name]
+                if isinstance(space, Choice):
+                    assert value in space.values
+                else:
+                    assert space.low <= value <= space.high
+                    assert isinstance(value, int if problem.kinds[name] == "int" else float)
+        other = AxSearch(problem, strategy, seed=4, initial=2)
+        assert other.ask() != proposals[0][0]  # another seed, another first proposal
+
+
+def test_a_random_search_study_never_fits_a_gp_and_is_stored_and_reported_as_such(tmp_path, cli):
+    db = str(tmp_path / "runs.db")
+    path = study_file(tmp_path, "rand", search='[search]\nstrategy = "random"', trials=4)
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    stored = Store(db).study("rand")
+    assert stored.study.strategy == "random"
+    from pipeline import search
+
+    client = search.load_client(load_study(path), Store(db).url)
+    nodes = {client._experiment.trials[i].generator_runs[0]._generation_node_name for i in range(4)}
+    assert nodes and not any("BoTorch" in n for n in nodes)
+    assert all(run._generator_key == "Uniform" for t in client._experiment.trials.values()
+               for run in t.generator_runs)
+    code, out, _ = cli("report", "rand", "--db", db, "--trials", "--format", "json")
+    best, trials = json.loads(out)
+    assert best["rows"][0]["strategy"] == "random" and "search random" in trials["title"]
+    code, out, err = cli("run", str(study_file(tmp_path, "rand", trials=4)), "--db", db, "--device", "cpu",
+                         "--log-file", str(tmp_path / "ax.log"))  # the same study searched by the GP is another
+    assert code == 2 and "strategy" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_study_stored_before_search_strategies_is_the_same_study_searched_by_the_gp(tmp_path):
+    study = load_study(study_file(tmp_path))
+    stored = json.loads(json.dumps(study.to_dict()))
+    del stored["strategy"], stored["budget"]["seeds_per_trial"]  # as 0.3.0 stored it
+    from pipeline.study_config import StudyConfig
+
+    old = StudyConfig.from_dict(stored)
+    assert old.strategy == "gp" and old.budget.seeds_per_trial == 1 and not old.differences(study)
+    assert old.fingerprint() == study.fingerprint()  # a stored campaign's fingerprint keeps
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('[search]\nstrategy = "tpe"', "search.strategy: must be one of gp, sobol, random"),
+    ('[search]\nstrategy = "gp"\nwhat = 1', "search.what: unknown field"),
+    ("", "budget.seeds_per_trial: must be between 1 and 100, got 0"),
+])
+def test_a_bad_search_table_or_seed_count_is_one_line_and_exit_2(tmp_path, cli, line, problem):
+    budget = "seeds_per_trial = 0" if not line else ""
+    path = study_file(tmp_path, search=line, budget=budget)
+    db = tmp_path / "runs.db"
+    code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu")
+    assert code == 2 and problem in err and len(err.strip().splitlines()) == 1 and not db.exists()
+
+
+def test_seeds_per_trial_stores_every_seed_and_tells_ax_their_mean_and_standard_error(tmp_path, cli):
+    db = str(tmp_path / "runs.db")
+    path = study_file(tmp_path, "noisy", budget="seeds_per_trial = 2", trials=3)
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    trials = Store(db).trials(Store(db).study("noisy").id)
+    assert len(trials) == 3
+    from pipeline import search
+
+    data = search.load_client(load_study(path), Store(db).url)._experiment.lookup_data().df
+    for trial in trials:
+        runs = trial.seed_runs
+        assert [r["seed"] for r in runs] == [0, 1]
+        values = [r["val_accuracy"] for r in runs]
+        assert trial.metrics["val_accuracy"] == pytest.approx(np.mean(values))
+        assert trial.train_seconds == pytest.approx(sum(r["train_seconds"] for r in runs))
+        row = data[(data.trial_index == trial.trial_index) & (data.metric_name == "val_accuracy")].iloc[0]
+        assert row["mean"] == pytest.approx(np.mean(values), abs=1e-9)
+        assert row["sem"] == pytest.approx(np.std(values, ddof=1) / math.sqrt(2), abs=1e-9)
+    code, out, _ = cli("report", "noisy", "--db", db, "--trials", "--format", "json")
+    assert "mean of 2 seeds" in json.loads(out)[1]["title"]
+    code, out, err = cli("run", str(study_file(tmp_path, "noisy", budget="seeds_per_trial = 3", trials=3)), "--db", db,
+                         "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 2 and "seeds_per_trial" in err  # another number of seeds is another study
+
+
+def test_search_benchmark_prints_the_side_by_side_table_and_draws_the_picture(tmp_path, cli):
+    picture = tmp_path / "search.png"
+    code, out, err = cli("bench", "--search", "--trials", "4", "--initial", "2", "--seeds", "2",
+                         "--problem", "hws-synthetic", "--strategy", "gp", "--strategy", "random",
+                         "--strategy", "tpe", "--plot", str(picture), "--markdown")
+    assert code == 0, err
+    assert "**hws-synthetic** (best possible" in out or "**hws-synthetic: best possible" in out
+    for strategy in ("| gp |", "| gp (model) |", "| random |", "| tpe |"):
+        assert strategy in out
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, err = cli("bench", "--search", "--problem", "nope")
+    assert code == 2 and "unknown search problem 'nope'" in err
+    code, out, err = cli("bench", "--search", "--plot", str(picture))
+    assert code == 2 and "already exists" in err
+
+
+def write_table(path, fail: bool):
+    """A table as tools/replay_trials.py writes it: 24 configurations x 2 seeds of a known function."""
+    rng = np.random.default_rng(0)
+    lines = ["# a table written as tools/replay_trials.py writes it",
+             "config,beta,importance_sampling,lr_head,lr_backbone,seed,status,val_balanced_accuracy,error"]
+    for config in range(24):
+        beta, lr = 10 ** rng.uniform(-1, 3), 10 ** rng.uniform(-2, np.log10(0.2))
+        truth = 0.9 - 0.4 * (np.log10(beta) - 1) ** 2 / 4
+        for seed in range(2):
+            failed = fail and config == 0 and seed == 1
+            value = "" if failed else f"{truth + rng.normal(0, 0.01):.4f}"
+            lines.append(f"{config},{beta},{config % 2 == 0},{lr},{lr},{seed},{'failed' if failed else 'completed'},"
+                         f"{value},{'TrainingDiverged: x' if failed else ''}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_replay_reads_a_table_of_real_trials_and_replays_its_noise(tmp_path):
+    from pipeline.search_problems import HWS_REPLAY_SPACE, digits_hws_replay, read_replay, surrogate_check
+
+    table = read_replay(write_table(tmp_path / "failed.csv", fail=True))
+    assert table.values.shape == (24, 2) and np.isnan(table.values[0, 1]) and table.means[0] < table.values[0, 0]
+    assert set(table.search) == set(HWS_REPLAY_SPACE)
+    problem = digits_hws_replay(table)
+    first = dict(zip(HWS_REPLAY_SPACE, (10.0, True, 0.05, 0.05)))
+    assert abs(problem.truth(first) - 0.9) < 0.05  # the surrogate follows the table
+    draws = [problem.observe(first, np.random.default_rng(seed)) for seed in range(20)]
+    assert all(d is None or 0 <= d <= 1 for d in draws) and len({d for d in draws if d is not None}) > 1
+    nearest_failed = {**first, "beta": float(10 ** (table.points[0, 0] * 4 - 1)),
+                      "importance_sampling": bool(table.points[0, 1]), "lr_head": 0.01 * 20 ** table.points[0, 2],
+                      "lr_backbone": 0.01 * 20 ** table.points[0, 3]}
+    assert None in [problem.observe(nearest_failed, np.random.default_rng(seed)) for seed in range(20)]
+    check = surrogate_check(read_replay(write_table(tmp_path / "clean.csv", fail=False)), folds=3)
+    assert check["surrogate_rmse"] < check["constant_rmse"]
