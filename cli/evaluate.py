@@ -21,6 +21,7 @@ from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
 from pipeline.report import compare_table
 from pipeline.store import Store, StudyRecord, TrialRecord
+from pipeline.study_config import DEFAULT_PICK
 from pipeline.tables import percent
 
 
@@ -45,7 +46,7 @@ class EvaluationView:
         if isinstance(event, EvaluationStarted):
             to_run = event.runs - event.stored - event.shared
             shared = f", {event.shared} stored for another study (copied, not trained again)" if event.shared else ""
-            line = (f"evaluate {event.study} (best trial {event.trial_index}): {event.runs} run(s), "
+            line = (f"evaluate {event.study} (trial {event.trial_index}): {event.runs} run(s), "
                     f"{event.stored} already stored{shared}, {to_run} to run")
         elif isinstance(event, RunStarted):
             self.running[event.number] = f"{event.variant}, seed {event.seed}"
@@ -70,11 +71,17 @@ class EvaluationView:
             stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
+Pick = Annotated[str, typer.Option(
+    help="Which trial a study recommends: observed (the best observed) or model (the trial its Gaussian process "
+         "predicts best, less flattered by a lucky draw; see the report's model's-pick table).")]
+
+
 @app.command()
 def evaluate(
     study: Annotated[str, typer.Argument(help="A study in the database.")],
     db: Db = None,
     seeds: Annotated[int, typer.Option(help="Train on seeds 0..N-1.")] = 5,
+    pick: Pick = DEFAULT_PICK,
     against: Annotated[Optional[str], typer.Option(
         help="Baselines, comma-separated, each METHOD or METHOD:name=value[:name=value...] (e.g. "
              "erm,cb:cb_power=0.5), at every setting it shares with the best trial and its own values over "
@@ -114,7 +121,7 @@ def evaluate(
     check_log_file(log_file)
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit,
-                           threads)  # bad input changes nothing
+                           threads, pick)  # bad input changes nothing
     check_precision(precision)
     from pipeline.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
 
@@ -227,13 +234,14 @@ def best(
     format_: Annotated[str, typer.Option("--format", help="toml (a runnable study file) or json (the train "
                                                           "settings).")] = "toml",
     trial: Annotated[Optional[int], typer.Option(help="This trial instead of the best one.")] = None,
+    pick: Pick = DEFAULT_PICK,
 ) -> None:
     """Print a study's best configuration, every parameter included, for reuse."""
     from pipeline.evaluate import study_and_trial, trial_config
 
     if format_ not in ("toml", "json"):
         raise UserError(f"unknown format {format_!r}; known: toml, json")
-    record, chosen = study_and_trial(Store(db, create=False), study, trial)
+    record, chosen = study_and_trial(Store(db, create=False), study, trial, pick)
     config = trial_config(record, chosen)
     if format_ == "json":
         print(json.dumps({"study": record.name, "trial_index": chosen.trial_index,

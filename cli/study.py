@@ -21,7 +21,7 @@ from pipeline.errors import UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
-from pipeline.report import best_table, compare_table, studies_table, trials_table
+from pipeline.report import best_table, compare_table, model_pick_table, studies_table, trials_table
 from pipeline.store import SchemaUpgraded, Store, sqlite_file
 from pipeline.tables import percent
 
@@ -220,7 +220,8 @@ def run(
                      + (f"; trials began training {sum(summary.start_delays) / len(summary.start_delays):.2f} s "
                         "after they were stored, on average" if workers or scheduler else "")
                      + f". Library messages: {summary.log_file}")
-    print_tables([best_table(Store(db), [study.name])], "table", None)
+    picks = model_pick_table(Store(db), [study.name])
+    print_tables([best_table(Store(db), [study.name])] + ([picks] if picks else []), "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
         raise typer.Exit(1)
@@ -268,6 +269,8 @@ def report(
     if baseline and not compare:
         raise UserError("--baseline goes with --compare")
     tables = [compare_table(store, studies, baseline)] if compare else [best_table(store, studies)]
+    if not compare and (picks := model_pick_table(store, studies)) is not None:
+        tables.append(picks)
     if list_trials or fmt == "html":
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
     images = None

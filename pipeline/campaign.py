@@ -133,5 +133,5 @@ def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, loo
         for number, (method, replicate) in enumerate(steps, start=1):
             name = campaign.study(method, replicate).name
             on_event(CampaignStage("re-train", method, name, number, len(steps), seeds))
-            plan = plan_evaluation(store, name, seeds)
+            plan = plan_evaluation(store, name, seeds, pick=campaign.evaluation.pick)
             summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())

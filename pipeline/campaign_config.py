@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.study_config import StudyConfig, parse_study, read_toml
+from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, parse_study, read_toml
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -44,6 +44,7 @@ class Evaluation:
     seeds: int = 5
     max_seeds: int = 5
     seeds_per_round: int = 5
+    pick: str = DEFAULT_PICK  # which trial of each study is re-trained: the best observed, or the model's pick
 
     def looks(self) -> list[int]:
         """The seed counts at which the verdict is taken: seeds, seeds + per round, ..., max_seeds."""
@@ -109,9 +110,13 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     seeds = _int(source, table, "seeds", 5, "evaluate", 2)  # one seed gives no interval
     max_seeds = _int(source, table, "max_seeds", seeds, "evaluate", seeds)
     per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
+    pick = table.pop("pick", DEFAULT_PICK)
+    if pick not in PICKS:
+        raise _fail(source, "evaluate.pick", f"must be one of {', '.join(PICKS)}, got {pick!r}")
     if table:
-        raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round")
-    return Evaluation(seeds, max_seeds, per_round)
+        raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round, "
+                                                            "pick")
+    return Evaluation(seeds, max_seeds, per_round, pick)
 
 
 def _method_list(source: str, raw: Any) -> tuple[str, ...]:

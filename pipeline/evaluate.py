@@ -22,7 +22,8 @@ from pipeline.errors import TrainingFailed, UserError
 from pipeline.faults import kill_point
 from pipeline.methods import parse_method
 from pipeline.params import Value
-from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, best_trial
+from pipeline.study_config import DEFAULT_PICK, PICKS
+from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, best_trial, picked_trial
 
 if TYPE_CHECKING:
     from pipeline.trial import Outcome, TrialJob, TrialRunner
@@ -59,14 +60,22 @@ class Plan:
                        precision=precision)
 
 
-def study_and_trial(store: Store, name: str, trial: int | None = None) -> tuple[StudyRecord, TrialRecord]:
-    """A stored study and its best completed trial (or trial `trial`); UserError naming what is missing."""
+def study_and_trial(store: Store, name: str, trial: int | None = None,
+                    pick: str = DEFAULT_PICK) -> tuple[StudyRecord, TrialRecord]:
+    """A stored study and the trial it recommends (`pick`: the best observed or the model's pick), or trial
+    `trial`; UserError naming what is missing."""
     study = store.require_study(name)
     trials = store.trials(study.id)
     if trial is None:
-        chosen = best_trial(study, trials)
-        if chosen is None:
+        if pick not in PICKS:
+            raise UserError(f"--pick must be one of {', '.join(PICKS)}, got {pick!r}")
+        chosen = picked_trial(study, trials, pick)
+        if chosen is None and best_trial(study, trials) is None:
             raise UserError(f"study {name} has no completed trial yet; run it first")
+        if chosen is None:
+            raise UserError(f"study {name} has no model's pick: its Gaussian process is fitted when a run of the "
+                            "study ends with three or more completed trials (`robust-tune run` with --trials to add "
+                            "one), or take the best observed trial (--pick observed)")
         return study, chosen
     chosen = next((t for t in trials if t.trial_index == trial), None)
     if chosen is None or chosen.status != "completed":
@@ -160,7 +169,7 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
 
 def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
                     vary: str | None = None, params: dict[str, str] | None = None,
-                    resplit: bool = False, threads: int | None = None) -> Plan:
+                    resplit: bool = False, threads: int | None = None, pick: str = DEFAULT_PICK) -> Plan:
     """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work.
     A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant). Every run
     trains with the best trial's thread count, or `threads` when given."""
@@ -169,7 +178,7 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
                         "variant once; a few seeds to a few dozen give the interval)")
     if threads is not None:
         check_threads(threads)
-    study, trial = study_and_trial(store, name)
+    study, trial = study_and_trial(store, name, pick=pick)
     base = trial_config(study, trial)
     base = base if threads is None else replace(base, threads=threads)
     params = params or {}

@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
-from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick
 from pipeline.study_config import StudyConfig
 from pipeline.evaluate import TUNED, value_text
 from pipeline.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
@@ -103,6 +103,35 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                 if study.study.budget.seeds_per_trial > 1]
     if averaged:
         table.notes.append("Each trial's accuracies are a mean over training seeds in: " + ", ".join(averaged) + ".")
+    return table
+
+
+def model_pick_table(store: Store, names: list[str] | None = None) -> Table | None:
+    """Per study, the best observed trial beside the model's pick (the completed trial its Gaussian process
+    predicts best, with the 95% interval of that prediction); None when no study has a prediction stored."""
+    table = Table("The best observed trial and the model's pick", ["study", "objective", "best", "value",
+                                                                  "pick", "predicted", "observed"], [])
+    for study in _select(store, names):
+        trials = store.trials(study.id)
+        observed, modelled = best_trial(study, trials), model_pick(trials)
+        if observed is None or modelled is None:
+            continue
+        objective = study.study.objective
+        mean, sd = modelled.predicted["mean"], modelled.predicted["sd"]
+        table.rows.append([study.name, OBJECTIVE_LABELS.get(objective, objective), str(observed.trial_index),
+                           percent(observed.metrics[objective]), str(modelled.trial_index),
+                           f"{percent(mean)} [{percent(mean - 1.96 * sd)}, {percent(mean + 1.96 * sd)}]",
+                           percent(modelled.metrics[objective])])
+        table.records.append({"study": study.name, "objective": objective, "observed_trial": observed.trial_index,
+                              "observed_value": observed.metrics[objective], "model_trial": modelled.trial_index,
+                              "predicted_mean": mean, "predicted_sd": sd, "model_trial_value":
+                              modelled.metrics[objective], "fitted_on": modelled.predicted["fitted_on"]})
+    if not table.rows:
+        return None
+    table.notes.append("In %. best: the best observed trial and its value; pick: the model's pick, the completed trial with the highest posterior mean of the study's "
+                       "Gaussian process (fitted on every completed trial when a run of the study ended), with the "
+                       "95% interval of that mean; the best observed value is partly a lucky draw of training noise. "
+                       "`evaluate --pick model` re-trains the model's pick.")
     return table
 
 

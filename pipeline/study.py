@@ -199,6 +199,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
                          StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
                          on_event, device, precision)
         loop.run(runner)
+        loop.predict()
     loop.summary.best = loop.best()
     loop.summary.seconds = time.perf_counter() - start
     return loop.summary
@@ -326,6 +327,20 @@ class StudyLoop:
         if isinstance(stop, KeyboardInterrupt) and self.running:
             raise StudyInterrupted(self.study.name, sorted(self.running)) from None
         raise stop
+
+    def predict(self) -> None:
+        """When trials completed in this run: the study's GP's prediction of every completed trial, stored (the
+        model's pick, shown beside the best observed trial). Made with every strategy: the model judges the
+        trials whoever proposed them."""
+        if not self.summary.completed:
+            return
+        from pipeline.surrogate import predict_tried
+
+        tick = time.perf_counter()
+        predictions = predict_tried(self.searcher.client._experiment, self.study.objective)
+        if predictions:
+            self.store.save_predictions(self.stored.id, predictions, lock=self.lock)
+        self.summary.proposal_seconds += time.perf_counter() - tick
 
     def best(self) -> tuple[float, int, dict[str, Any]] | None:
         """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""

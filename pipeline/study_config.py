@@ -62,6 +62,10 @@ STRATEGIES = {
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
 ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1}
 MAX_SEEDS_PER_TRIAL = 100
+# Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
+# its Gaussian process predicts best (store.model_pick).
+PICKS = ("observed", "model")
+DEFAULT_PICK = "observed"
 
 MAX_TRIALS = 10_000  # per study; a larger number is a typo
 TRIALS_BOUND_REASON = "each trial trains a network and the Gaussian process slows with every trial"

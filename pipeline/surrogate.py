@@ -110,3 +110,19 @@ def fit_gp(experiment: Any, data: Any, objective: str) -> StudyModel | None:
     except Exception:  # noqa: BLE001  (a model that cannot be fitted leaves the trials to speak alone)
         return None
     return StudyModel(step.fitted_adapter, dict(experiment.search_space.parameters), objective, experiment)
+
+
+def predict_tried(experiment: Any, objective: str) -> dict[int, dict[str, float]]:
+    """The study's GP fitted on every completed trial and its posterior of the objective at each of them, by Ax
+    index ({"mean", "sd", "fitted_on"}); empty with fewer than MIN_TRIALS. Torch's random state is left as it
+    was, so fitting never changes what the study proposes or trains next."""
+    import torch
+
+    with torch.random.fork_rng():
+        model = fit_gp(experiment, experiment.lookup_data(), objective)
+        if model is None:
+            return {}
+        tried = model.completed_trials()
+        means, sds = model.predict([parameters for _, parameters in tried])
+    return {index: {"mean": float(mean), "sd": float(sd), "fitted_on": len(tried)}
+            for (index, _), mean, sd in zip(tried, means, sds)}

@@ -23,7 +23,7 @@ from pipeline.campaign_config import REFERENCE
 from pipeline.report import COMPARE_METRICS, run_metrics
 from pipeline.stats import (CONFIDENCE, PairedDifference, holm, look_alphas, mean_interval, paired_difference,
                             simultaneous_confidence, t_quantile)
-from pipeline.store import CampaignRecord, EvaluationRecord, Store, best_trial
+from pipeline.store import CampaignRecord, EvaluationRecord, Store, picked_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
 METRIC_LABELS = {**dict(COMPARE_METRICS), "smallest_class_accuracy": "rare class"}  # short: the verdict fits 80 columns
@@ -189,7 +189,7 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
             missing = f"study {name} is not stored"
             continue
         stored = store.trials(study.id)
-        best = best_trial(study, stored)
+        best = picked_trial(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
         for t in stored:
             if t.status in ("completed", "failed"):

@@ -184,6 +184,7 @@ def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_ru
     ("lr_head = {{ low = 0.01, high = 0.2, log = true }}", "lr_head = {{ low = 0.2, high = 0.01 }}"),
     ("[evaluate]\nseeds = 3", "[evaluate]\nseeds = 3\nmax_seeds = 2"),
     ("[evaluate]\nseeds = 3", "[evaluate]\nseeds = 1"),
+    ("[evaluate]\nseeds = 3", '[evaluate]\nseeds = 3\npick = "luckiest"'),
     ('name = "trio"', 'name = "trio.x"'),
     ('methods = ["ls", "cb"]', '[method]\nname = "ls"'),
 ])
@@ -213,8 +214,8 @@ def test_a_campaign_has_erm_first_and_each_method_its_shared_and_own_parameters(
     campaign = parse_campaign({"name": "c", "methods": ["hws", "ls"],
                                "params": {"epochs": 3, "alpha": 0.1, "lr_head": {"low": 0.01, "high": 0.1}},
                                "method_params": {"hws": {"beta": {"low": 1.0, "high": 10.0}}},
-                               "evaluate": {"seeds": 5, "max_seeds": 15}}, "c.toml")
-    assert campaign.methods == ("erm", "hws", "ls")
+                               "evaluate": {"seeds": 5, "max_seeds": 15, "pick": "model"}}, "c.toml")
+    assert campaign.methods == ("erm", "hws", "ls") and campaign.evaluation.pick == "model"
     assert campaign.studies["ls"].fixed["alpha"] == 0.1 and "alpha" not in campaign.studies["hws"].fixed
     assert campaign.studies["hws"].search["beta"].high == 10.0 and campaign.studies["hws"].fixed["epochs"] == 3
     assert campaign.evaluation.looks() == [5, 10, 15]

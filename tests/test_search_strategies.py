@@ -185,3 +185,63 @@ def test_the_replay_reads_a_table_of_real_trials_and_replays_its_noise(tmp_path)
     assert None in [problem.observe(nearest_failed, np.random.default_rng(seed)) for seed in range(20)]
     check = surrogate_check(read_replay(write_table(tmp_path / "clean.csv", fail=False)), folds=3)
     assert check["surrogate_rmse"] < check["constant_rmse"]
+
+
+def test_the_models_pick_passes_over_one_lucky_outlier():
+    """A smooth hill measured at 12 points, one far from the top measured high by luck: the best observed is the
+    outlier; the study's GP (the one the tool fits) picks a trial near the top, as model_pick does from its store."""
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries("/dev/null")
+    from ax.api.client import Client
+    from ax.api.configs import RangeParameterConfig
+
+    from pipeline.store import TrialRecord, model_pick
+    from pipeline.surrogate import predict_tried
+
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[RangeParameterConfig(name="x", bounds=(0.0, 1.0), parameter_type="float")])
+    client.configure_optimization(objective="y")
+    xs = np.linspace(0.0, 1.0, 12)
+    values = 0.8 - 0.8 * (xs - 0.6) ** 2 + np.random.default_rng(1).normal(0, 0.005, 12)
+    outlier = 1  # x = 0.09, truly about 0.59
+    values[outlier] = 0.83
+    for x, value in zip(xs, values):
+        index = client.attach_trial(parameters={"x": float(x)})
+        client.complete_trial(trial_index=index, raw_data={"y": float(value)})
+    predictions = predict_tried(client._experiment, "y")
+    assert set(predictions) == set(range(12)) and all(p["fitted_on"] == 12 for p in predictions.values())
+    trials = [TrialRecord(i, i, "completed", {"x": float(x)}, 0, {"y": float(v)}, None, 1.0, 0.0, None, [], [],
+                          predicted=predictions[i]) for i, (x, v) in enumerate(zip(xs, values))]
+    assert max(trials, key=lambda t: t.metrics["y"]).trial_index == outlier  # the best observed: luck
+    picked = model_pick(trials)
+    assert picked.trial_index != outlier and abs(xs[picked.trial_index] - 0.6) < 0.15
+    assert predictions[outlier]["mean"] < values[outlier]  # the model does not believe the lucky draw
+
+
+def test_a_study_stores_its_models_pick_and_evaluate_and_best_take_it(tmp_path, cli):
+    db = str(tmp_path / "runs.db")
+    path = study_file(tmp_path, "picked", trials=4)
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"),
+                         "--trials", "2")
+    assert code == 0, err
+    code, out, err = cli("evaluate", "picked", "--db", db, "--pick", "model", "--seeds", "1")
+    assert code == 2 and "no model's pick" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    store = Store(db)
+    trials = store.trials(store.study("picked").id)
+    completed = [t for t in trials if t.status == "completed"]
+    assert all(t.predicted is not None and t.predicted["fitted_on"] == len(completed) for t in completed)
+    from pipeline.store import model_pick
+
+    picked = model_pick(trials)
+    code, out, _ = cli("report", "picked", "--db", db, "--format", "json")
+    best, picks = json.loads(out)
+    assert picks["rows"][0]["model_trial"] == picked.trial_index
+    assert picks["rows"][0]["predicted_mean"] == pytest.approx(picked.predicted["mean"])
+    code, out, _ = cli("best", "picked", "--db", db, "--pick", "model", "--format", "json")
+    assert json.loads(out)["trial_index"] == picked.trial_index
+    code, out, err = cli("evaluate", "picked", "--db", db, "--pick", "model", "--seeds", "1", "--device", "cpu")
+    assert code == 0, err
+    assert {run.trial_index for run in store.evaluations(store.study("picked").id)} == {picked.trial_index}

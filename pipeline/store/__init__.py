@@ -9,10 +9,11 @@ that a database written by an earlier version is upgraded to (see upgrade.py).
 """
 from pipeline.store.database import DEFAULT_DB, Store, database_url, sqlite_file
 from pipeline.store.lock import LOCK_STALE_SECONDS, LockLost, StudyLock
-from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord, best_trial
+from pipeline.store.records import (CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord, best_trial, model_pick,
+                                    picked_trial)
 from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import SchemaUpgraded
 
 __all__ = ["CampaignRecord", "DEFAULT_DB", "EvaluationRecord", "LOCK_STALE_SECONDS", "LockLost", "SchemaUpgraded",
-           "Store", "StudyLock", "StudyRecord", "TrialRecord", "best_trial", "create_missing_tables",
+           "Store", "StudyLock", "StudyRecord", "TrialRecord", "best_trial", "model_pick", "picked_trial", "create_missing_tables",
            "database_url", "epochs", "evaluations", "sqlite_file", "studies", "study_locks", "trials"]

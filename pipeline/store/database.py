@@ -184,6 +184,16 @@ class Store:
                 {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy}
                 for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
 
+    def save_predictions(self, study_id: int, predictions: dict[int, dict[str, float]],
+                         lock: StudyLock | None = None) -> None:
+        """Store the study's GP's prediction for each completed trial (by Ax index), replacing earlier ones: a
+        prediction is the model's view of every trial at once, remade when a run of the study ends."""
+        with self._writing(lock) as connection:
+            connection.execute(trials.update().where(trials.c.study_id == study_id).values(predicted=None))
+            for index, predicted in predictions.items():
+                connection.execute(trials.update().where(trials.c.study_id == study_id,
+                                                         trials.c.trial_index == index).values(predicted=predicted))
+
     def fail_trial(self, trial_id: int, error: str, started: float | None = None,
                    lock: StudyLock | None = None) -> None:
         """Record a trial that raised, with its error."""
@@ -221,7 +231,7 @@ class Store:
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])],
                             None if r.settings is None else RunSettings.from_dict(r.settings),
-                            getattr(r, "seed_runs", None))
+                            getattr(r, "seed_runs", None), getattr(r, "predicted", None))
                 for r in rows]
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],

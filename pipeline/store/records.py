@@ -13,7 +13,7 @@ from typing import Any
 from pipeline.campaign_config import Evaluation
 from pipeline.config import RunSettings
 from pipeline.params import Value
-from pipeline.study_config import StudyConfig
+from pipeline.study_config import DEFAULT_PICK, StudyConfig
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class TrialRecord:
     settings: RunSettings | None = None  # what it trained with; None until it completed
     # trained on several seeds (budget.seeds_per_trial): each seed's metrics, and `metrics` their mean
     seed_runs: list[dict[str, float]] | None = None
+    # the study's GP's posterior of the objective here ({"mean", "sd", "fitted_on"}), when a run of the study ended
+    predicted: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,3 +89,16 @@ def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | N
     objective = study.study.objective
     completed = [t for t in trials if t.status == "completed" and t.metrics and objective in t.metrics]
     return max(completed, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
+
+
+def model_pick(trials: list[TrialRecord]) -> TrialRecord | None:
+    """The completed trial the study's Gaussian process predicts best (highest posterior mean of the objective,
+    the earliest on ties): less lucky than the best observed, whose value is partly a favourable draw of noise.
+    None when no prediction is stored (fewer than three completed trials, or a study run before 0.4.0)."""
+    predicted = [t for t in trials if t.status == "completed" and t.predicted is not None]
+    return max(predicted, key=lambda t: (t.predicted["mean"], -t.trial_index), default=None)
+
+
+def picked_trial(study: StudyRecord, trials: list[TrialRecord], pick: str = DEFAULT_PICK) -> TrialRecord | None:
+    """The trial `pick` names: the best observed (best_trial), or the model's pick (model_pick)."""
+    return model_pick(trials) if pick == "model" else best_trial(study, trials)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 # Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
 # 0.1.0 has the rt_ tables and no version table: it is at the baseline.
 BASELINE = "0001_baseline"
-HEAD = "0004_seed_runs"
+HEAD = "0004_trial_seeds_and_predictions"
 VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", "0003_campaigns": "0.3.0", HEAD: "0.4.0"}
 VERSION_TABLE = "rt_schema_version"
 
@@ -44,6 +44,9 @@ trials = sa.Table(
     sa.Column("ended_at", sa.DateTime),
     # a trial trained on several seeds (budget.seeds_per_trial): each seed's metrics; metrics holds their mean
     sa.Column("seed_runs", sa.JSON),
+    # the study's GP's posterior of this trial's objective, fitted on every completed trial when a run of the
+    # study ended: {"mean", "sd", "fitted_on"}; the trial it predicts best is the model's pick
+    sa.Column("predicted", sa.JSON),
     sa.UniqueConstraint("study_id", "trial_index"),
     sa.Index("ix_rt_trials_study_status", "study_id", "status"),  # a study's running trials, at every resume
 )
@@ -112,7 +115,7 @@ schema_version = sa.Table(
 # Tables a database from before them may lack: readers read it without them.
 OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name)
 # Columns a database from before them may lack: readers read such rows with the column empty.
-OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs",)
+OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted")
 
 
 def already_exists(error: sa.exc.DatabaseError) -> bool:
