@@ -320,16 +320,19 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
         axes = figure.add_subplot(1, len(problems), panel + 1)
         rows = [s for s in summaries if s.problem == problem]
         axes.axhline(100 * rows[0].best, color="0.4", linestyle=":", linewidth=1, label="best possible")
-        for i, s in enumerate(rows):
+        colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(s.strategy for s in summaries))}
+        for s in rows:  # a strategy's model pick: its colour, dashed
             label = s.strategy + (" (model pick)" if s.pick == "model" else "")
             low, median, high = (np.array([100 * s.quartiles[k][q] for k in checkpoints]) for q in range(3))
             style = "--" if s.pick == "model" else "-"
-            axes.plot(checkpoints, median, style, marker="o", markersize=3, color=f"C{i}", label=label)
-            axes.fill_between(checkpoints, low, high, color=f"C{i}", alpha=0.12)
+            axes.plot(checkpoints, median, style, marker="o", markersize=3, color=colours[s.strategy], label=label)
+            if s.pick == "observed":
+                axes.fill_between(checkpoints, low, high, color=colours[s.strategy], alpha=0.10)
             data[f"{problem}/{label}"] = {"k": list(checkpoints), "median": median.tolist()}
         axes.set_title(problem, fontsize=9)
         axes.set_xlabel("trainings", fontsize=8)
-        axes.set_ylabel("true value of the recommended configuration (%)", fontsize=8)
+        if panel == 0:
+            axes.set_ylabel("true value of the recommended configuration (%)", fontsize=8)
         axes.set_xticks(checkpoints)
     figure.legend(*figure.axes[0].get_legend_handles_labels(), loc="outside right center", fontsize=7)
     figure.suptitle("Search strategies: median and interquartile range over search seeds", fontsize=10)
