@@ -21,15 +21,16 @@ from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
 from pipeline.report import compare_table
 from pipeline.store import Store, StudyRecord, TrialRecord
-from pipeline.study_config import DEFAULT_PICK
+from pipeline.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.tables import percent
 
 
 class EvaluationView:
     """Live bars (runs, epochs) on a terminal; one plain line per run otherwise (a log, CI)."""
 
-    def __init__(self, bars: Progress | None, ctrl_c: CtrlC) -> None:
+    def __init__(self, bars: Progress | None, ctrl_c: CtrlC, named_trial: bool = False) -> None:
         self.bars, self.ctrl_c = bars, ctrl_c
+        self.named_trial = named_trial  # --trial K: not the best trial
         self.running: dict[int, str] = {}  # run number -> "VARIANT, seed S", for the line after a Ctrl-C
         self.stored = 0  # runs stored by this call
         if bars is not None:
@@ -46,7 +47,8 @@ class EvaluationView:
         if isinstance(event, EvaluationStarted):
             to_run = event.runs - event.stored - event.shared
             shared = f", {event.shared} stored for another study (copied, not trained again)" if event.shared else ""
-            line = (f"evaluate {event.study} (trial {event.trial_index}): {event.runs} run(s), "
+            which = f"trial {event.trial_index}" if self.named_trial else f"best trial {event.trial_index}"
+            line = (f"evaluate {event.study} ({which}): {event.runs} run(s), "
                     f"{event.stored} already stored{shared}, {to_run} to run")
         elif isinstance(event, RunStarted):
             self.running[event.number] = f"{event.variant}, seed {event.seed}"
@@ -82,6 +84,8 @@ def evaluate(
     db: Db = None,
     seeds: Annotated[int, typer.Option(help="Train on seeds 0..N-1.")] = 5,
     pick: Pick = DEFAULT_PICK,
+    trial: Annotated[Optional[int], typer.Option(
+        help="Re-train this trial instead of the best one (e.g. another trade-off of a Pareto set).")] = None,
     against: Annotated[Optional[str], typer.Option(
         help="Baselines, comma-separated, each METHOD or METHOD:name=value[:name=value...] (e.g. "
              "erm,cb:cb_power=0.5), at every setting it shares with the best trial and its own values over "
@@ -111,17 +115,20 @@ def evaluate(
         Path("runs/robust-tune.log"),
 ) -> None:
     """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
-    from pipeline.evaluate import plan_evaluation, run_evaluation
+    from pipeline.evaluate import pareto_note, plan_evaluation, run_evaluation
 
     if drop is not None:
-        if against or param or vary or resplit or workers is not None or scheduler or threads is not None:
+        if (against or param or vary or resplit or workers is not None or scheduler or threads is not None
+                or trial is not None):
             raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
         _drop(study, db, drop, yes)
         return
     check_log_file(log_file)
     plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit,
-                           threads, pick)  # bad input changes nothing
+                           threads, pick, trial)  # bad input changes nothing
+    if trial is None and (note := pareto_note(Store(db, create=False), plan.study, plan.trial_index)):
+        stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     check_precision(precision)
     from pipeline.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
 
@@ -133,10 +140,11 @@ def evaluate(
     view = None
     try:
         with bars or nullcontext(), ctrl_c_kept() as ctrl_c:
-            view = EvaluationView(bars, ctrl_c)
+            view = EvaluationView(bars, ctrl_c, named_trial=trial is not None)
             ran = run_evaluation(store, plan, device, view.on_event, precision, runner)
     except KeyboardInterrupt:
         again = "".join([f" --db {db}" if db else "", f" --seeds {seeds}" if seeds != 5 else "",
+                         f" --trial {trial}" if trial is not None else "",
                          f" --against {against}" if against else "", *[f" --param {p}" for p in param or []],
                          f" --vary {vary}" if vary else "", " --resplit" if resplit else "",
                          f" --workers {workers}" if workers else ""])
@@ -198,6 +206,15 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
+def _goal_lines(stored: StudyConfig) -> list[str]:
+    """A study file's objective (or objectives) and constraints, as the study has them."""
+    lines = ([f"objectives = [{', '.join(map(_toml_value, stored.objectives))}]"] if stored.multi_objective
+             else [f"objective = {_toml_value(stored.objective)}"])
+    if stored.constraints:
+        lines.append(f"constraints = [{', '.join(map(_toml_value, stored.constraints))}]")
+    return lines
+
+
 def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> str:
     """A runnable study file: the study's data, network and method, every fixed parameter at the best
     trial's value, and each searched one with the study's range and its best value beside it."""
@@ -206,8 +223,7 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
              f"{objective} {percent(trial.metrics[objective])}%.",
              "# Fixed parameters are at its values; searched ones keep the study's range, the best value beside it.",
-             f"name = {_toml_value(study.name + '-best')}",
-             f"objective = {_toml_value(objective)}", f"seed = {stored.seed}",
+             f"name = {_toml_value(study.name + '-best')}", *_goal_lines(stored), f"seed = {stored.seed}",
              f"search_seed = {stored.search_seed}", "", "[data]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.data).items() if v is not None]
     lines += ["", "[model]", f"backbone = {_toml_value(config.backbone)}", f"weights = {_toml_value(config.weights)}",
@@ -237,15 +253,19 @@ def best(
     pick: Pick = DEFAULT_PICK,
 ) -> None:
     """Print a study's best configuration, every parameter included, for reuse."""
-    from pipeline.evaluate import study_and_trial, trial_config
+    from pipeline.evaluate import pareto_note, study_and_trial, trial_config
 
     if format_ not in ("toml", "json"):
         raise UserError(f"unknown format {format_!r}; known: toml, json")
-    record, chosen = study_and_trial(Store(db, create=False), study, trial, pick)
+    store = Store(db, create=False)
+    record, chosen = study_and_trial(store, study, trial, pick)
+    if trial is None and (note := pareto_note(store, record, chosen.trial_index)):
+        stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     config = trial_config(record, chosen)
     if format_ == "json":
         print(json.dumps({"study": record.name, "trial_index": chosen.trial_index,
-                          "objective": record.study.objective, "metrics": chosen.metrics,
+                          "objective": record.study.objective, "objectives": list(record.study.all_objectives),
+                          "constraints": list(record.study.constraints), "metrics": chosen.metrics,
                           "train": {k: v for k, v in config.to_dict().items() if k != "device"}}, indent=2))
     else:
         print(_study_toml(record, chosen, config), end="")

@@ -21,7 +21,7 @@ from pipeline.errors import UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
-from pipeline.report import best_table, compare_table, model_pick_table, studies_table, trials_table
+from pipeline.report import best_table, compare_table, model_pick_table, pareto_tables, studies_table, trials_table
 from pipeline.store import SchemaUpgraded, Store, sqlite_file
 from pipeline.tables import percent
 
@@ -221,7 +221,8 @@ def run(
                         "after they were stored, on average" if workers or scheduler else "")
                      + f". Library messages: {summary.log_file}")
     picks = model_pick_table(Store(db), [study.name])
-    print_tables([best_table(Store(db), [study.name])] + ([picks] if picks else []), "table", None)
+    print_tables([best_table(Store(db), [study.name]), *pareto_tables(Store(db), [study.name])]
+                 + ([picks] if picks else []), "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
         raise typer.Exit(1)
@@ -241,7 +242,7 @@ def report(
     list_trials: Annotated[bool, typer.Option("--trials", help="Also list every trial of each study.")] = False,
     plots: Annotated[Optional[Path], typer.Option(help=(
         "Also write each study's pictures as PNG files into this folder: trace, parameter maps, "
-        "curves, per class."))] = None,
+        "curves, per class, and the Pareto front of a study with several objectives."))] = None,
     log_file: Annotated[Path, typer.Option(
         help="Where Ax's messages go while pictures are drawn (default: discarded; a report writes nothing "
              "it was not asked for).")] = Path(os.devnull),
@@ -268,7 +269,8 @@ def report(
         raise UserError(f"no studies in {store.shown} yet; run one with `robust-tune run STUDY.toml`")
     if baseline and not compare:
         raise UserError("--baseline goes with --compare")
-    tables = [compare_table(store, studies, baseline)] if compare else [best_table(store, studies)]
+    tables = ([compare_table(store, studies, baseline)] if compare
+              else [best_table(store, studies), *pareto_tables(store, studies)])
     if not compare and (picks := model_pick_table(store, studies)) is not None:
         tables.append(picks)
     if list_trials or fmt == "html":

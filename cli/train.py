@@ -130,14 +130,18 @@ def _on_command_line(ctx: typer.Context, key: str) -> bool:
 def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
                   given: TrainConfig) -> TrainConfig:
     """A stored trial's full configuration, with --param over its parameters and an explicit --seed and --threads."""
-    from pipeline.evaluate import study_and_trial, trial_config
+    from pipeline.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 
     clashing = [f"--{key.replace('_', '-')}" for key in ctx.params if key not in _FROM_STUDY_OPTIONS
                 and _on_command_line(ctx, key)]
     if clashing:
         raise UserError(f"{clashing[0]} does not go with --from-study: the data, network and method are the study's")
-    config = trial_config(*study_and_trial(Store(db, create=False), name, trial))
+    store = Store(db, create=False)
+    record, chosen = study_and_trial(store, name, trial)
+    if trial is None and (note := pareto_note(store, record, chosen.trial_index)):
+        stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
+    config = trial_config(record, chosen)
     seed = given.seed if _on_command_line(ctx, "seed") else config.seed
     threads = given.threads if _on_command_line(ctx, "threads") else config.threads
     return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device,

@@ -24,6 +24,7 @@ from pipeline.methods import parse_method
 from pipeline.params import Value
 from pipeline.study_config import DEFAULT_PICK, PICKS
 from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, best_trial, picked_trial
+from pipeline.store.records import pareto_set
 
 if TYPE_CHECKING:
     from pipeline.trial import Outcome, TrialJob, TrialRunner
@@ -82,6 +83,19 @@ def study_and_trial(store: Store, name: str, trial: int | None = None,
         done = ", ".join(str(t.trial_index) for t in trials if t.status == "completed") or "none"
         raise UserError(f"study {name} has no completed trial {trial}; completed: {done}")
     return study, chosen
+
+
+def pareto_note(store: Store, study: StudyRecord, chosen: int) -> str | None:
+    """For a study with several objectives whose best trial was taken (no --trial): that it is one trade-off of the
+    Pareto set, the one best on the first objective, and which others there are; None for one objective."""
+    config = study.study
+    if not config.multi_objective:
+        return None
+    others = [t.trial_index for t in pareto_set(study, store.trials(study.id)) if t.trial_index != chosen]
+    return (f"study {study.name} has several objectives ({', '.join(config.objectives)}): trial {chosen} "
+            f"is the one of its Pareto set best on {config.objective}"
+            + (f"; the set's other trade-offs are trial(s) {', '.join(map(str, others))} (--trial K takes one)"
+               if others else ", the set's only trial"))
 
 
 def trial_config(study: StudyRecord, trial: TrialRecord) -> TrainConfig:
@@ -169,17 +183,19 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
 
 def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
                     vary: str | None = None, params: dict[str, str] | None = None,
-                    resplit: bool = False, threads: int | None = None, pick: str = DEFAULT_PICK) -> Plan:
+                    resplit: bool = False, threads: int | None = None, pick: str = DEFAULT_PICK,
+                    trial: int | None = None) -> Plan:
     """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work.
-    A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant). Every run
-    trains with the best trial's thread count, or `threads` when given."""
+    A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant). The tuned
+    configuration is the best trial's, or trial `trial`'s (another of a Pareto set, say). Every run trains with
+    that trial's thread count, or `threads` when given."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise UserError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds} (each seed trains every "
                         "variant once; a few seeds to a few dozen give the interval)")
     if threads is not None:
         check_threads(threads)
-    study, trial = study_and_trial(store, name, pick=pick)
-    base = trial_config(study, trial)
+    study, chosen = study_and_trial(store, name, trial, pick)
+    base = trial_config(study, chosen)
     base = base if threads is None else replace(base, threads=threads)
     params = params or {}
     variants = [Variant(TUNED, base.method, base.params)]
@@ -197,7 +213,7 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
         moved, values = parse_vary(vary, base.method)
         variants += [Variant(f"{moved}={v:g}" if isinstance(v, float) else f"{moved}={v}", base.method,
                              parse_method(base.method).resolve({**base.params, moved: v})) for v in values]
-    return Plan(study, trial.trial_index, base, variants, list(range(seeds)), resplit)
+    return Plan(study, chosen.trial_index, base, variants, list(range(seeds)), resplit)
 
 
 def _planned(config: TrainConfig) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pipeline.errors import UserError
 from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
 from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store.records import feasible, pareto_set
 
 
 @dataclass
@@ -29,7 +30,7 @@ class Picture:
     """One figure of one study (or of several studies of one data set) and the data it plots."""
 
     study: str
-    kind: str  # trace, map-<param>-<param>, curves, per-class, compare
+    kind: str  # trace, map-<param>-<param>, curves, per-class, compare, pareto-front
     figure: Figure
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -278,6 +279,43 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     return [Picture(s.study.name, "compare", figure, data)]
 
 
+def front_pictures(s: StudyData) -> list[Picture]:
+    """A multi-objective study's Pareto front: every completed trial on the first two objectives, the Pareto set
+    highlighted and joined in order of the first, trials breaking a constraint in grey."""
+    config = s.study.study
+    if not config.multi_objective:
+        return []
+    x, y = config.objectives[:2]
+    done = [t for t in s.trials if t.status == "completed" and t.metrics and x in t.metrics and y in t.metrics]
+    if not done:
+        return []
+    front = sorted(pareto_set(s.study, s.trials), key=lambda t: (t.metrics[x], -t.metrics[y]))
+    on_front = {t.trial_index for t in front}
+    groups = {"infeasible": [t for t in done if not feasible(s.study, t)],
+              "other": [t for t in done if feasible(s.study, t) and t.trial_index not in on_front]}
+    figure = Figure(figsize=(5.5, 4.5), layout="constrained")
+    axes = figure.add_subplot()
+
+    def points(trials: list[TrialRecord]) -> tuple[list[float], list[float]]:
+        return [100 * t.metrics[x] for t in trials], [100 * t.metrics[y] for t in trials]
+
+    if groups["infeasible"]:
+        axes.plot(*points(groups["infeasible"]), "o", color="0.75", label="breaks a constraint")
+    axes.plot(*points(groups["other"]), "o", color="C0", alpha=0.6, label="trial")
+    axes.plot(*points(front), "D-", color="C3", markersize=7, label="Pareto set")
+    for t in front:
+        axes.annotate(str(t.trial_index), (100 * t.metrics[x], 100 * t.metrics[y]), textcoords="offset points",
+                      xytext=(4, 4), fontsize=7)
+    axes.set(xlabel=_percent_label(x), ylabel=_percent_label(y),
+             title=f"{s.study.name}: Pareto front of {len(done)} completed trials")
+    axes.title.set_fontsize(9)
+    axes.legend(fontsize=7, loc="lower left")
+    data = {"x": x, "y": y, "pareto": [t.trial_index for t in front],
+            "infeasible": [t.trial_index for t in groups["infeasible"]],
+            "points": {t.trial_index: (t.metrics[x], t.metrics[y]) for t in done}}
+    return [Picture(s.study.name, "pareto-front", figure, data)]
+
+
 def verdict_picture(verdict: Any) -> Picture:
     """A campaign's differences to tuned ERM (verdict.Verdict): one row per method, one panel per metric,
     each difference with its simultaneous interval, zero marked, the verdict word's colour on the point."""
@@ -341,7 +379,7 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
 
 # Every kind of picture drawn for each study, in the order files are written and shown.
 PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, map_pictures, curves_pictures,
-                                                         per_class_pictures, compare_pictures]
+                                                         per_class_pictures, compare_pictures, front_pictures]
 
 
 def load_studies(store: Store, names: list[str] | None, log_file: str | Path) -> list[StudyData]:

@@ -15,6 +15,7 @@ from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
 from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick
+from pipeline.store.records import feasible, pareto_set
 from pipeline.study_config import StudyConfig
 from pipeline.evaluate import TUNED, value_text
 from pipeline.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
@@ -39,6 +40,11 @@ def selection_label(study: StudyConfig) -> str:
     if not study.selected_on_test:
         return "val"
     return "test, no val split *" if study.data.val_fraction == 0 else "test *"
+
+
+def objectives_label(study: StudyConfig) -> str:
+    """A study's objective, or its objectives joined by commas, in the tables' short words."""
+    return ", ".join(OBJECTIVE_LABELS.get(o, o) for o in study.all_objectives)
 
 
 def _value(value: Any) -> str:
@@ -103,6 +109,44 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                 if study.study.budget.seeds_per_trial > 1]
     if averaged:
         table.notes.append("Each trial's accuracies are a mean over training seeds in: " + ", ".join(averaged) + ".")
+    several = [f"{study.name} ({', '.join(study.study.objectives)})" for study, _, _ in best.values()
+               if study.study.multi_objective]
+    if several:
+        table.notes.append("Several objectives in: " + ", ".join(several) + "; the row is the trial of the Pareto "
+                           "set best on the first objective, one of the trade-offs the Pareto set lists.")
+    constrained = [f"{study.name} ({'; '.join(study.study.constraints)})" for study, _, _ in best.values()
+                   if study.study.constraints]
+    if constrained:
+        table.notes.append("A trial breaking a constraint is never best: " + ", ".join(constrained) + ".")
+    return table
+
+
+def pareto_table(store: Store, name: str) -> Table:
+    """The Pareto set of a multi-objective study: each completed trial keeping every constraint that no other
+    such trial beats on every objective, with its searched parameters and objectives."""
+    study = store.require_study(name)
+    config = study.study
+    searched = list(config.search)
+    labels = {p.name: p.column or p.name for p in ALL_PARAMS}
+    trials = store.trials(study.id)
+    front = pareto_set(study, trials)
+    best = best_trial(study, trials)
+    headers = ["trial", *[labels.get(p, p) for p in searched], *[OBJECTIVE_LABELS.get(o, o) for o in
+                                                                  config.all_objectives]]
+    table = Table(f"Pareto set of {name} ({len(front)} of {sum(t.status == 'completed' for t in trials)} completed "
+                  f"trials; objectives {', '.join(config.all_objectives)})", headers, [])
+    for t in front:
+        marker = " *" if best is not None and t.trial_index == best.trial_index else ""
+        table.rows.append([f"{t.trial_index}{marker}", *[_value(t.parameters.get(p, "-")) for p in searched],
+                           *[percent(t.metrics[o]) for o in config.all_objectives]])
+        table.records.append({"study": name, "trial_index": t.trial_index, "parameters": t.parameters,
+                              "objectives": {o: t.metrics[o] for o in config.all_objectives},
+                              "best": t is best})
+    table.notes.append("Accuracies in %. No trial of the set is better on every objective than another; each is a "
+                       f"trade-off. * the trial best on {config.objective}, the one `best`, `evaluate` and "
+                       "`train --from-study` take without --trial.")
+    if config.constraints:
+        table.notes.append(f"Only trials keeping every constraint ({'; '.join(config.constraints)}) count.")
     return table
 
 
@@ -113,7 +157,7 @@ def model_pick_table(store: Store, names: list[str] | None = None) -> Table | No
                                                                   "pick", "predicted", "observed"], [])
     for study in _select(store, names):
         trials = store.trials(study.id)
-        observed, modelled = best_trial(study, trials), model_pick(trials)
+        observed, modelled = best_trial(study, trials), model_pick(study, trials)
         if observed is None or modelled is None:
             continue
         objective = study.study.objective
@@ -141,14 +185,16 @@ def trials_table(store: Store, name: str) -> Table:
     config = study.study
     searched = list(config.search)
     labels = {p.name: p.column or p.name for p in ALL_PARAMS}
-    objective = config.objective
-    ranked_on = [] if objective in ("val_accuracy", "test_accuracy") else [objective]  # else shown already
+    ranked_on = [m for m in config.told_metrics if m not in ("val_accuracy", "test_accuracy")]  # else shown already
     headers = ["trial", "status", *[labels.get(p, p) for p in searched],
                *[OBJECTIVE_LABELS.get(o, o) for o in ranked_on], "val acc", "test acc", "worst class", "train s",
-               "error"]
+               *(["feasible"] if config.constraints else []), "error"]
     seeds = config.budget.seeds_per_trial
     table = Table(f"Trials of {name} ({config.method} on {dataset_label(config.data)}, "
-                  f"{config.backbone}; objective {config.objective}; search {config.strategy}"
+                  f"{config.backbone}; {'objectives' if config.multi_objective else 'objective'} "
+                  f"{', '.join(config.all_objectives)}"
+                  + (f"; constraints {'; '.join(config.constraints)}" if config.constraints else "")
+                  + f"; search {config.strategy}"
                   + (f"; each trial the mean of {seeds} seeds" if seeds > 1 else "") + ")", headers, [])
     for t in store.trials(study.id):
         m = t.metrics or {}
@@ -157,9 +203,22 @@ def trials_table(store: Store, name: str) -> Table:
                            percent(m.get("val_accuracy")), percent(m.get("test_accuracy")),
                            percent(m.get("test_worst_class_accuracy")),
                            "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",
+                           *([_feasible_text(study, t)] if config.constraints else []),
                            (t.error or "").splitlines()[0][:80] if t.error else ""])
         table.records.append({k: v for k, v in asdict(t).items() if k not in ("id", "settings")})
     return table
+
+
+def pareto_tables(store: Store, names: list[str] | None = None) -> list[Table]:
+    """The Pareto set of each named multi-objective study (all by default); none for single-objective ones."""
+    return [pareto_table(store, s.name) for s in _select(store, names) if s.study.multi_objective]
+
+
+def _feasible_text(study: StudyRecord, trial: TrialRecord) -> str:
+    """yes or no for a completed trial (whether it keeps every constraint), "-" for any other."""
+    if trial.status != "completed" or not trial.metrics:
+        return "-"
+    return "yes" if feasible(study, trial) else "no"
 
 
 def studies_table(store: Store) -> Table:
@@ -176,7 +235,7 @@ def studies_table(store: Store) -> Table:
                            f"{completed}/{config.budget.trials}" + (f" +{running} running" if running else ""),
                            str(sum(t.status == "failed" for t in trials)),
                            "-" if best is None else percent(best.metrics[config.objective]),
-                           OBJECTIVE_LABELS.get(config.objective, config.objective)
+                           objectives_label(config)
                            + (" (no val split) *" if config.data.val_fraction == 0 else "")])
         table.records.append({"study": study.name, "method": config.method, "completed": completed,
                               "running": running, "budget": config.budget.trials,

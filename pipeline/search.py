@@ -71,11 +71,12 @@ GP_TRANSFORMS = [t for t in MBM_X_trans + Y_trans if t is not Winsorize]
 
 def gp_step(winsorize: bool = False) -> GenerationStep:
     """The study's Gaussian process step: BoTorch's SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own
-    default kernel is RBF), fitted on the objective alone, on unclipped results unless `winsorize`."""
+    default kernel is RBF), fitted on the objectives and constrained metrics alone (one GP each), on unclipped
+    results unless `winsorize`."""
     matern = ModelConfig(botorch_model_class=SingleTaskGP, covar_module_class=DefaultMaternKernel,
                          covar_module_options={"nu": 2.5}, name="SingleTaskGP_Matern52")
     kwargs: dict[str, Any] = {"surrogate_spec": SurrogateSpec(model_configs=[matern]),
-                              "fit_tracking_metrics": False}  # test accuracy and friends are recorded, not modelled
+                              "fit_tracking_metrics": False}  # metrics nothing ranks on are not modelled
     if not winsorize:
         kwargs["transforms"] = GP_TRANSFORMS
     return GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True,
@@ -146,11 +147,19 @@ def ax_writes_through(connection: sa.Connection) -> Iterator[None]:
         ax_db.SESSION_FACTORY = previous
 
 
+def configure_goals(client: Client, study: StudyConfig) -> None:
+    """The study's objectives and constraints as Ax's Client takes them: several objectives ("a, b") make a
+    multi-objective optimisation (Ax's GP step then uses qLogNEHVI, on the study's own kernel), and a constraint
+    on one of them becomes its objective threshold."""
+    client.configure_optimization(objective=", ".join(study.all_objectives),
+                                  outcome_constraints=list(study.constraints) or None)
+
+
 def new_client(study: StudyConfig, url: str) -> Client:
     """Create the study's Ax experiment in the database (inside `ax_writes_through`: in its transaction)."""
     client = Client(storage_config=StorageConfig(url=url), random_seed=study.search_seed)
     client.configure_experiment(parameters=parameter_configs(study), name=study.name)
-    client.configure_optimization(objective=study.objective)
+    configure_goals(client, study)
     client.set_generation_strategy(study_strategy(study))
     return client
 
@@ -189,7 +198,7 @@ def open_client(study: StudyConfig, url: str) -> Client:
     except ObjectNotFoundError:  # a study stored by an earlier version, which created Ax's records apart
         return new_client(study, url)
     if client._experiment.optimization_config is None:
-        client.configure_optimization(objective=study.objective)
+        configure_goals(client, study)
     if client._maybe_generation_strategy is None:
         client.set_generation_strategy(study_strategy(study))
     return client
@@ -211,6 +220,15 @@ def as_stored(value: float) -> float:
     return float(pd.read_json(StringIO(stored), dtype=False)["mean"].iloc[0])  # as its decoder reads it
 
 
+def told(metrics: dict[str, Any], name: str) -> float | tuple[float, float]:
+    """What Ax is told of metric `name` of a trial: its value as Ax's storage gives it back (see `as_stored`); for
+    a trial trained on several seeds (`seed_runs`), their mean and its standard error (Ax then models the noise
+    it is told)."""
+    value = as_stored(metrics[name])
+    runs = metrics.get("seed_runs")
+    return (value, as_stored(standard_error([run[name] for run in runs]))) if runs else value
+
+
 class Searcher:
     """Ax's side of the study loop (the pictures read Ax's records apart, in surrogate.py): ask for one
     trial, tell how it ended, run interrupted parameters again. A trial asked for and not yet told is pending
@@ -219,7 +237,7 @@ class Searcher:
 
     def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
         self.client = open_client(study, url)
-        self.objective = study.objective
+        self.metrics = study.told_metrics  # every objective and constrained metric
         self.lock = lock
 
     @contextmanager
@@ -269,15 +287,10 @@ class Searcher:
         return trial.index
 
     def complete(self, index: int, metrics: dict[str, float]) -> None:
-        """A trial that ended: its objective to Ax, as Ax's storage gives it back (see `as_stored`); for a trial
-        trained on several seeds, their mean and its standard error (Ax then models the noise it is told)."""
-        value = as_stored(metrics[self.objective])
-        runs = metrics.get("seed_runs")
-        raw: float | tuple[float, float] = value
-        if runs:
-            raw = (value, as_stored(standard_error([run[self.objective] for run in runs])))
+        """A trial that ended: each objective and constrained metric to Ax (see `told`)."""
+        raw = {name: told(metrics, name) for name in self.metrics}
         with self._writing():
-            self.client.complete_trial(trial_index=index, raw_data={self.objective: raw})
+            self.client.complete_trial(trial_index=index, raw_data=raw)
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""

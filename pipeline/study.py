@@ -332,7 +332,7 @@ class StudyLoop:
         """When trials completed in this run: the study's GP's prediction of every completed trial, stored (the
         model's pick, shown beside the best observed trial). Made with every strategy: the model judges the
         trials whoever proposed them."""
-        if not self.summary.completed:
+        if not self.summary.completed or self.study.multi_objective:  # a Pareto set has no one best to predict
             return
         from pipeline.surrogate import predict_tried
 

@@ -4,6 +4,8 @@ A study names a data set, a network, a method and a search space:
 
     name = "quickstart"
     objective = "val_accuracy"        # or val_/test_ balanced_accuracy, worst_class_accuracy
+    # objectives = ["val_balanced_accuracy", "val_worst_class_accuracy"]   # instead: several, all maximised
+    # constraints = ["val_worst_class_accuracy >= 0.3"]                    # a trial breaking one is never best
     seed = 0                          # the training seed of every trial
     search_seed = 0                   # Sobol and the Gaussian process (default: seed)
     threads = 1                       # torch's CPU threads of every trial (default: 1; then as stored)
@@ -60,12 +62,15 @@ STRATEGIES = {
 }
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
-ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1}
+ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": ()}
 MAX_SEEDS_PER_TRIAL = 100
 # Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
 # its Gaussian process predicts best (store.model_pick).
 PICKS = ("observed", "model")
 DEFAULT_PICK = "observed"
+
+CONSTRAINT_OPERATORS = (">=", "<=")
+_CONSTRAINT = re.compile(r"\s*([A-Za-z_]\w*)\s*(>=|<=)\s*(\S+)\s*")
 
 MAX_TRIALS = 10_000  # per study; a larger number is a typo
 TRIALS_BOUND_REASON = "each trial trains a network and the Gaussian process slows with every trial"
@@ -75,6 +80,44 @@ def check_trials(trials: int | None) -> None:
     """Refuse a `--trials` beyond MAX_TRIALS, with the reason, before anything is stored."""
     if trials is not None and not 1 <= trials <= MAX_TRIALS:
         raise UserError(f"--trials must be between 1 and {MAX_TRIALS}, got {trials} ({TRIALS_BOUND_REASON})")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One outcome constraint of a study: `metric op bound`, e.g. val_worst_class_accuracy >= 0.3."""
+
+    metric: str
+    op: str  # ">=" or "<="
+    bound: float
+
+    @property
+    def text(self) -> str:
+        """The constraint as stored and as Ax's Client reads it (one spelling per constraint)."""
+        return f"{self.metric} {self.op} {self.bound!r}"
+
+    def holds(self, metrics: dict[str, float]) -> bool:
+        """Whether a trial's metrics keep this constraint (a trial without the metric does not)."""
+        value = metrics.get(self.metric)
+        if value is None:
+            return False
+        return value >= self.bound if self.op == ">=" else value <= self.bound
+
+
+def parse_constraint(text: str) -> Constraint:
+    """A constraint line `METRIC >= NUMBER` or `METRIC <= NUMBER`; ValueError with the problem otherwise."""
+    match = _CONSTRAINT.fullmatch(text)
+    if match is None:
+        raise ValueError(f"expected 'METRIC >= NUMBER' or 'METRIC <= NUMBER', got {text!r}")
+    metric, op, number = match.groups()
+    if metric not in OBJECTIVES:
+        raise ValueError(f"unknown metric {metric!r} in {text!r}; known: {', '.join(OBJECTIVES)}")
+    try:
+        bound = float(number)
+    except ValueError:
+        raise ValueError(f"the bound of {text!r} must be a number, got {number!r}") from None
+    if not 0.0 <= bound <= 1.0:  # also refuses nan
+        raise ValueError(f"the bound of {text!r} must be between 0 and 1 (accuracies are fractions), got {number}")
+    return Constraint(metric, op, bound)
 
 
 @dataclass(frozen=True)
@@ -106,11 +149,36 @@ class StudyConfig:
     # torch's CPU threads of every trial: None until settled (the stored study's, or DEFAULT_THREADS for a new one)
     threads: int | None = None
     strategy: str = "gp"  # how trials are proposed (STRATEGIES)
+    # Several objectives (two or more, all maximised; empty for one): Ax searches their Pareto front, and
+    # `objective` is then the first of them, the one metric verdicts, sorting and "best" go by.
+    objectives: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()  # Constraint.text of each: a trial that breaks one is never best
+
+    @property
+    def multi_objective(self) -> bool:
+        """Whether Ax searches a Pareto front of several objectives rather than one objective's best."""
+        return len(self.objectives) >= 2
+
+    @property
+    def all_objectives(self) -> tuple[str, ...]:
+        """Every objective, the first being `objective`: one for a single-objective study."""
+        return self.objectives or (self.objective,)
+
+    @property
+    def constraint_rules(self) -> tuple[Constraint, ...]:
+        """The constraints, parsed (they were checked when the study file was read)."""
+        return tuple(parse_constraint(text) for text in self.constraints)
+
+    @property
+    def told_metrics(self) -> tuple[str, ...]:
+        """The metrics Ax is told of each trial: every objective, then every constrained metric."""
+        return tuple(dict.fromkeys(self.all_objectives + tuple(c.metric for c in self.constraint_rules)))
 
     @property
     def selected_on_test(self) -> bool:
-        """True when trials are ranked on test data (the papers' protocol), which reports must say."""
-        return self.objective.startswith("test_")
+        """True when trials are ranked (or constrained) on test data (the papers' protocol), which reports must
+        say."""
+        return any(metric.startswith("test_") for metric in self.told_metrics)
 
     def train_config(self, parameters: dict[str, Value], seed: int, device: str = "auto",
                      precision: str = "auto") -> TrainConfig:
@@ -137,7 +205,8 @@ class StudyConfig:
                    budget=Budget(**{f.name: raw.get("budget", {}).get(f.name, f.default)
                                     for f in dataclasses.fields(Budget)}),
                    description=raw.get("description", ""), threads=raw.get("threads"),
-                   strategy=raw.get("strategy", "gp"))
+                   strategy=raw.get("strategy", "gp"), objectives=tuple(raw.get("objectives") or ()),
+                   constraints=tuple(raw.get("constraints") or ()))
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
@@ -217,7 +286,8 @@ class _Fields:
             self.fail(self.where(sorted(self.table)[0]), "unknown field")
 
 
-_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table"}
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
+               list: "a list"}
 
 
 def _data_config(fields: _Fields) -> DataConfig:
@@ -289,14 +359,15 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
             check_threads(threads)
         except UserError as error:
             top.fail("threads", str(error).removeprefix("threads "))
-    objective = top.take("objective", str, "val_accuracy")
-    if objective not in OBJECTIVES:
-        top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    objective, objectives = _objectives(top)
+    constraints = _constraints(top, objectives or (objective,))
 
     data = _data_config(_Fields(source, "data", top.take("data", dict, {})))
-    if data.val_fraction == 0 and objective.startswith("val_"):
-        top.fail("objective", f"{objective} needs a validation split but data.val_fraction = 0; rank on a "
-                              f"test_ objective (the papers' protocol, reported as optimistic) or keep a validation split")
+    ranked = [("objectives" if objectives else "objective", m) for m in objectives or (objective,)]
+    for key, metric in ranked + [("constraints", c.metric) for c in constraints]:
+        if data.val_fraction == 0 and metric.startswith("val_"):
+            top.fail(key, f"{metric} needs a validation split but data.val_fraction = 0; rank on a test_ "
+                          "objective (the papers' protocol, reported as optimistic) or keep a validation split")
     model = _Fields(source, "model", top.take("model", dict, {}))
     backbone = model.take("backbone", str, "small_cnn")
     if backbone not in BACKBONES:
@@ -350,7 +421,62 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
                        fixed=fixed, search=search, objective=objective, seed=seed,
                        search_seed=search_seed, budget=budget,
-                       description=description, threads=threads, strategy=strategy)
+                       description=description, threads=threads, strategy=strategy, objectives=objectives,
+                       constraints=tuple(c.text for c in constraints))
+
+
+def _objectives(top: _Fields) -> tuple[str, tuple[str, ...]]:
+    """The study file's `objective` or `objectives` (one of them): (the first objective, all of them when
+    several, else ())."""
+    if "objective" in top.table and "objectives" in top.table:
+        top.fail("objectives", "give objective (one metric) or objectives (several), not both")
+    objectives = top.take("objectives", list, None)
+    if objectives is None:
+        objective = top.take("objective", str, "val_accuracy")
+        if objective not in OBJECTIVES:
+            top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        return objective, ()
+    for name in objectives:
+        if name not in OBJECTIVES:
+            top.fail("objectives", f"each must be one of {', '.join(OBJECTIVES)}, got {name!r}")
+    if len(set(objectives)) != len(objectives):
+        repeated = next(name for k, name in enumerate(objectives) if name in objectives[:k])
+        top.fail("objectives", f"{repeated} is listed twice; list each objective once")
+    if len(objectives) < 2:
+        top.fail("objectives", "needs at least two metrics; for one, write objective = \"...\"")
+    return objectives[0], tuple(objectives)
+
+
+def _constraints(top: _Fields, objectives: tuple[str, ...]) -> list[Constraint]:
+    """The study file's `constraints`, each checked as Ax will need it: not on a single objective itself, only
+    `>=` on one of several objectives (all are maximised), one bound of each kind per metric, a lower bound
+    below the upper one."""
+    lines = top.take("constraints", list, [])
+    constraints = []
+    for line in lines:
+        if not isinstance(line, str):
+            top.fail("constraints", f"each must be a string like \"val_worst_class_accuracy >= 0.3\", got {line!r}")
+        try:
+            constraints.append(parse_constraint(line))
+        except ValueError as error:
+            top.fail("constraints", str(error))
+    for c in constraints:
+        if c.metric in objectives and len(objectives) == 1:
+            top.fail("constraints", f"{c.text!r} constrains the objective itself; constrain another metric, or make "
+                                    "both objectives (objectives = [...])")
+        if c.metric in objectives and c.op == "<=":
+            top.fail("constraints", f"{c.text!r} bounds an objective from above, but every objective is "
+                                    "maximised; use >=")
+    by_kind = {}
+    for c in constraints:
+        if (c.metric, c.op) in by_kind:
+            top.fail("constraints", f"{c.metric} is constrained twice with {c.op}; keep one")
+        by_kind[c.metric, c.op] = c.bound
+    for (metric, op), bound in by_kind.items():
+        upper = by_kind.get((metric, "<="))
+        if op == ">=" and upper is not None and bound >= upper:
+            top.fail("constraints", f"{metric} >= {bound:g} and {metric} <= {upper:g} leave no value possible")
+    return constraints
 
 
 def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:

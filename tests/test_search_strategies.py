@@ -78,7 +78,7 @@ def test_a_random_search_study_never_fits_a_gp_and_is_stored_and_reported_as_suc
     assert all(run._generator_key == "Uniform" for t in client._experiment.trials.values()
                for run in t.generator_runs)
     code, out, _ = cli("report", "rand", "--db", db, "--trials", "--format", "json")
-    best, trials = json.loads(out)
+    best, *_, trials = json.loads(out)
     assert best["rows"][0]["strategy"] == "random" and "search random" in trials["title"]
     code, out, err = cli("run", str(study_file(tmp_path, "rand", trials=4)), "--db", db, "--device", "cpu",
                          "--log-file", str(tmp_path / "ax.log"))  # the same study searched by the GP is another
@@ -129,7 +129,7 @@ def test_seeds_per_trial_stores_every_seed_and_tells_ax_their_mean_and_standard_
         assert row["mean"] == pytest.approx(np.mean(values), abs=1e-9)
         assert row["sem"] == pytest.approx(np.std(values, ddof=1) / math.sqrt(2), abs=1e-9)
     code, out, _ = cli("report", "noisy", "--db", db, "--trials", "--format", "json")
-    assert "mean of 2 seeds" in json.loads(out)[1]["title"]
+    assert "mean of 2 seeds" in json.loads(out)[-1]["title"]
     code, out, err = cli("run", str(study_file(tmp_path, "noisy", budget="seeds_per_trial = 3", trials=3)), "--db", db,
                          "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 2 and "seeds_per_trial" in err  # another number of seeds is another study
@@ -214,7 +214,12 @@ def test_the_models_pick_passes_over_one_lucky_outlier():
     trials = [TrialRecord(i, i, "completed", {"x": float(x)}, 0, {"y": float(v)}, None, 1.0, 0.0, None, [], [],
                           predicted=predictions[i]) for i, (x, v) in enumerate(zip(xs, values))]
     assert max(trials, key=lambda t: t.metrics["y"]).trial_index == outlier  # the best observed: luck
-    picked = model_pick(trials)
+    from pipeline.store import StudyRecord
+    from pipeline.study_config import StudyConfig
+
+    study = StudyRecord(1, "s", "", StudyConfig(name="s", data=None, backbone="small_cnn", weights="none", method="erm",
+                                               fixed={}, search={}, objective="y"), None)
+    picked = model_pick(study, trials)
     assert picked.trial_index != outlier and abs(xs[picked.trial_index] - 0.6) < 0.15
     assert predictions[outlier]["mean"] < values[outlier]  # the model does not believe the lucky draw
 
@@ -235,7 +240,7 @@ def test_a_study_stores_its_models_pick_and_evaluate_and_best_take_it(tmp_path, 
     assert all(t.predicted is not None and t.predicted["fitted_on"] == len(completed) for t in completed)
     from pipeline.store import model_pick
 
-    picked = model_pick(trials)
+    picked = model_pick(store.study("picked"), trials)
     code, out, _ = cli("report", "picked", "--db", db, "--format", "json")
     best, picks = json.loads(out)
     assert picks["rows"][0]["model_trial"] == picked.trial_index

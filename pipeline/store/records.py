@@ -83,22 +83,49 @@ class EvaluationRecord:
     train_seconds: float
 
 
+def feasible(study: StudyRecord, trial: TrialRecord) -> bool:
+    """Whether a completed trial keeps every constraint of its study (any trial does in a study without any)."""
+    return all(rule.holds(trial.metrics or {}) for rule in study.study.constraint_rules)
+
+
+def _candidates(study: StudyRecord, trials: list[TrialRecord]) -> list[TrialRecord]:
+    """The completed trials that have every objective and keep every constraint: those that may be best."""
+    objectives = study.study.all_objectives
+    return [t for t in trials if t.status == "completed" and t.metrics
+            and all(o in t.metrics for o in objectives) and feasible(study, t)]
+
+
+def dominates(a: dict[str, float], b: dict[str, float], objectives: tuple[str, ...]) -> bool:
+    """Whether metrics `a` are at least `b`'s on every objective and above on one (all are maximised)."""
+    return all(a[o] >= b[o] for o in objectives) and any(a[o] > b[o] for o in objectives)
+
+
+def pareto_set(study: StudyRecord, trials: list[TrialRecord]) -> list[TrialRecord]:
+    """The completed, feasible trials no other such trial dominates on the study's objectives, in trial order:
+    the trade-offs a multi-objective study found (for a single objective, its trials at the best value)."""
+    candidates = _candidates(study, trials)
+    objectives = study.study.all_objectives
+    return [t for t in candidates if not any(dominates(u.metrics, t.metrics, objectives) for u in candidates)]
+
+
 def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
-    """The completed trial with the highest objective (the earliest on ties): the rule of every report,
-    of evaluate and of the study loop's "best so far"."""
+    """The completed trial keeping every constraint with the highest objective (the earliest on ties): the rule
+    of every report, of evaluate and of the study loop's "best so far". For several objectives, the first one
+    decides among the Pareto set (so the best trial is always one of it)."""
     objective = study.study.objective
-    completed = [t for t in trials if t.status == "completed" and t.metrics and objective in t.metrics]
-    return max(completed, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
+    pool = pareto_set(study, trials) if study.study.multi_objective else _candidates(study, trials)
+    return max(pool, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
 
 
-def model_pick(trials: list[TrialRecord]) -> TrialRecord | None:
-    """The completed trial the study's Gaussian process predicts best (highest posterior mean of the objective,
-    the earliest on ties): less lucky than the best observed, whose value is partly a favourable draw of noise.
-    None when no prediction is stored (fewer than three completed trials, or a study run before 0.4.0)."""
-    predicted = [t for t in trials if t.status == "completed" and t.predicted is not None]
+def model_pick(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
+    """The completed trial keeping every constraint that the study's Gaussian process predicts best (highest
+    posterior mean of the objective, the earliest on ties): less lucky than the best observed, whose value is
+    partly a favourable draw of noise. None when no prediction is stored (fewer than three completed trials, a
+    study of several objectives, or a study run before 0.4.0)."""
+    predicted = [t for t in _candidates(study, trials) if t.predicted is not None]
     return max(predicted, key=lambda t: (t.predicted["mean"], -t.trial_index), default=None)
 
 
 def picked_trial(study: StudyRecord, trials: list[TrialRecord], pick: str = DEFAULT_PICK) -> TrialRecord | None:
     """The trial `pick` names: the best observed (best_trial), or the model's pick (model_pick)."""
-    return model_pick(trials) if pick == "model" else best_trial(study, trials)
+    return model_pick(study, trials) if pick == "model" else best_trial(study, trials)
