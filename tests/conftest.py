@@ -178,6 +178,26 @@ def make_mvtec_tree(root, category, pools=None, size=(8, 8)):
     return root
 
 
+# ls searching alpha; epochs and lr_head fixed away from their defaults, so inheritance shows.
+TUNED_LS = "epochs = 1\nlr_head = 0.05\nalpha = { low = 0.0, high = 0.5 }"
+
+
+@pytest.fixture(scope="session")
+def tuned(tmp_path_factory):
+    """A database holding a finished two-trial `ls` study `tiny` (TUNED_LS), shared by the modules that evaluate
+    it (never changed by the tests: they copy it); built once per test process, by `robust-tune run` in this
+    process, which has torch and Ax loaded already (the CLI in its own process is tested where it matters)."""
+    from test_study import study_file
+
+    folder = tmp_path_factory.mktemp("tuned")
+    db = folder / "tuned.db"
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(study_file(folder, "tiny", "ls", TUNED_LS, trials=2)), "--db", str(db), "--device", "cpu",
+              "--log-file", str(folder / "ax.log")])
+    assert done.value.code == 0
+    return db
+
+
 @pytest.fixture(scope="session")
 def mt_root(tmp_path_factory):
     return make_magnetic_tile_tree(tmp_path_factory.mktemp("magnetic-tile"))

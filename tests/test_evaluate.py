@@ -21,8 +21,6 @@ from pipeline.study_config import parse_study
 from test_study import study_file
 
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
-# ls searching alpha; epochs and lr_head fixed away from their defaults, so inheritance shows.
-LS = "epochs = 1\nlr_head = 0.05\nalpha = { low = 0.0, high = 0.5 }"
 
 
 def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -38,19 +36,9 @@ def evaluations(db: Path) -> list[tuple]:
         return []
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory) -> Path:
-    """A database holding a finished two-trial `ls` study (never changed by the tests: they copy it)."""
-    folder = tmp_path_factory.mktemp("tuned")
-    db = folder / "tuned.db"
-    done = robust_tune("run", str(study_file(folder, "tiny", "ls", LS, trials=2)), "--db", str(db),
-                       "--device", "cpu", "--log-file", str(folder / "ax.log"))
-    assert done.returncode == 0, done.stderr
-    return db
-
-
 @pytest.fixture
 def db(tuned, tmp_path) -> Path:
+    """A copy of the session's tuned study (conftest's `tuned`: ls on TUNED_LS, two trials)."""
     copy = tmp_path / "study.db"
     shutil.copy(tuned, copy)
     return copy
@@ -226,9 +214,20 @@ def test_train_from_study_reproduces_the_best_trial_and_saves_weights_that_load(
     assert other.returncode == 2 and "no completed trial 7" in other.stderr
 
 
+@pytest.fixture(scope="module")
+def evaluated(tuned, tmp_path_factory) -> Path:
+    """The session's study with one seed of its best configuration evaluated (never changed: tests copy it)."""
+    db = tmp_path_factory.mktemp("evaluated") / "study.db"
+    shutil.copy(tuned, db)
+    done = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "1", "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    return db
+
+
 @pytest.mark.parametrize("args", [["report", "--compare"], ["best", "tiny"], ["studies"]])
-def test_reading_commands_import_neither_torch_nor_ax_and_change_nothing(db, args):
-    robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "1", "--device", "cpu")
+def test_reading_commands_import_neither_torch_nor_ax_and_change_nothing(evaluated, tmp_path, args):
+    db = tmp_path / "study.db"
+    shutil.copy(evaluated, db)
     before = db.read_bytes()
     probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
              "    code = e.code\nprint(code, sorted(m for m in ('torch', 'torchvision', 'ax') if m in sys.modules),"

@@ -15,12 +15,12 @@ from pipeline.stats import paired_difference, simultaneous_confidence
 from pipeline.store import Store
 from pipeline.study_config import load_study
 from pipeline.trial import run_trial
-from test_evaluate import evaluations, robust_tune, tuned  # noqa: F401  (tuned: the module's study)
+from test_evaluate import evaluations, robust_tune
 from test_study import study_file
 
 
 @pytest.fixture
-def db(tuned, tmp_path):  # noqa: F811
+def db(tuned, tmp_path):  # conftest's session study, copied
     copy = tmp_path / "study.db"
     shutil.copy(tuned, copy)
     return copy

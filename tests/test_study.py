@@ -72,10 +72,19 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
     assert code == 0 and "tiny" in out and "3/3" in out
 
 
-def test_after_initialisation_the_gp_has_an_ard_matern_5_2_kernel(tmp_path):
-    study = load_study(study_file(tmp_path))
-    db = str(tmp_path / "runs.db")
-    run_study(study, db, "cpu", log_file=tmp_path / "ax.log")
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> tuple[Path, str]:
+    """The default three-trial study (two Sobol trials, then the GP), run once: its file and database (the tests
+    only read it)."""
+    folder = tmp_path_factory.mktemp("seeded")
+    path, db = study_file(folder), str(folder / "runs.db")
+    run_study(load_study(path), db, "cpu", log_file=folder / "ax.log")
+    return path, db
+
+
+def test_after_initialisation_the_gp_has_an_ard_matern_5_2_kernel(seeded):
+    path, db = seeded
+    study = load_study(path)
     from pipeline import search
 
     client = search.load_client(study, Store(db).url)
@@ -88,13 +97,13 @@ def test_after_initialisation_the_gp_has_an_ard_matern_5_2_kernel(tmp_path):
     assert kernel.lengthscale.shape[-1] == len(study.search) == 3  # one lengthscale per parameter (ARD)
 
 
-def test_a_seeded_study_is_reproducible_on_cpu(tmp_path):
-    study = load_study(study_file(tmp_path))
-    proposals = []
-    for db in ("a.db", "b.db"):
-        run_study(study, str(tmp_path / db), "cpu", log_file=tmp_path / "ax.log")
-        proposals.append([(t.parameters, t.metrics["val_accuracy"]) for t in completed(Store(str(tmp_path / db)), "tiny")])
-    assert proposals[0] == proposals[1]
+def test_a_seeded_study_is_reproducible_on_cpu(seeded, tmp_path):
+    path, first = seeded  # the same study, run once already (in a database of its own)
+    study = load_study(path)
+    run_study(study, str(tmp_path / "b.db"), "cpu", log_file=tmp_path / "ax.log")
+    proposals = [[(t.parameters, t.metrics["val_accuracy"]) for t in completed(Store(db), "tiny")]
+                 for db in (first, str(tmp_path / "b.db"))]
+    assert len(proposals[0]) == 3 and proposals[0] == proposals[1]
 
 
 def test_a_failing_trial_is_recorded_with_its_error_and_the_study_goes_on(tmp_path):
