@@ -50,8 +50,9 @@ def bench(
                                                                "default all).")] = None,
     processes: Annotated[int, typer.Option(min=1, max=256, help="With --search: search runs at once, each in "
                                                                 "its own process.")] = 1,
-    plot: Annotated[Optional[Path], typer.Option(help="With --search: draw the true values against trainings "
-                                                      "into this PNG file.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="With --search: draw the regret curves (points "
+                                                      "below the best possible, against trainings) into this "
+                                                      "PNG file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --plot: replace an existing file.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
     startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, report and studies answer, "
@@ -197,14 +198,25 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
         from pipeline.plots import search_picture
 
         write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
-    _search_tables(summaries, checkpoints, seeds, markdown)
+    _search_tables(summaries, checkpoints, seeds, initial, markdown)
+    if "digits-hws-replay" in (problems or known_problems):
+        from pipeline.search_problems import read_replay, surrogate_check
+
+        check = surrogate_check(read_replay())
+        stdout.print(escape(
+            f"The replay's surrogate on configurations it was not fitted on (5-fold, {check['configurations']} "
+            f"configurations x {check['seeds']} seeds): root-mean-square error {100 * check['surrogate_rmse']:.1f} "
+            f"points, against {100 * check['constant_rmse']:.1f} for the mean of the rest; the seed-to-seed noise "
+            f"alone leaves {100 * check['noise_floor']:.1f} in a configuration's mean."))
     if plot is not None:
         stderr.print(f"picture: {plot}")
 
 
-def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, markdown: bool) -> None:
+def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, initial: int,
+                   markdown: bool) -> None:
     """Per problem, the true value of each strategy's recommendation after k trainings; then, per strategy, how
-    its model's proposals sit in the box and how long one takes."""
+    its proposals after the initial ones sit in the box (random search's give the base rate) and how long one
+    takes."""
     from rich.markup import escape
 
     from pipeline.search_bench import STRATEGY_NOTES
@@ -226,7 +238,8 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, ma
     for s in summaries:
         if s.pick == "observed":
             proposals.setdefault(s.strategy, []).append(s)
-    tables.append(("Model proposals near a bound (within 1% of a range), and ms per proposal", ["strategy", *dict.fromkeys(s.problem for s in summaries), "ms"],
+    tables.append((f"Proposals after the first {initial} trainings near a bound (within 1% of a range), and ms per "
+                   "proposal", ["strategy", *dict.fromkeys(s.problem for s in summaries), "ms"],
                    [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" for s in rows],
                      f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()]))
     note = (f"True value (%) of the configuration each strategy recommends after k trainings, median over {seeds} "

@@ -349,31 +349,33 @@ def verdict_picture(verdict: Any) -> Picture:
 
 
 def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Picture:
-    """The search benchmark (search_bench.Summary): per problem, each strategy's recommendation's true value
-    after k trainings, median and interquartile band over search seeds, the problem's best marked."""
+    """The search benchmark (search_bench.Summary) as regret curves: per problem, how far the true value of each
+    strategy's recommendation after k trainings lies below the problem's best, median and interquartile band
+    over search seeds (lower is better)."""
     problems = list(dict.fromkeys(s.problem for s in summaries))
     figure = Figure(figsize=(4.2 * len(problems), 3.6), layout="constrained")
+    colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(s.strategy for s in summaries))}
     data: dict[str, Any] = {}
     for panel, problem in enumerate(problems):
         axes = figure.add_subplot(1, len(problems), panel + 1)
-        rows = [s for s in summaries if s.problem == problem]
-        axes.axhline(100 * rows[0].best, color="0.4", linestyle=":", linewidth=1, label="best possible")
-        colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(s.strategy for s in summaries))}
-        for s in rows:  # a strategy's model pick: its colour, dashed
+        for s in (s for s in summaries if s.problem == problem):  # a strategy's model pick: its colour, dashed
             label = s.strategy + (" (model pick)" if s.pick == "model" else "")
-            low, median, high = (np.array([100 * s.quartiles[k][q] for k in checkpoints]) for q in range(3))
+            high, median, low = (np.array([100 * (s.best - s.quartiles[k][q]) for k in checkpoints])
+                                 for q in range(3))  # the best value's quartile is the lowest regret's
             style = "--" if s.pick == "model" else "-"
             axes.plot(checkpoints, median, style, marker="o", markersize=3, color=colours[s.strategy], label=label)
             if s.pick == "observed":
                 axes.fill_between(checkpoints, low, high, color=colours[s.strategy], alpha=0.10)
-            data[f"{problem}/{label}"] = {"k": list(checkpoints), "median": median.tolist()}
+            data[f"{problem}/{label}"] = {"k": list(checkpoints), "median_regret": median.tolist()}
         axes.set_title(problem, fontsize=9)
         axes.set_xlabel("trainings", fontsize=8)
         if panel == 0:
-            axes.set_ylabel("true value of the recommended configuration (%)", fontsize=8)
+            axes.set_ylabel("regret: points below the best possible", fontsize=8)
         axes.set_xticks(checkpoints)
+        axes.set_ylim(bottom=0)
     figure.legend(*figure.axes[0].get_legend_handles_labels(), loc="outside right center", fontsize=7)
-    figure.suptitle("Search strategies: median and interquartile range over search seeds", fontsize=10)
+    figure.suptitle("Search strategies: regret of the recommended configuration, median and interquartile range "
+                    "over search seeds", fontsize=10)
     return Picture("search-benchmark", "strategies", figure, data)
 
 
