@@ -22,7 +22,7 @@ from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, now, take_campaign_lock, take_lock
 from pipeline.config import RunSettings
 from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord
-from pipeline.store.schema import campaigns, epochs, evaluations, studies, study_locks, trials
+from pipeline.store.schema import campaigns, epochs, evaluations, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.study_config import StudyConfig
 
@@ -298,11 +298,12 @@ class Store:
                                       .order_by(evaluations.c.id)).all()
         return [_evaluation_record(r) for r in rows]
 
-    def delete_study(self, name: str, also: Callable[[sa.Connection], None] | None = None) -> bool:
-        """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction,
+    def delete_study(self, name: str, lock: StudyLock, also: Callable[[sa.Connection], None] | None = None) -> bool:
+        """Remove one study's rows (its per-epoch curves, trials, evaluations, lock and record) in one transaction,
         with what `also` deletes through the same connection (Ax's records); False when there is no such
-        study. Other studies are not touched."""
-        with self.engine.begin() as connection:
+        study. Other studies are not touched. The transaction is fenced by the study's `lock`, which it
+        releases: LockLost, and nothing deleted, when another process has taken the study over."""
+        with lock.fenced(removing_study=True) as connection:
             study_id = connection.execute(sa.select(studies.c.id).where(studies.c.name == name)).scalar()
             if study_id is None:
                 return False
@@ -313,7 +314,6 @@ class Store:
             if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
                 connection.execute(evaluations.delete().where(evaluations.c.study_id == study_id))
             connection.execute(trials.delete().where(trials.c.study_id == study_id))
-            connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
             connection.execute(studies.delete().where(studies.c.id == study_id))
         return True
 

@@ -99,12 +99,13 @@ class StudyLock:
         with self.engine.begin() as connection:
             return self._claim(connection)
 
-    def _claim(self, connection: sa.Connection) -> bool:
-        """Refresh the heartbeat in `connection`'s transaction, where the lock row still has this holder's
-        token; whether it had. The row stays locked by this transaction until it ends."""
-        return connection.execute(self.table.update().where(
-            self.key == self.study_id, self.table.c.token == self.token)
-            .values(heartbeat_at=now())).rowcount == 1
+    def _claim(self, connection: sa.Connection, remove: bool = False) -> bool:
+        """Refresh the heartbeat in `connection`'s transaction (with `remove`, delete the lock row), where the
+        lock row still has this holder's token; whether it had. The row stays locked by this transaction until
+        it ends."""
+        statement = self.table.delete() if remove else self.table.update().values(heartbeat_at=now())
+        return connection.execute(statement.where(self.key == self.study_id,
+                                                  self.table.c.token == self.token)).rowcount == 1
 
     def _beat_until_released(self) -> None:
         last = time.monotonic()
@@ -151,20 +152,23 @@ class StudyLock:
         return None if holder.token == self.token else f"process {holder.pid} on host {holder.host} took it over"
 
     @contextmanager
-    def fenced(self) -> Iterator[sa.Connection]:
+    def fenced(self, removing_study: bool = False) -> Iterator[sa.Connection]:
         """A write transaction that commits only while this process holds the lock: after the writes, in
         the same transaction, the lock row is claimed by this holder's token (and stays locked until the
         commit, so no takeover can come in between); when it is another process's or gone, everything is
         rolled back and LockLost raised. The claim comes last so that a database-wide write lock (SQLite's)
         is taken only by the writes themselves, not by what the caller computes first (Ax's proposals). A
-        write that failed because the new holder wrote the same record first is a LockLost too."""
+        write that failed because the new holder wrote the same record first is a LockLost too.
+        `removing_study`, for the transaction that deletes the study (which the lock row refers to): the
+        claim comes first and deletes the lock row, so the commit releases the lock with the study."""
         self.stop_if_lost()
         try:
             with self.engine.begin() as connection:
+                if removing_study:
+                    self._hold(connection, remove=True)
                 yield connection
-                if not self._claim(connection):
-                    self.lost = self._taken_by(connection) or "another process took it over"
-                    self.stop_if_lost()
+                if not removing_study:
+                    self._hold(connection)
         except sa.exc.DBAPIError:
             with self.engine.connect() as connection:
                 taken_by = self._taken_by(connection)
@@ -172,6 +176,12 @@ class StudyLock:
                 raise
             self.lost = taken_by
             raise self._lost_error() from None
+
+    def _hold(self, connection: sa.Connection, remove: bool = False) -> None:
+        """Claim the lock row in `connection`'s transaction (`_claim`); LockLost when it is not this holder's."""
+        if not self._claim(connection, remove):
+            self.lost = self._taken_by(connection) or "another process took it over"
+            self.stop_if_lost()
 
     def release(self) -> None:
         """Stop the heartbeat and delete the lock row, if it is still ours."""
