@@ -38,6 +38,7 @@ class PostgresServer:
     root: str  # the cluster's folder: its data, log and socket
     binaries: str  # the folder of initdb and pg_ctl
     as_user: tuple[str, ...] = ()  # runs the server's programs as `postgres` when the tests run as root
+    durable: bool = False  # commits written before they are acknowledged (else faster, but a crash loses the last)
 
     def url(self, database: str, password: str | None = None, port: int | None = None) -> str:
         return f"postgresql://postgres:{password or self.password}@127.0.0.1:{port or self.port}/{database}"
@@ -53,7 +54,7 @@ class PostgresServer:
     def start(self) -> None:
         self.run("pg_ctl", "-D", os.path.join(self.root, "data"), "-l", os.path.join(self.root, "server.log"), "-w",
                  "-t", "60", "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                 "-c synchronous_commit=off -c full_page_writes=off", "start")
+                 f"-c synchronous_commit={'on' if self.durable else 'off'} -c full_page_writes=off", "start")
 
     def stop(self) -> None:
         """Stop the server at once, its connections dropped, as a crash or a lost machine would."""
@@ -79,10 +80,11 @@ def postgres_binaries() -> str | None:
 
 
 @contextmanager
-def throwaway_postgres() -> Iterator[PostgresServer]:
+def throwaway_postgres(durable: bool = False) -> Iterator[PostgresServer]:
     """A PostgreSQL cluster of its own in a temporary folder, on a free local port, started; stopped and
     removed at the end. Connections over TCP need the password. As root the server's programs run as the
-    `postgres` user (PostgreSQL refuses to run as root)."""
+    `postgres` user (PostgreSQL refuses to run as root). `durable`: for a test that stops it as a crash would,
+    every acknowledged commit survives, as on a real server (the operating system keeps what was written)."""
     binaries = postgres_binaries()
     if binaries is None:
         pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed "
@@ -100,7 +102,7 @@ def throwaway_postgres() -> Iterator[PostgresServer]:
         file.write(password)
     if as_user:
         os.chown(os.path.join(root, "password"), owner.pw_uid, owner.pw_gid)
-    server = PostgresServer(free_port(), password, root, binaries, as_user)
+    server = PostgresServer(free_port(), password, root, binaries, as_user, durable)
     try:
         server.run("initdb", "-D", os.path.join(root, "data"), "-U", "postgres", "--pwfile",
                    os.path.join(root, "password"), "--auth-local", "trust", "--auth-host", "scram-sha-256",
