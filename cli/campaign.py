@@ -16,8 +16,9 @@ from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads
 from cli.render import print_tables, print_upgrade, stderr
 from cli.study import StudyView
+from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
-from pipeline.store import SchemaUpgraded, Store
+from pipeline.store import SchemaUpgraded, Store, shown_database
 
 
 class CampaignView:
@@ -104,6 +105,9 @@ def compare(
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))
 
+    resume = "".join([f"robust-tune compare {campaign_file}", f" --db {shown_database(db)}" if db else "",
+                      f" --replicates {replicates}" if replicates else "", f" --workers {workers}" if workers else "",
+                      f" --scheduler {scheduler}" if scheduler else "", f" --threads {threads}" if threads else ""])
     try:
         with ctrl_c_kept() as ctrl_c:
             view = CampaignView(ctrl_c)
@@ -113,11 +117,12 @@ def compare(
             else:
                 summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
     except KeyboardInterrupt:
-        again = "".join([f" --db {db}" if db else ""] + [f" --replicates {replicates}" if replicates else ""]
-                        + [f" --workers {workers}" if workers else ""] + [f" --threads {threads}" if threads else ""])
-        stderr.print(f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with "
-                     f"robust-tune compare {campaign_file}{again}", soft_wrap=True)
+        stderr.print(f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with {resume}",
+                     soft_wrap=True)
         raise typer.Exit(130)
+    except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
+        raise ServerLost(f"{lost}; campaign {campaign.name} stopped; what it stored is kept; resume with {resume} "
+                         "once it is back") from None
     stderr.print(f"campaign {campaign.name}: {summary.trials_run} trial(s) and {summary.runs_trained} re-training "
                  f"run(s) now; search {summary.search_seconds:.0f} s, re-training {summary.retrain_seconds:.0f} s"
                  + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),

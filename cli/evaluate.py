@@ -16,11 +16,11 @@ from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
 from pipeline.report import compare_table
-from pipeline.store import Store, StudyRecord, TrialRecord
+from pipeline.store import Store, StudyRecord, TrialRecord, shown_database
 from pipeline.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.tables import percent
 
@@ -138,26 +138,29 @@ def evaluate(
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[status]}"), console=stderr, transient=True) if stderr.is_terminal else None
     view = None
+    resume = "".join([f"robust-tune evaluate {study}", f" --db {shown_database(db)}" if db else "",
+                      f" --seeds {seeds}" if seeds != 5 else "", f" --trial {trial}" if trial is not None else "",
+                      f" --against {against}" if against else "", *[f" --param {p}" for p in param or []],
+                      f" --vary {vary}" if vary else "", " --resplit" if resplit else "",
+                      f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else ""])
     try:
         with bars or nullcontext(), ctrl_c_kept() as ctrl_c:
             view = EvaluationView(bars, ctrl_c, named_trial=trial is not None)
             ran = run_evaluation(store, plan, device, view.on_event, precision, runner)
     except KeyboardInterrupt:
-        again = "".join([f" --db {db}" if db else "", f" --seeds {seeds}" if seeds != 5 else "",
-                         f" --trial {trial}" if trial is not None else "",
-                         f" --against {against}" if against else "", *[f" --param {p}" for p in param or []],
-                         f" --vary {vary}" if vary else "", " --resplit" if resplit else "",
-                         f" --workers {workers}" if workers else ""])
-        stderr.print(f"interrupted: {_stopped_runs(view, study)}; resume with robust-tune evaluate {study}{again}",
+        stderr.print(f"interrupted: {_stopped_runs(view, study)}; resume with {resume}",
                      soft_wrap=True, markup=False, highlight=False)
         raise typer.Exit(130)
+    except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
+        raise ServerLost(f"{lost}; {_stopped_runs(view, study)}; resume with {resume} once it is back") from None
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
     print_tables([compare_table(store, [study])], "table", None)
 
 
 def _stopped_runs(view: EvaluationView | None, study: str) -> str:
-    """What a Ctrl-C stopped in an evaluate: the runs in training, which run again, and what is kept."""
+    """What a Ctrl-C or a lost server stopped in an evaluate: the runs in training, which run again, and what is
+    kept."""
     if view is None:
         return f"evaluate of study {study} was stopped before any run; nothing was stored"
     kept = f"the {view.stored} run(s) stored by this call are kept" if view.stored else "nothing was stored"

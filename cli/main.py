@@ -1,5 +1,5 @@
 """Entry point of `robust-tune`: the commands registered on the app, and the one place bad input becomes
-exit code 2.
+exit code 2 (and a failed training or a lost server, exit code 1).
 
 Nothing here or in the command modules imports torch or Ax at the top: `--help`, `report`,
 `studies` and `methods` answer at once, and the commands that train import them when they run.
@@ -14,12 +14,13 @@ from rich.markup import escape
 
 from cli import train, study, evaluate, campaign, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
 from cli.app import app
-from pipeline.errors import TrainingFailed, UserError
+from pipeline.errors import ServerLost, TrainingFailed, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the app; bad input prints one line naming the problem and exits with code 2, a training
-    run that cannot go on (NaN loss) one line and code 1."""
+    run that cannot go on (NaN loss) or a server lost mid-run (the database's, a Dask scheduler) one line
+    and code 1."""
     errors = Console(stderr=True, highlight=False)
     try:
         code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except TrainingFailed as error:
         errors.print(f"[bold red]training failed:[/] {escape(str(error))}", markup=True, soft_wrap=True)
+        sys.exit(1)
+    except ServerLost as error:  # the environment failed, not the input
+        errors.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, soft_wrap=True)
         sys.exit(1)
     except typer.TyperException as error:  # usage errors from the argument parser
         if type(error).__name__ == "NoArgsIsHelpError":  # a bare group (`robust-tune`, `robust-tune data`)

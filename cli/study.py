@@ -17,12 +17,12 @@ from cli.app import app
 from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads
 from cli.render import print_tables, print_upgrade, stderr, stdout
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
 from pipeline.report import best_table, compare_table, model_pick_table, pareto_tables, studies_table, trials_table
-from pipeline.store import SchemaUpgraded, Store, sqlite_file
+from pipeline.store import SchemaUpgraded, Store, shown_database, sqlite_file
 from pipeline.tables import percent
 
 
@@ -138,6 +138,15 @@ class StudyView:
         return None
 
 
+def _stopped_trials(study: str, indices: list[int]) -> str:
+    """What a stopped run leaves: the trials it stopped, which run again first, or none."""
+    if not indices:
+        return f"study {study} was stopped between trials"
+    if len(indices) == 1:
+        return f"trial {indices[0]} of study {study} was stopped and will run again first"
+    return f"trials {', '.join(map(str, indices))} of study {study} were stopped and will run again first"
+
+
 @app.command()
 def run(
     study_file: Annotated[Path, typer.Argument(help="A study file (TOML), e.g. studies/quickstart.toml.")],
@@ -176,6 +185,9 @@ def run(
     view = StudyView(study.fixed.get("epochs"))
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     parallel = dict(runner=runner, precision=precision)
+    resume = "".join([f"robust-tune run {study_file}", f" --db {shown_database(db)}" if db else "",
+                      f" --trials {trials}" if trials else "", *[f" --set {o}" for o in overrides],
+                      f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else ""])
     try:
         if stderr.is_terminal:
             def on_live_event(event: Any) -> None:
@@ -198,17 +210,12 @@ def run(
             with ctrl_c_kept() as ctrl_c:
                 summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
     except KeyboardInterrupt as stop:
-        if not isinstance(stop, StudyInterrupted):
-            what = f"study {study.name} was stopped between trials"
-        elif len(stop.trial_indices) == 1:
-            what = f"trial {stop.trial_indices[0]} of study {study.name} was stopped and will run again first"
-        else:
-            what = (f"trials {', '.join(map(str, stop.trial_indices))} of study {study.name} were stopped "
-                    "and will run again first")
-        again = "".join([f" --db {db}" if db else ""] + [f" --set {o}" for o in overrides] +
-                        [f" --workers {workers}" if workers else ""])
-        stderr.print(f"interrupted: {what}; resume with robust-tune run {study_file}{again}", soft_wrap=True)
+        stopped = _stopped_trials(study.name, stop.trial_indices if isinstance(stop, StudyInterrupted) else [])
+        stderr.print(f"interrupted: {stopped}; resume with {resume}", soft_wrap=True)
         raise typer.Exit(130)
+    except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
+        raise ServerLost(f"{lost}; {_stopped_trials(study.name, sorted(view.running))}; resume with {resume} "
+                         "once it is back") from None
     overhead = summary.proposal_seconds + summary.storage_seconds
     if not summary.new_trials and not summary.stopped:
         stdout.print(f"study {summary.name} already has its {summary.budget} trials; "

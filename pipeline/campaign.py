@@ -81,7 +81,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     record = store.save_campaign(campaign)
     summary = CampaignSummary(campaign.name)
     looks = campaign.evaluation.looks()
-    with store.lock_campaign(record):
+    with store.reporting_loss(), store.lock_campaign(record):  # a lost database server: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
                                  campaign.replicates, looks))
         studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]

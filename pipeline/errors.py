@@ -1,4 +1,5 @@
-"""The one exception for bad input: the command line prints its message as one line and exits 2."""
+"""The exceptions the command line prints as one line: bad input (exit 2), and failures that are not the
+input's (exit 1)."""
 
 
 class UserError(Exception):
@@ -7,3 +8,8 @@ class UserError(Exception):
 
 class TrainingFailed(Exception):
     """Training ran but could not go on (for example its loss became NaN); not the input's fault."""
+
+
+class ServerLost(Exception):
+    """A server a running command works with went away (the database server, the Dask scheduler): the
+    environment's failure, not the input's. The message names the server (never a password) in one line."""

@@ -348,9 +348,9 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     trained again; the others train on `runner` (default: in this process, one at a time; Dask workers
     train several at once). Holds the study's lock, so an evaluate and a `run` of the same study (or two
     evaluates) never write at once: each run is stored only while the lock is held, and a lost lock stops
-    a run in training."""
+    a run in training. A server lost mid-run (the database's, the Dask scheduler) stops it with ServerLost."""
     resolve_device(device)  # no GPU for --device cuda: refused before anything is stored
-    with store.lock_study(plan.study) as lock:
+    with store.reporting_loss(), store.lock_study(plan.study) as lock:  # a lost database server: one line
         def progress(event: Any) -> None:
             lock.stop_if_lost()
             on_event(event)

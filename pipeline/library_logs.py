@@ -8,7 +8,7 @@ from pathlib import Path
 from pipeline.errors import UserError
 from pipeline.output_file import check_folder, make_folder
 
-_LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas", "distributed")
+_LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas", "distributed", "tornado")
 _handler: logging.FileHandler | None = None
 
 
@@ -41,11 +41,18 @@ def quiet_libraries(log_file: str | Path) -> Path:
     logging.captureWarnings(True)
     with open(log_file, "a") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         import ax.api.client  # noqa: F401  (its import-time messages land in the file)
-    for name in _LOGGERS:
-        logger = logging.getLogger(name)
+    for logger in _library_loggers():
         for handler in list(logger.handlers):
             if handler is not _handler:
                 logger.removeHandler(handler)
-        logger.propagate = False
+        logger.propagate = logger.name not in _LOGGERS  # a module's logger passes on to its library's, to the file
     logging.getLogger("botorch").setLevel(logging.WARNING)
     return log_file
+
+
+def _library_loggers() -> list[logging.Logger]:
+    """The libraries' loggers, and those of their modules made so far: a library may give one its own stderr
+    handler (distributed does to distributed.client, which says when it lost its scheduler)."""
+    names = [name for name in logging.root.manager.loggerDict
+             if any(name == top or name.startswith(top + ".") for top in _LOGGERS)]
+    return [logging.getLogger(name) for name in dict.fromkeys([*_LOGGERS, *names])]

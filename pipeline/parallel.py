@@ -13,7 +13,7 @@ import socket
 import time
 from typing import Any
 
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialJob, TrialRunner, TrialRunning, \
     trial_outcome
 
@@ -181,11 +181,21 @@ class DaskRunner:
             self.cluster.close()
 
     def submit(self, job: TrialJob) -> None:
+        self.check_connected()
         future = self.client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
         self.futures[future] = job.trial_index
 
+    def check_connected(self) -> None:
+        """ServerLost when the client has lost its scheduler: Dask then cancels every task it had sent, and the
+        trials they ran can only run again once a scheduler is back."""
+        if self.client.status != "running":
+            where = f"at {self.scheduler}" if self.scheduler else "of the local cluster"
+            raise ServerLost(f"lost the Dask scheduler {where} (the client's connection to it closed)")
+
     def wait(self, on_event: OnEvent) -> list[Outcome]:
         """Outcomes of the trials that ended; progress events are passed on while waiting."""
+        from concurrent.futures import CancelledError
+
         from distributed import wait
         from distributed.scheduler import KilledWorker
 
@@ -194,7 +204,10 @@ class DaskRunner:
                 done, _ = wait(list(self.futures), timeout=0.25, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 done = set()
+            except CancelledError:  # some were cancelled (Dask raises for them): told apart below
+                done = {future for future in self.futures if future.status != "pending"}
             self._pass_on_events(on_event)
+            self.check_connected()
             if done:
                 break
         outcomes = []

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pipeline.config import DEFAULT_THREADS, resolve_device
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
@@ -182,25 +182,27 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     killed process does not count and its parameters run again first. One process at a time runs
     a study; another gets a UserError naming it. `runner` trains the trials (default: in this process,
     one at a time); with Dask workers several run at once, and this process alone talks to Ax and
-    writes the database, asking for one trial whenever a worker is free.
+    writes the database, asking for one trial whenever a worker is free. A server lost mid-run (the
+    database's, the Dask scheduler) stops it with ServerLost; the trials it was running run again first.
     """
     start = time.perf_counter()
     runner = runner or InProcessRunner()
     check_can_train(study, device, precision)
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
-    if (known := store.study(study.name)) is not None and (differing := known.study.differences(study)):
-        _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
-    log_path = quiet_libraries(log_file)
-    stored, study = open_study(store, study)
-    with store.lock_study(stored) as lock, runner:
-        from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
+    with store.reporting_loss():  # the database server going away mid-run is one line, not a traceback
+        if (known := store.study(study.name)) is not None and (differing := known.study.differences(study)):
+            _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
+        log_path = quiet_libraries(log_file)
+        stored, study = open_study(store, study)
+        with store.lock_study(stored) as lock, runner:
+            from pipeline.search import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
-        loop = StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
-                         StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
-                         on_event, device, precision)
-        loop.run(runner)
-        loop.predict()
-    loop.summary.best = loop.best()
+            loop = StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
+                             StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
+                             on_event, device, precision)
+            loop.run(runner)
+            loop.predict()
+        loop.summary.best = loop.best()
     loop.summary.seconds = time.perf_counter() - start
     return loop.summary
 
@@ -237,7 +239,7 @@ class StudyLoop:
                     return
                 for outcome in runner.wait(self.progress):  # stops while trials run: the stopped ones end first
                     self.record(outcome)
-        except (UserError, KeyboardInterrupt) as stop:  # the user's problem or wish: stop, run them again later
+        except (UserError, ServerLost, KeyboardInterrupt) as stop:  # stop, and run them again later
             self.stop_running(stop)
 
     def progress(self, event: Any) -> None:
@@ -318,9 +320,10 @@ class StudyLoop:
             self.summary.stopped = too_many_failures(self.failures_in_a_row, error)
 
     def stop_running(self, stop: BaseException) -> None:
-        """Stop on a UserError or Ctrl-C: the running trials are stored as interrupted and Ax is not told,
-        so they stay pending there and the next run requeues them (see `reconcile`); then re-raise. A loop
-        that lost the study's lock writes nothing more: the study is another process's now."""
+        """Stop on a UserError, a lost Dask scheduler or Ctrl-C: the running trials are stored as interrupted
+        and Ax is not told, so they stay pending there and the next run requeues them (see `reconcile`); then
+        re-raise. A loop that lost the study's lock writes nothing more: the study is another process's now,
+        or the database cannot be reached (its trials are left running, and the next run requeues them)."""
         if self.lock.lost is None:
             self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
                                                 lock=self.lock)

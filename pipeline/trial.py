@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 
 from pipeline.config import DataConfig, resolve_device
 from pipeline.data import Dataset, load_dataset
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.study_config import StudyConfig
 from pipeline.trainer import Progress, train
 
@@ -100,11 +100,12 @@ def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
-    """Train one trial and say how it ended, here or on a worker; a UserError or Ctrl-C propagates."""
+    """Train one trial and say how it ended, here or on a worker; a UserError, a lost server or Ctrl-C (raised by
+    `progress`) propagates."""
     started = time.time()
     try:
         result = run_trial(job.study, job.parameters, job.seed, job.device, progress, job.precision)
-    except (UserError, KeyboardInterrupt):
+    except (UserError, ServerLost, KeyboardInterrupt):
         raise
     except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
         return Outcome(job.trial_index, error=f"{type(error).__name__}: {error}",

@@ -8,7 +8,9 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 os.environ["ROBUST_TUNE_OFFLINE"] = "1"  # tests never download; weights come from files they create
 
@@ -28,11 +30,38 @@ def digits() -> Dataset:
 
 @dataclass(frozen=True)
 class PostgresServer:
+    """A throwaway PostgreSQL cluster (see `throwaway_postgres`): its port and password, and how to stop
+    and start it again."""
+
     port: int
     password: str
+    root: str  # the cluster's folder: its data, log and socket
+    binaries: str  # the folder of initdb and pg_ctl
+    as_user: tuple[str, ...] = ()  # runs the server's programs as `postgres` when the tests run as root
+    durable: bool = False  # commits written before they are acknowledged (else faster, but a crash loses the last)
 
     def url(self, database: str, password: str | None = None, port: int | None = None) -> str:
         return f"postgresql://postgres:{password or self.password}@127.0.0.1:{port or self.port}/{database}"
+
+    def run(self, *command: str) -> None:
+        """One of the server's programs, as the cluster's owner; its output is shown only when it fails."""
+        done = subprocess.run([*self.as_user, os.path.join(self.binaries, command[0]), *command[1:]],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.root)
+        if done.returncode != 0:
+            log = os.path.join(self.root, "server.log")
+            raise RuntimeError(f"{command[0]} failed: {done.stderr}" + (open(log).read() if os.path.exists(log) else ""))
+
+    def start(self) -> None:
+        self.run("pg_ctl", "-D", os.path.join(self.root, "data"), "-l", os.path.join(self.root, "server.log"), "-w",
+                 "-t", "60", "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                 f"-c synchronous_commit={'on' if self.durable else 'off'} -c full_page_writes=off", "start")
+
+    def stop(self) -> None:
+        """Stop the server at once, its connections dropped, as a crash or a lost machine would."""
+        self.run("pg_ctl", "-D", os.path.join(self.root, "data"), "-m", "immediate", "-w", "stop")
+
+    def running(self) -> bool:
+        return os.path.exists(os.path.join(self.root, "data", "postmaster.pid"))
 
 
 def free_port() -> int:
@@ -50,63 +79,67 @@ def postgres_binaries() -> str | None:
     return os.path.dirname(found[-1]) if found else None
 
 
-@pytest.fixture(scope="session")
-def postgres_server():
-    """A PostgreSQL cluster of its own in a temporary folder, on a free local port, for the whole test
-    run; stopped and removed at the end. Connections over TCP need the password. As root the server's
-    programs run as the `postgres` user (PostgreSQL refuses to run as root)."""
+@contextmanager
+def throwaway_postgres(durable: bool = False) -> Iterator[PostgresServer]:
+    """A PostgreSQL cluster of its own in a temporary folder, on a free local port, started; stopped and
+    removed at the end. Connections over TCP need the password. As root the server's programs run as the
+    `postgres` user (PostgreSQL refuses to run as root). `durable`: for a test that stops it as a crash would,
+    every acknowledged commit survives, as on a real server (the operating system keeps what was written)."""
     binaries = postgres_binaries()
     if binaries is None:
         pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed "
                     "(Debian: apt-get install postgresql)")
-    as_user: list[str] = []
+    as_user: tuple[str, ...] = ()
     root = tempfile.mkdtemp(prefix="rt-pg-")  # short: the server's socket lives here
     if os.geteuid() == 0:
         import pwd
 
         owner = pwd.getpwnam("postgres")
         os.chown(root, owner.pw_uid, owner.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
+        as_user = ("runuser", "-u", "postgres", "--")
     password = uuid.uuid4().hex
     with open(os.path.join(root, "password"), "w") as file:
         file.write(password)
     if as_user:
         os.chown(os.path.join(root, "password"), owner.pw_uid, owner.pw_gid)
-    data, port = os.path.join(root, "data"), free_port()
-
-    def run(*command: str) -> None:
-        done = subprocess.run(as_user + [os.path.join(binaries, command[0]), *command[1:]],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root)
-        if done.returncode != 0:
-            log = os.path.join(root, "server.log")
-            raise RuntimeError(f"{command[0]} failed: {done.stderr}" + (open(log).read() if os.path.exists(log) else ""))
-
+    server = PostgresServer(free_port(), password, root, binaries, as_user, durable)
     try:
-        run("initdb", "-D", data, "-U", "postgres", "--pwfile", os.path.join(root, "password"),
-            "--auth-local", "trust", "--auth-host", "scram-sha-256", "--no-sync", "-E", "UTF8")
-        run("pg_ctl", "-D", data, "-l", os.path.join(root, "server.log"), "-w", "-t", "60", "-o",
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off", "start")
-        yield PostgresServer(port, password)
+        server.run("initdb", "-D", os.path.join(root, "data"), "-U", "postgres", "--pwfile",
+                   os.path.join(root, "password"), "--auth-local", "trust", "--auth-host", "scram-sha-256",
+                   "--no-sync", "-E", "UTF8")
+        server.start()
+        yield server
     finally:
-        if os.path.exists(os.path.join(data, "postmaster.pid")):
-            run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        if server.running():
+            server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The test run's PostgreSQL server (`throwaway_postgres`), shared by every test that needs one."""
+    with throwaway_postgres() as server:
+        yield server
+
+
+def new_database(server: PostgresServer) -> str:
+    """A new, empty database on `server`: its postgresql:// URL."""
+    import sqlalchemy as sa
+
+    from pipeline.store import database_url
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(database_url(server.url("postgres")), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return server.url(name)
 
 
 @pytest.fixture
 def postgres_url(postgres_server) -> str:
     """A new, empty database on the test run's PostgreSQL server: its postgresql:// URL."""
-    import sqlalchemy as sa
-
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    from pipeline.store import database_url
-
-    admin = sa.create_engine(database_url(postgres_server.url("postgres")), isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return postgres_server.url(name)
+    return new_database(postgres_server)
 
 
 @pytest.fixture

@@ -3,7 +3,10 @@ import itertools
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,7 @@ from pipeline.study import run_study
 from pipeline.study_config import load_study
 from pipeline.trainer import torch_threads
 from test_study import study_file
+from conftest import free_port
 from test_study_safety import FAST, rows, start_run
 
 # Long enough to be killed in the middle: the kills follow a poll of the trials' rows, and a worker's trial
@@ -136,3 +140,55 @@ def test_local_workers_share_gpus_by_trials_per_gpu():
     assert worker_devices(4, 1, 2) == ["0", "1", "0", "1"]
     assert worker_devices(4, 2, 2) == ["0", "0", "1", "1"]
     assert worker_devices(2, 1, 0) == [None, None]
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A Dask scheduler and one worker of one thread, each in its own process as on a cluster: the scheduler's
+    address and process. Both are killed at the end."""
+    from distributed import Client
+
+    dask, address = str(Path(sys.executable).with_name("dask")), f"tcp://127.0.0.1:{free_port()}"
+    log = open(tmp_path / "dask.log", "w")
+    scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                                  "--no-dashboard"], stdout=log, stderr=log, start_new_session=True)
+    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                              stdout=log, stderr=log, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(1, timeout=60)
+        yield address, scheduler
+    finally:
+        for process in (worker, scheduler):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def test_the_scheduler_killed_mid_trial_is_one_line_leaves_nothing_running_and_a_resume_keeps_the_budget(
+        tmp_path, cli, dask_cluster):
+    address, scheduler = dask_cluster
+    path, db = study_file(tmp_path, "orphan", params=FAST, trials=2), tmp_path / "runs.db"
+    process = start_run(path, db, "--scheduler", address)
+    while not rows(db, "select 1 from rt_trials where status = 'running'"):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    scheduler.kill()  # SIGKILL, while the worker trains the trial
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1 and "Traceback" not in err, err
+    *progress, last = err.strip().splitlines()  # the study's start, then one line saying why it stopped
+    assert progress == ["study orphan: budget 2 trials"], err
+    assert last == (f"error: lost the Dask scheduler at {address} (the client's connection to it closed); trial 0 of "
+                    f"study orphan was stopped and will run again first; resume with robust-tune run {path} --db {db} "
+                    f"--scheduler {address} once it is back"), err
+    (parameters,), = rows(db, "select parameters from rt_trials where status = 'interrupted'")
+    assert rows(db, "select status from rt_trials") == [("interrupted",)]  # at once: nothing left running
+    assert rows(db, "select * from rt_study_locks") == []
+
+    code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0 and "2 trial(s) completed" in out, err
+    assert "1 interrupted trial(s) run again" in err
+    stored = rows(db, "select trial_index, status, parameters from rt_trials order by trial_index")
+    assert [(i, status) for i, status, _ in stored] == [(0, "interrupted"), (1, "completed"), (2, "completed")]
+    assert stored[1][2] == parameters and stored[2][2] != parameters  # run again first, once

@@ -237,3 +237,37 @@ def test_a_run_paused_past_the_stale_time_and_taken_over_stops_without_writing_a
     ax = ax_trials(load_study(path), db)  # Ax agrees: the same trials, completed, with the same parameters
     assert [(i, s, json.dumps(p, sort_keys=True)) for i, (s, p) in ax.items()] == [
         (i, s, json.dumps(json.loads(p), sort_keys=True)) for i, s, p in done]
+
+
+def test_a_delete_paused_while_another_process_took_the_study_over_deletes_nothing(tmp_path, monkeypatch):
+    """A delete that took the study's lock, then paused past the stale time while a run took the study over:
+    resumed, it is refused in one line and deletes nothing, not the study, its trials, Ax's records or the lock
+    that the live holder keeps."""
+    from pipeline.library_logs import quiet_libraries
+    from pipeline.study import create_study
+
+    path, db = study_file(tmp_path, "kept", params=FAST, trials=1), tmp_path / "runs.db"
+    quiet_libraries(tmp_path / "ax.log")
+    store = Store(str(db))
+    study = create_study(store, load_study(path))
+    store.start_trial(study.id, 0, {"alpha": 0.1}, 0, 0.1)
+    delete = subprocess.Popen([ROBUST_TUNE, "studies", "delete", "kept", "--db", str(db), "--yes", "--log-file",
+                               str(tmp_path / "ax.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "ROBUST_TUNE_LOCK_STALE_SECONDS": "2",
+                                   "ROBUST_TUNE_STOP_AT": "after-delete-lock"})
+    _, status = os.waitpid(delete.pid, os.WUNTRACED)  # stopped itself holding the lock, before deleting
+    assert os.WIFSTOPPED(status), delete.communicate()
+    wait_until_stale(db, 2)
+    monkeypatch.setattr("pipeline.store.lock.LOCK_STALE_SECONDS", 2.0)  # as the paused delete's
+    lock = store.lock_study(study)  # taken over, as a `run` of the study would
+
+    delete.send_signal(signal.SIGCONT)
+    out, err = delete.communicate(timeout=120)
+    assert delete.returncode == 2 and "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert err.startswith("error: study kept was not deleted, nothing was changed: ")  # then who took it over
+    assert err.strip().endswith("took it over while the delete waited; delete it once that process is done")
+    assert rows(db, "select name from rt_studies") == [("kept",)] and rows(db, "select name from experiment_v2") == [
+        ("kept",)]
+    assert rows(db, "select trial_index, status from rt_trials") == [(0, "running")]
+    assert rows(db, "select token from rt_study_locks") == [(lock.token,)]  # the live holder's lock stays
+    lock.release()

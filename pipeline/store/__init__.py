@@ -7,7 +7,7 @@ that a database written by an earlier version is upgraded to (see upgrade.py).
     upgrade     the schema version of a database, and its upgrade in one transaction (Alembic: migrations/)
     database    the Store and database URLs
 """
-from pipeline.store.database import DEFAULT_DB, Store, database_url, sqlite_file
+from pipeline.store.database import DEFAULT_DB, Store, database_url, shown_database, sqlite_file
 from pipeline.store.lock import LOCK_STALE_SECONDS, LockLost, StudyLock
 from pipeline.store.records import (CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord, best_trial, model_pick,
                                     picked_trial)
@@ -16,4 +16,4 @@ from pipeline.store.upgrade import SchemaUpgraded
 
 __all__ = ["CampaignRecord", "DEFAULT_DB", "EvaluationRecord", "LOCK_STALE_SECONDS", "LockLost", "SchemaUpgraded",
            "Store", "StudyLock", "StudyRecord", "TrialRecord", "best_trial", "model_pick", "picked_trial", "create_missing_tables",
-           "database_url", "epochs", "evaluations", "sqlite_file", "studies", "study_locks", "trials"]
+           "database_url", "epochs", "evaluations", "shown_database", "sqlite_file", "studies", "study_locks", "trials"]

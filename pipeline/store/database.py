@@ -12,17 +12,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import sqlalchemy as sa
 
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
-from pipeline.store.lock import StudyLock, now, take_campaign_lock, take_lock
+from pipeline.store.lock import StudyLock, database_server, now, take_campaign_lock, take_lock
 from pipeline.config import RunSettings
 from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord
-from pipeline.store.schema import campaigns, epochs, evaluations, studies, study_locks, trials
+from pipeline.store.schema import campaigns, epochs, evaluations, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.study_config import StudyConfig
 
@@ -37,7 +38,7 @@ def database_url(db: str | None, create: bool = True) -> str:
     through psycopg (the `postgres` extra). With `create` a SQLite file's folder is made; without it
     a SQLite file that does not exist is a UserError and nothing is created."""
     db = db or DEFAULT_DB
-    is_path = not re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", db)  # a one-letter scheme is a Windows drive
+    is_path = not _is_url(db)
     if is_path and "://" in db:  # a URL without its dialect, not a file name
         raise UserError(f"malformed database URL {db!r}: expected dialect://..., e.g. sqlite:///runs/x.db")
     try:
@@ -58,6 +59,21 @@ def database_url(db: str | None, create: bool = True) -> str:
     if url.drivername in ("postgresql", "postgres"):  # SQLAlchemy's default driver is psycopg2; ours is psycopg 3
         return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return f"sqlite:///{db}" if is_path else db
+
+
+def _is_url(db: str) -> bool:
+    """Whether `db` is written as a URL (dialect:...), not a file path; a one-letter scheme is a Windows drive."""
+    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", db))
+
+
+def shown_database(db: str) -> str:
+    """`db` as the user gave it (a path or a URL), a URL's password hidden: for the commands a message suggests."""
+    if not _is_url(db):
+        return db
+    try:
+        return sa.engine.make_url(db).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return db
 
 
 def sqlite_file(url: str | sa.engine.URL) -> Path | None:
@@ -114,6 +130,27 @@ class Store:
             raise UserError(_open_error(error, self.shown)) from None
         if self.upgraded is not None and on_upgrade is not None:
             on_upgrade(self.upgraded)
+
+    @contextmanager
+    def reporting_loss(self) -> Iterator[None]:
+        """Within the block, a database error that lost the connection, or that came while the database no longer
+        answers, is ServerLost naming its server: one line, not a traceback. Other errors pass unchanged."""
+        try:
+            yield
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+            if not error.connection_invalidated and self.answers():
+                raise
+            reason = str(getattr(error, "orig", None) or error).strip().split("\n", 1)[0]
+            raise ServerLost(f"lost {database_server(self.engine.url)} ({reason})") from None
+
+    def answers(self) -> bool:
+        """Whether the database takes a connection and a query now."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(sa.text("select 1"))
+        except sa.exc.DBAPIError:
+            return False
+        return True
 
     def study(self, name: str) -> StudyRecord | None:
         """The stored study `name`, or None."""
@@ -298,11 +335,12 @@ class Store:
                                       .order_by(evaluations.c.id)).all()
         return [_evaluation_record(r) for r in rows]
 
-    def delete_study(self, name: str, also: Callable[[sa.Connection], None] | None = None) -> bool:
-        """Remove one study's rows (its per-epoch curves, trials, evaluations and record) in one transaction,
+    def delete_study(self, name: str, lock: StudyLock, also: Callable[[sa.Connection], None] | None = None) -> bool:
+        """Remove one study's rows (its per-epoch curves, trials, evaluations, lock and record) in one transaction,
         with what `also` deletes through the same connection (Ax's records); False when there is no such
-        study. Other studies are not touched."""
-        with self.engine.begin() as connection:
+        study. Other studies are not touched. The transaction is fenced by the study's `lock`, which it
+        releases: LockLost, and nothing deleted, when another process has taken the study over."""
+        with lock.fenced(removing_study=True) as connection:
             study_id = connection.execute(sa.select(studies.c.id).where(studies.c.name == name)).scalar()
             if study_id is None:
                 return False
@@ -313,7 +351,6 @@ class Store:
             if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
                 connection.execute(evaluations.delete().where(evaluations.c.study_id == study_id))
             connection.execute(trials.delete().where(trials.c.study_id == study_id))
-            connection.execute(study_locks.delete().where(study_locks.c.study_id == study_id))
             connection.execute(studies.delete().where(studies.c.id == study_id))
         return True
 

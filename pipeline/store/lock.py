@@ -6,7 +6,9 @@ its lock taken over (or cannot refresh it for that long) records it, and `check`
 next write. A holder paused past the stale time (Ctrl-Z, a closed laptop) may go on between that check and
 its write, so every write of a holder is also fenced: its transaction claims the lock row by the holder's
 token (`fenced`) and is rolled back, with LockLost, when the row is another process's. Two processes
-therefore never write one study's records at once, whatever the timing.
+therefore never write one study's records at once, whatever the timing. A holder that cannot reach the
+database for that long stops with ServerLost instead: the server went away, and meanwhile another process
+that reaches it may have taken the study over.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Iterator
 
 import sqlalchemy as sa
 
-from pipeline.errors import UserError
+from pipeline.errors import ServerLost, UserError
 from pipeline.store.schema import campaign_locks, study_locks
 
 # A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
@@ -31,6 +33,15 @@ LOCK_STALE_SECONDS = float(os.environ.get("ROBUST_TUNE_LOCK_STALE_SECONDS", "120
 def now() -> dt.datetime:
     """The time as stored: UTC without a time zone."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def database_server(url: sa.URL) -> str:
+    """How messages name a database: its server's host and port, or its SQLite file; never a password."""
+    if url.get_backend_name() == "sqlite":
+        return f"the database {url.database}"
+    if url.host:
+        return f"the database server {url.host}" + (f":{url.port}" if url.port else "")
+    return f"the database {url.render_as_string(hide_password=True)}"
 
 
 class LockLost(UserError):
@@ -90,6 +101,7 @@ class StudyLock:
         self.table, self.key = table, table.primary_key.columns.values()[0]
         self.what = "campaign" if table is campaign_locks else "study"
         self.lost: str | None = None  # why the lock is no longer ours, once it is not
+        self.unreachable = False  # lost because the database could not be reached for LOCK_STALE_SECONDS
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat_until_released, daemon=True, name="study-heartbeat")
         self._thread.start()
@@ -99,12 +111,13 @@ class StudyLock:
         with self.engine.begin() as connection:
             return self._claim(connection)
 
-    def _claim(self, connection: sa.Connection) -> bool:
-        """Refresh the heartbeat in `connection`'s transaction, where the lock row still has this holder's
-        token; whether it had. The row stays locked by this transaction until it ends."""
-        return connection.execute(self.table.update().where(
-            self.key == self.study_id, self.table.c.token == self.token)
-            .values(heartbeat_at=now())).rowcount == 1
+    def _claim(self, connection: sa.Connection, remove: bool = False) -> bool:
+        """Refresh the heartbeat in `connection`'s transaction (with `remove`, delete the lock row), where the
+        lock row still has this holder's token; whether it had. The row stays locked by this transaction until
+        it ends."""
+        statement = self.table.delete() if remove else self.table.update().values(heartbeat_at=now())
+        return connection.execute(statement.where(self.key == self.study_id,
+                                                  self.table.c.token == self.token)).rowcount == 1
 
     def _beat_until_released(self) -> None:
         last = time.monotonic()
@@ -114,10 +127,11 @@ class StudyLock:
                     self.lost = "another process took it over"
                     return
                 last = time.monotonic()
-            except sa.exc.OperationalError as error:  # the database was busy or away: try at the next beat
+            except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:  # busy or away: try at the next beat
                 if time.monotonic() - last >= LOCK_STALE_SECONDS:  # by now another process may take it over
-                    self.lost = (f"its heartbeat could not be stored for {time.monotonic() - last:.0f} s "
+                    self.lost = (f"the {self.what}'s lock could not be refreshed for {time.monotonic() - last:.0f} s "
                                  f"({' '.join(str(getattr(error, 'orig', error)).split())})")
+                    self.unreachable = True
                     return
             except Exception as error:  # noqa: BLE001  (the thread must not die unseen)
                 self.lost = f"its heartbeat failed: {type(error).__name__}: {' '.join(str(error).split())}"
@@ -125,7 +139,8 @@ class StudyLock:
 
     def check(self) -> None:
         """Raise LockLost (a UserError, one line) when this process no longer holds the lock: the heartbeat
-        found it taken over or could not refresh it, or the lock row is now another process's."""
+        found it taken over, or the lock row is now another process's; ServerLost when the heartbeat could
+        not reach the database for LOCK_STALE_SECONDS."""
         if self.lost is None:
             with self.engine.connect() as connection:
                 self.lost = self._taken_by(connection)
@@ -137,8 +152,10 @@ class StudyLock:
         if self.lost is not None:
             raise self._lost_error()
 
-    def _lost_error(self) -> LockLost:
+    def _lost_error(self) -> LockLost | ServerLost:
         """The one line saying that, and why, this process stopped."""
+        if self.unreachable:
+            return ServerLost(f"lost {database_server(self.engine.url)}: {self.lost}")
         return LockLost(f"lost the lock of {self.what} {self.name}: {self.lost}; stopped (the trials it stored are "
                         "kept; run it again once the other process is done)")
 
@@ -151,20 +168,23 @@ class StudyLock:
         return None if holder.token == self.token else f"process {holder.pid} on host {holder.host} took it over"
 
     @contextmanager
-    def fenced(self) -> Iterator[sa.Connection]:
+    def fenced(self, removing_study: bool = False) -> Iterator[sa.Connection]:
         """A write transaction that commits only while this process holds the lock: after the writes, in
         the same transaction, the lock row is claimed by this holder's token (and stays locked until the
         commit, so no takeover can come in between); when it is another process's or gone, everything is
         rolled back and LockLost raised. The claim comes last so that a database-wide write lock (SQLite's)
         is taken only by the writes themselves, not by what the caller computes first (Ax's proposals). A
-        write that failed because the new holder wrote the same record first is a LockLost too."""
+        write that failed because the new holder wrote the same record first is a LockLost too.
+        `removing_study`, for the transaction that deletes the study (which the lock row refers to): the
+        claim comes first and deletes the lock row, so the commit releases the lock with the study."""
         self.stop_if_lost()
         try:
             with self.engine.begin() as connection:
+                if removing_study:
+                    self._hold(connection, remove=True)
                 yield connection
-                if not self._claim(connection):
-                    self.lost = self._taken_by(connection) or "another process took it over"
-                    self.stop_if_lost()
+                if not removing_study:
+                    self._hold(connection)
         except sa.exc.DBAPIError:
             with self.engine.connect() as connection:
                 taken_by = self._taken_by(connection)
@@ -172,6 +192,12 @@ class StudyLock:
                 raise
             self.lost = taken_by
             raise self._lost_error() from None
+
+    def _hold(self, connection: sa.Connection, remove: bool = False) -> None:
+        """Claim the lock row in `connection`'s transaction (`_claim`); LockLost when it is not this holder's."""
+        if not self._claim(connection, remove):
+            self.lost = self._taken_by(connection) or "another process took it over"
+            self.stop_if_lost()
 
     def release(self) -> None:
         """Stop the heartbeat and delete the lock row, if it is still ours."""
@@ -184,5 +210,11 @@ class StudyLock:
     def __enter__(self) -> StudyLock:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, error_type: type[BaseException] | None, *exc: object) -> None:
+        """Release the lock; when the block raised and the database cannot be reached, the block's error is the
+        one to tell: the lock row is left, and taken over as a dead holder's."""
+        try:
+            self.release()
+        except (sa.exc.OperationalError, sa.exc.InterfaceError):
+            if error_type is None:
+                raise
