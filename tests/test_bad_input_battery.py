@@ -57,8 +57,8 @@ CAMPAIGN_FIELDS = [
      "nope"),
     ("campaign-method-twice", ('methods = ["erm", "ls", "hws", "cb", "groupdro"]', 'methods = ["erm", "ls", "ls"]'),
      "ls"),
-    ("campaign-table-for-absent-method", ('methods = ["erm", "ls", "hws", "cb", "groupdro"]', 'methods = ["erm", "ls"]'),
-     "hws"),
+    ("campaign-table-for-absent-method",
+     ('methods = ["erm", "ls", "hws", "cb", "groupdro"]', 'methods = ["erm", "ls"]'), "hws"),
     ("campaign-zero-seeds", ("seeds = 5 ", "seeds = 0 "), "seeds"),
     ("campaign-pick", ("seeds = 5 ", 'pick = "lucky"\nseeds = 5 '), "pick"),
 ]
