@@ -69,10 +69,7 @@ class Weights(Protocol):
 
 
 class Weigh(Protocol):
-    """A step's weights for the per-example losses of its original batch (None: every example weighs 1). Losses
-    with an autograd graph come from the step's own training-mode forward of that batch at the current
-    parameters, the one its descent backpropagates (Learning to Reweight's look-ahead shares it); losses from
-    anywhere else (an eval-mode pass, a generator) are detached."""
+    """A step's weights for the per-example losses of its original batch (None: every example weighs 1)."""
 
     def __call__(self, losses: torch.Tensor) -> torch.Tensor | None: ...
 

@@ -3,9 +3,8 @@ descents (on a generated batch, then on the original).
 
 `step(model, optimizer, images, targets, weigh)` trains on one batch and returns the detached
 per-example losses of the original batch. Each update calls `weigh` once, on the per-example
-losses of the original batch at the current parameters and before any backward pass (with their graph
-when they come from the descent's own forward, else detached: see `Weigh`); the weights it returns
-(None: uniform) multiply every descent loss of the step.
+losses of the original batch at the current parameters and before any backward pass; the
+weights it returns (None: uniform) multiply every descent loss of the step.
 """
 from __future__ import annotations
 
@@ -24,9 +23,9 @@ if TYPE_CHECKING:
 
 
 def descend(optimizer: torch.optim.Optimizer, losses: torch.Tensor, weights: torch.Tensor | None) -> None:
-    """One optimiser step on the (weighted) mean of per-example losses; the weights are constants of the step."""
+    """One optimiser step on the (weighted) mean of per-example losses."""
     optimizer.zero_grad(set_to_none=True)
-    weighted_mean(losses, None if weights is None else weights.detach()).backward()
+    weighted_mean(losses, weights).backward()
     optimizer.step()
 
 
@@ -40,7 +39,7 @@ class OneDescentUpdate:
     def step(self, model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
              targets: torch.Tensor, weigh: Weigh) -> torch.Tensor:
         losses = self.loss(model(images), targets)
-        descend(optimizer, losses, weigh(losses))  # with its graph: a look-ahead may share this forward
+        descend(optimizer, losses, weigh(losses.detach()))
         return losses.detach()
 
 
@@ -63,7 +62,7 @@ class TwoDescentUpdate:
         if self.on_features:
             return self._feature_step(model, optimizer, images, labels, weigh)
         generated, start_losses = self.generate(model, images, labels)
-        weights = weigh(start_losses.detach())  # eval-mode losses: no forward of the descent to share
+        weights = weigh(start_losses)
         descend(optimizer, self.loss(model(generated), labels), weights)
         losses = self.loss(model(images), labels)
         descend(optimizer, losses, weights)

@@ -3,8 +3,7 @@ the classes and Learning to Reweight. Any weights part composes with any update,
 
 `weigh(images, targets, losses) -> weights (N,) or None` is called once per step (through `batch_weigh`)
 with the batch the step trains on and the per-example losses of the original batch at the current
-parameters (with the graph of the step's own forward when it has one: see `Weigh`; a part that only reads
-them detaches them); the step minimises (1/b) sum_i w_i loss_i. The hardness sampler's importance weights stay
+parameters; the step minimises (1/b) sum_i w_i loss_i. The hardness sampler's importance weights stay
 with the sampler (they need its stale losses) and multiply these.
 
 On mixed examples (Mixup, CutMix) the targets are mixed one-hot vectors t_i, and an example counts for
@@ -17,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.autograd import forward_ad
 from torch.func import functional_call
 
 from pipeline.data import Split
@@ -110,26 +110,30 @@ def carve_clean_set(train: Split, per_class: int, num_classes: int,
 
 
 def l2rw_weights(model: nn.Module, images: torch.Tensor, targets: torch.Tensor, clean: Split,
-                 learning_rates: dict[str, float], alpha: float, losses: torch.Tensor | None = None) -> torch.Tensor:
+                 learning_rates: dict[str, float], alpha: float) -> torch.Tensor:
     """Ren et al. 2018, Algorithm 1, lines 4-11: the per-example weights (summing to 1, or all 0) from a
     one-step look-ahead with weights epsilon = 0 on a copy of the parameters:
     w = max(-d loss_clean(theta - lr * grad_theta sum_i eps_i loss_i) / d eps, 0), normalised.
     `learning_rates` names the parameters the step moves and their learning rates (the optimiser's).
-    `losses`, when given, are the batch's per-example losses with the graph of the model's training-mode forward
-    at the current parameters (the real step's): the look-ahead differentiates through it instead of a forward
-    of its own, which gives the same values, since epsilon = 0 leaves theta where it is (line 5's forward)."""
+
+    At epsilon = 0 the look-ahead leaves theta where it is, so -d loss_clean / d eps_i is the derivative of
+    loss_i along v = lr * grad loss_clean(theta): a clean forward and backward give v, and one forward-mode
+    pass of the batch gives every example's derivative along it (Ren et al.'s three passes), where backpropagating
+    through the look-ahead's backward pass cost about twice as much."""
     params = {name: p for name, p in model.named_parameters() if name in learning_rates and p.requires_grad}
-    buffers = {name: b.clone() for name, b in model.named_buffers()}  # BatchNorm's statistics stay untouched
-    if losses is None:
-        losses = method_loss(functional_call(model, (params, buffers), (images,)), targets, alpha)
-    epsilon = torch.zeros_like(losses, requires_grad=True)
-    gradients = torch.autograd.grad((epsilon * losses).sum(), list(params.values()), create_graph=True,
-                                    allow_unused=True)
-    ahead = {name: p if g is None else p - learning_rates[name] * g
-             for (name, p), g in zip(params.items(), gradients)}
-    clean_loss = method_loss(functional_call(model, (ahead, buffers), (clean.inputs(),)), clean.labels, alpha).mean()
-    (gradient,) = torch.autograd.grad(clean_loss, epsilon)
-    raw = (-gradient).clamp(min=0)
+
+    def buffers() -> dict[str, torch.Tensor]:
+        return {name: b.clone() for name, b in model.named_buffers()}  # BatchNorm's statistics stay untouched
+
+    clean_loss = method_loss(functional_call(model, (params, buffers()), (clean.inputs(),)), clean.labels,
+                             alpha).mean()
+    gradients = torch.autograd.grad(clean_loss, list(params.values()), allow_unused=True)
+    with forward_ad.dual_level():
+        along = {name: forward_ad.make_dual(p.detach(), torch.zeros_like(p) if g is None else learning_rates[name] * g)
+                 for (name, p), g in zip(params.items(), gradients)}
+        losses = method_loss(functional_call(model, (along, buffers()), (images,)), targets, alpha)
+        derivative = forward_ad.unpack_dual(losses).tangent  # None when no parameter moves
+    raw = torch.zeros_like(losses) if derivative is None else derivative.clamp(min=0)
     total = raw.sum()
     return raw / torch.where(total > 0, total, torch.ones_like(total))  # no sync: all zero stays zero
 
@@ -157,10 +161,9 @@ class LearningToReweight(NoWeights):
         by_parameter = {id(p): group["lr"] for group in self.optimizer.param_groups for p in group["params"]}
         learning_rates = {name: by_parameter[id(p)] for name, p in self.model.named_parameters()
                           if id(p) in by_parameter}
-        shared = losses if losses.grad_fn is not None else None  # the real step's forward (see `Weigh`)
         with torch.enable_grad():  # a feature-space GI-LS step asks for weights under no_grad
             weights = l2rw_weights(self.model, images.detach(), targets, self.clean_batch(len(images)),
-                                   learning_rates, self.alpha, shared)
+                                   learning_rates, self.alpha)
         return len(losses) * weights  # (1/b) sum_i (b w_i) loss_i is Algorithm 1's sum_i w_i loss_i
 
 
@@ -169,7 +172,7 @@ def batch_weigh(sampler: Sampler, weights: Weights, indices: torch.Tensor, image
     """The step's `weigh`: the sampler's weights (it also refreshes its stale losses) times the weights part's."""
 
     def weigh(losses: torch.Tensor) -> torch.Tensor | None:
-        drawn, own = sampler.weigh(indices, losses.detach()), weights.weigh(images, targets, losses)
+        drawn, own = sampler.weigh(indices, losses), weights.weigh(images, targets, losses)
         if drawn is None or own is None:
             return own if drawn is None else drawn
         return drawn * own
