@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from pipeline.parallel import DaskRunner, usable_cores
 from pipeline.study_config import load_study
-from pipeline.trial import InProcessRunner, Outcome, TrialJob, TrialRunner, trial_outcome
+from pipeline.trial import InProcessRunner, Outcome, TrialJob, TrialRunner
 
 STUDY_FILE = Path(__file__).resolve().parents[1] / "studies" / "quickstart.toml"
 BETAS = (0.3, 3.0, 30.0, 300.0)  # the trials' parameters, cycled: hardness-weighted sampling at four strengths
