@@ -34,7 +34,8 @@ def bench(
                                                         "ResNet18 study, one trial at a time and with "
                                                         "--workers trials sharing the device.")] = False,
     workers: Annotated[Optional[list[int]], typer.Option(help="With --study: trials at once (repeat; "
-                                                              "default 2, 4 and 8).")] = None,
+                                                              "default 2, 4 and 8); with --parallel: the "
+                                                              "clusters to compare (repeat; default 1 and 2).")] = None,
     trials: Annotated[Optional[int], typer.Option(min=1, max=200, help="With --study: the study's trials; with "
                                                                        "--search: the trainings each strategy gets "
                                                                        "(default 20); with --parallel: trials per "
@@ -73,7 +74,7 @@ def bench(
         _print_startup(db or "runs/robust-tune.db", rounds)
         return
     if parallel:
-        _print_parallel(epochs or 10, threads, rounds, trials or 4)
+        _print_parallel(epochs or 10, threads, rounds, trials or 4, tuple(workers or (1, 2)))
         return
     if search:
         _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials or 20, initial, processes, plot,
@@ -157,16 +158,19 @@ def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size:
         print(f"| {line} |")
 
 
-def _print_parallel(epochs: int, threads: int, rounds: int, trials: int) -> None:
+def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers: tuple[int, ...]) -> None:
     """The parallel benchmark's two tables, always Markdown, with the load the machine was under."""
     import os
 
     from pipeline.library_logs import quiet_libraries
+    from pipeline.parallel import check_options
     from pipeline.parallel_bench import parallel_benchmark
 
+    for n in workers:
+        check_options(n, None, 1, "cpu", oversubscribe=True)
     log_file = quiet_libraries("runs/robust-tune.log")
     with stderr.status("measuring") as status:
-        bench = parallel_benchmark(epochs, threads, rounds, trials, str(log_file),
+        bench = parallel_benchmark(epochs, threads, rounds, trials, workers, str(log_file),
                                    report=lambda message: status.update(message))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"Quickstart trials (small CNN, {bench.epochs} epochs, {bench.threads} torch thread(s)) on {bench.cores} "
@@ -175,10 +179,11 @@ def _print_parallel(epochs: int, threads: int, rounds: int, trials: int) -> None
     print("| one trial | train (s) | wall (s) | ratio to this process |\n|---|---:|---:|---:|")
     for row in bench.trial:
         print(f"| {row.arm} | {row.train_seconds:.2f} | {row.wall_seconds:.2f} | {row.ratio:.2f}x |")
-    print(f"\n| {trials} trials per round | start-up (s) | trials per hour | ratio to one at a time |\n"
-          "|---|---:|---:|---:|")
+    print(f"\n| {trials} trials per round | start-up (s) | trials per hour | ratio to one at a time | a trial's "
+          "train (s) |\n|---|---:|---:|---:|---:|")
     for line in bench.throughput:
-        print(f"| {line.arm} | {line.start_seconds:.1f} | {line.trials_per_hour:.0f} | {line.ratio:.2f}x |")
+        print(f"| {line.arm} | {line.start_seconds:.1f} | {line.trials_per_hour:.0f} | {line.ratio:.2f}x | "
+              f"{line.trial_seconds:.2f} |")
 
 
 def _print_startup(db: str, rounds: int) -> None:

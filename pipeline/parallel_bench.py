@@ -6,8 +6,9 @@ study uses, round by round, so that the machine's load hits every arm alike:
 - one trial's seconds in this process, on one worker as `run --workers 1` starts it, and on one worker of a plain
   `distributed.LocalCluster` (Dask's own worker environment, MALLOC_TRIM_THRESHOLD_ included: the cause of the
   slow workers this tool used to have, kept as the reference);
-- trials per hour one at a time in this process, and with `--workers 1` and `--workers 2`, the clusters started
-  before the clock (their start-up is reported on its own).
+- trials per hour one at a time in this process and with `--workers N` for each N asked (1 and 2 by default), the
+  clusters started and warmed before the clock (their start-up is reported on its own), with the median trial's
+  own seconds: what trials sharing the cores cost each other.
 
 Every arm must give the same metrics for the same trial; `same_numbers` says whether they did.
 """
@@ -42,6 +43,7 @@ class Throughput:
     start_seconds: float  # starting the runner (the cluster), before the clock
     trials_per_hour: float  # median over the rounds
     ratio: float  # over one trial at a time in this process
+    trial_seconds: float  # the median trial's train_seconds in this arm
 
 
 @dataclass(frozen=True)
@@ -96,10 +98,11 @@ def metrics(outcome: Outcome) -> dict[str, Any]:
     return {k: v for k, v in outcome.result.items() if k != "train_seconds"}
 
 
-def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, trials: int = 4, log_file: str = "",
+def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, trials: int = 4,
+                       workers: tuple[int, ...] = (1, 2), log_file: str = "",
                        report: Callable[[str], None] = lambda message: None) -> ParallelBench:
-    """Both comparisons above, `rounds` timed rounds each after a warm-up round (the workers' first trial also
-    imports the libraries and loads the data); `trials` per round and arm for the throughput."""
+    """Both comparisons above, `rounds` timed rounds each after a warm-up (a worker's first trial also imports the
+    libraries and loads the data); `trials` per round and arm for the throughput."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
     environ = dict(os.environ)  # a nanny writes Dask's worker environment into this process's: put back after
     starts: dict[str, float] = {}
@@ -114,11 +117,12 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
     runners: dict[str, TrialRunner] = {}
     try:
         runners["in this process"] = started("in this process", InProcessRunner())
-        for n in (1, 2):  # the tool's clusters first: spawned before the plain one writes Dask's environment here
+        for n in sorted({1, *workers}):  # the tool's clusters first: spawned before the plain one sets Dask's environment
             runners[f"--workers {n}"] = started(f"--workers {n}", DaskRunner("cpu", log_file, workers=n))
         runners["plain Dask worker"] = started("plain Dask worker", PlainDaskRunner("cpu", log_file, workers=1))
-        report("warming --workers 2")  # its workers' first trials import the libraries and load the data
-        run_all(runners["--workers 2"], jobs(epochs, threads, 2))
+        for n in sorted(set(workers) - {1}):  # every worker's first trial imports the libraries and loads the data
+            report(f"warming --workers {n}")
+            run_all(runners[f"--workers {n}"], jobs(epochs, threads, n))
         seen: dict[int, dict[str, Any]] = {}  # each trial's metrics as the first arm gave them
 
         def agrees(outcomes: dict[int, Outcome]) -> bool:
@@ -134,13 +138,15 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 same &= agrees(outcomes)
                 if round_:
                     seconds[name].append((outcomes[0].result["train_seconds"], wall))
-        hourly: dict[str, list[float]] = {name: [] for name in ("in this process", "--workers 1", "--workers 2")}
+        hourly: dict[str, list[float]] = {name: [] for name in ("in this process", *(f"--workers {n}" for n in workers))}
+        own: dict[str, list[float]] = {name: [] for name in hourly}  # each trial's train_seconds
         for round_ in range(1, rounds + 1):
             for name in hourly:
                 report(f"{trials} trials, round {round_}/{rounds}: {name}")
                 wall, outcomes = run_all(runners[name], jobs(epochs, threads, trials))
                 same &= agrees(outcomes)
                 hourly[name].append(3600 * trials / wall)
+                own[name] += [o.result["train_seconds"] for o in outcomes.values() if o.result is not None]
     finally:
         for runner in reversed(runners.values()):
             runner.__exit__(None, None, None)
@@ -150,6 +156,6 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
     trial = [TrialSeconds(name, statistics.median(t for t, _ in values), statistics.median(w for _, w in values),
                           statistics.median(t for t, _ in values) / base) for name, values in seconds.items()]
     sequential = statistics.median(hourly["in this process"])
-    throughput = [Throughput(name, starts[name], statistics.median(values), statistics.median(values) / sequential)
-                  for name, values in hourly.items()]
+    throughput = [Throughput(name, starts[name], statistics.median(values), statistics.median(values) / sequential,
+                             statistics.median(own[name])) for name, values in hourly.items()]
     return ParallelBench(trial, throughput, same, epochs, threads, usable_cores())
