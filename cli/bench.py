@@ -59,13 +59,14 @@ def bench(
                                                       "PNG file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --plot: replace an existing file.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
-    startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, report and studies answer, "
-                                                            "as ratios to a bare `import typer, rich`.")] = False,
+    startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, methods, report and studies "
+                                                            "answer, as ratios to a bare `import typer, rich`.")]
+    = False,
     db: Annotated[Optional[str], typer.Option(envvar="ROBUST_TUNE_DB",
                                               help="With --startup: the database report and studies read.")] = None,
     parallel: Annotated[bool, typer.Option("--parallel", help="Instead: a quickstart trial's seconds in this process "
                                                               "and on a Dask worker, and trials per hour one at a "
-                                                              "time, with --workers 1 and with --workers 2 (CPU).")] = False,
+                                                              "time and with --workers 1 and 2 (CPU).")] = False,
     threads: Annotated[int, typer.Option(min=1, max=64, help="With --parallel: torch's CPU threads of each "
                                                               "trial.")] = 1,
 ) -> None:

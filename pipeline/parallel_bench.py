@@ -117,7 +117,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
     runners: dict[str, TrialRunner] = {}
     try:
         runners["in this process"] = started("in this process", InProcessRunner())
-        for n in sorted({1, *workers}):  # the tool's clusters first: spawned before the plain one sets Dask's environment
+        for n in sorted({1, *workers}):  # the tool's clusters first, spawned before the plain one sets Dask's environ
             runners[f"--workers {n}"] = started(f"--workers {n}", DaskRunner("cpu", log_file, workers=n))
         runners["plain Dask worker"] = started("plain Dask worker", PlainDaskRunner("cpu", log_file, workers=1))
         for n in sorted(set(workers) - {1}):  # every worker's first trial imports the libraries and loads the data
@@ -138,7 +138,8 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 same &= agrees(outcomes)
                 if round_:
                     seconds[name].append((outcomes[0].result["train_seconds"], wall))
-        hourly: dict[str, list[float]] = {name: [] for name in ("in this process", *(f"--workers {n}" for n in workers))}
+        hourly: dict[str, list[float]] = {name: [] for name in ("in this process",
+                                                                *(f"--workers {n}" for n in workers))}
         own: dict[str, list[float]] = {name: [] for name in hourly}  # each trial's train_seconds
         for round_ in range(1, rounds + 1):
             for name in hourly:
