@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from pipeline.errors import TrainingFailed
 from pipeline.parallel import DaskRunner, usable_cores
 from pipeline.study_config import load_study
 from pipeline.trial import InProcessRunner, Outcome, TrialJob, TrialRunner
@@ -80,21 +81,23 @@ def jobs(epochs: int, threads: int, count: int) -> list[TrialJob]:
 
 
 def run_all(runner: TrialRunner, todo: list[TrialJob]) -> tuple[float, dict[int, Outcome]]:
-    """Train `todo` through `runner`, up to its capacity at once: wall seconds and the outcomes by trial."""
+    """Train `todo` through `runner`, up to its capacity at once: wall seconds and the outcomes by trial (a trial
+    that did not complete stops the benchmark, which has nothing to time then)."""
     pending, outcomes = list(todo), {}
     start = time.perf_counter()
     while pending or len(outcomes) < len(todo):
         while pending and len(todo) - len(pending) - len(outcomes) < runner.capacity:
             runner.submit(pending.pop(0))
         for outcome in runner.wait(lambda event: None):
+            if outcome.result is None:
+                raise TrainingFailed(f"benchmark trial {outcome.trial_index} did not complete: "
+                                     f"{outcome.error or outcome.lost}")
             outcomes[outcome.trial_index] = outcome
     return time.perf_counter() - start, outcomes
 
 
 def metrics(outcome: Outcome) -> dict[str, Any]:
-    """A trial's numbers, less its clock; an error when it failed."""
-    if outcome.result is None:
-        return {"error": outcome.error or outcome.lost}
+    """A completed trial's numbers, less its clock."""
     return {k: v for k, v in outcome.result.items() if k != "train_seconds"}
 
 
@@ -147,7 +150,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 wall, outcomes = run_all(runners[name], jobs(epochs, threads, trials))
                 same &= agrees(outcomes)
                 hourly[name].append(3600 * trials / wall)
-                own[name] += [o.result["train_seconds"] for o in outcomes.values() if o.result is not None]
+                own[name] += [o.result["train_seconds"] for o in outcomes.values()]
     finally:
         for runner in reversed(runners.values()):
             runner.__exit__(None, None, None)
