@@ -34,11 +34,15 @@ def bench(
                                                         "ResNet18 study, one trial at a time and with "
                                                         "--workers trials sharing the device.")] = False,
     workers: Annotated[Optional[list[int]], typer.Option(help="With --study: trials at once (repeat; "
-                                                              "default 2, 4 and 8).")] = None,
-    trials: Annotated[int, typer.Option(min=1, max=200, help="With --study: the study's trials; with --search: "
-                                                             "the trainings each strategy gets.")] = 20,
+                                                              "default 2, 4 and 8); with --parallel: the "
+                                                              "clusters to compare (repeat; default 1 and 2).")] = None,
+    trials: Annotated[Optional[int], typer.Option(min=1, max=200, help="With --study: the study's trials; with "
+                                                                       "--search: the trainings each strategy gets "
+                                                                       "(default 20); with --parallel: trials per "
+                                                                       "round and arm (default 4).")] = None,
     epochs: Annotated[Optional[int], typer.Option(min=1, help="With --study: fix the epochs (default: "
-                                                              "searched in [21, 60]).")] = None,
+                                                              "searched in [21, 60]); with --parallel: each "
+                                                              "trial's epochs (default 10).")] = None,
     search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the default GP, Sobol, "
                                                           "random, Optuna's TPE if installed) side by side on "
                                                           "problems whose true values are known.")] = False,
@@ -55,18 +59,27 @@ def bench(
                                                       "PNG file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --plot: replace an existing file.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
-    startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, report and studies answer, "
-                                                            "as ratios to a bare `import typer, rich`.")] = False,
+    startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, methods, report and studies "
+                                                            "answer, as ratios to a bare `import typer, rich`.")]
+    = False,
     db: Annotated[Optional[str], typer.Option(envvar="ROBUST_TUNE_DB",
                                               help="With --startup: the database report and studies read.")] = None,
+    parallel: Annotated[bool, typer.Option("--parallel", help="Instead: a quickstart trial's seconds in this process "
+                                                              "and on a Dask worker, and trials per hour one at a "
+                                                              "time and with --workers 1 and 2 (CPU).")] = False,
+    threads: Annotated[int, typer.Option(min=1, max=64, help="With --parallel: torch's CPU threads of each "
+                                                              "trial.")] = 1,
 ) -> None:
     """Measure the step time of every method as a ratio to ERM, side by side in one process."""
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return
+    if parallel:
+        _print_parallel(epochs or 10, threads, rounds, trials or 4, tuple(workers or (1, 2)))
+        return
     if search:
-        _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials, initial, processes, plot, force,
-                      markdown)
+        _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials or 20, initial, processes, plot,
+                      force, markdown)
         return
     from pipeline.config import check_precision
 
@@ -74,7 +87,7 @@ def bench(
     for name in precisions:
         check_precision(name)
     if study:
-        _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs)
+        _print_study(device, tuple(workers or (2, 4, 8)), trials or 20, image_size, epochs)
         return
     from pipeline.benchmark import CASES, PAPER_BACKBONES, SETTINGS, Row, benchmark, machine
 
@@ -144,6 +157,34 @@ def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size:
     print("| trials | wall (s) | speed-up | completed | failed |\n|---|---:|---:|---:|---:|")
     for line in lines:
         print(f"| {line} |")
+
+
+def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers: tuple[int, ...]) -> None:
+    """The parallel benchmark's two tables, always Markdown, with the load the machine was under."""
+    import os
+
+    from pipeline.library_logs import quiet_libraries
+    from pipeline.parallel import check_options
+    from pipeline.parallel_bench import parallel_benchmark
+
+    for n in workers:
+        check_options(n, None, 1, "cpu", oversubscribe=True)
+    log_file = quiet_libraries("runs/robust-tune.log")
+    with stderr.status("measuring") as status:
+        bench = parallel_benchmark(epochs, threads, rounds, trials, workers, str(log_file),
+                                   report=lambda message: status.update(message))
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"Quickstart trials (small CNN, {bench.epochs} epochs, {bench.threads} torch thread(s)) on {bench.cores} "
+          f"cores, load average {load}; medians of {rounds} rounds; the same metrics in every arm: "
+          f"{'yes' if bench.same_numbers else 'NO'}.\n")
+    print("| one trial | train (s) | wall (s) | ratio to this process |\n|---|---:|---:|---:|")
+    for row in bench.trial:
+        print(f"| {row.arm} | {row.train_seconds:.2f} | {row.wall_seconds:.2f} | {row.ratio:.2f}x |")
+    print(f"\n| {trials} trials per round | start-up (s) | trials per hour | ratio to one at a time | a trial's "
+          "train (s) |\n|---|---:|---:|---:|---:|")
+    for line in bench.throughput:
+        print(f"| {line.arm} | {line.start_seconds:.1f} | {line.trials_per_hour:.0f} | {line.ratio:.2f}x | "
+              f"{line.trial_seconds:.2f} |")
 
 
 def _print_startup(db: str, rounds: int) -> None:

@@ -18,7 +18,6 @@ from cli.render import print_tables, print_upgrade, stderr
 from cli.study import StudyView
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
-from pipeline.store import SchemaUpgraded, Store, shown_database
 
 
 class CampaignView:
@@ -37,6 +36,7 @@ class CampaignView:
     def on_event(self, event: Any) -> None:
         from pipeline.campaign import CampaignStage, CampaignStarted, MethodSetAside
         from pipeline.evaluate import EvaluationStarted, RunEnded
+        from pipeline.store import SchemaUpgraded
 
         self.ctrl_c.check()
         if isinstance(event, SchemaUpgraded):
@@ -91,6 +91,7 @@ def compare(
     from pipeline.campaign_config import load_campaign
     from pipeline.config import check_precision
     from pipeline.parallel import check_options, check_scheduler_reachable, trial_runner
+    from pipeline.store import Store, shown_database
     from pipeline.verdict import take_verdict
     from pipeline.verdict_report import verdict_tables
 

@@ -6,7 +6,7 @@ import sys
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -19,10 +19,11 @@ from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
-from pipeline.report import compare_table
-from pipeline.store import Store, StudyRecord, TrialRecord, shown_database
 from pipeline.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.tables import percent
+
+if TYPE_CHECKING:  # the store imports SQLAlchemy: each command that reads imports it
+    from pipeline.store import StudyRecord, TrialRecord
 
 
 class EvaluationView:
@@ -116,6 +117,8 @@ def evaluate(
 ) -> None:
     """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
     from pipeline.evaluate import pareto_note, plan_evaluation, run_evaluation
+    from pipeline.report import compare_table
+    from pipeline.store import Store, shown_database
 
     if drop is not None:
         if (against or param or vary or resplit or workers is not None or scheduler or threads is not None
@@ -173,6 +176,7 @@ def _stopped_runs(view: EvaluationView | None, study: str) -> str:
 def _drop(study: str, db: str | None, variant: str, yes: bool) -> None:
     """Remove one variant's stored runs after confirmation; refused or unanswered, nothing changes."""
     from pipeline.evaluate import drop_variant
+    from pipeline.store import Store
 
     store = Store(db, create=False)
     record = store.require_study(study)
@@ -257,6 +261,7 @@ def best(
 ) -> None:
     """Print a study's best configuration, every parameter included, for reuse."""
     from pipeline.evaluate import pareto_note, study_and_trial, trial_config
+    from pipeline.store import Store
 
     if format_ not in ("toml", "json"):
         raise UserError(f"unknown format {format_!r}; known: toml, json")

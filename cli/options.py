@@ -5,8 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.config import MAX_THREADS
-from pipeline.store import DEFAULT_DB
+from pipeline.config import DEFAULT_DB, MAX_THREADS
 
 Db = Annotated[Optional[str], typer.Option(
     envvar="ROBUST_TUNE_DB",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Group
@@ -21,9 +21,10 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
-from pipeline.report import best_table, compare_table, model_pick_table, pareto_tables, studies_table, trials_table
-from pipeline.store import SchemaUpgraded, Store, shown_database, sqlite_file
 from pipeline.tables import percent
+
+if TYPE_CHECKING:  # the store and the report import SQLAlchemy: each command that reads imports them
+    from pipeline.store import Store
 
 
 def _params_text(parameters: dict[str, Any]) -> str:
@@ -92,6 +93,7 @@ class StudyView:
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
         from pipeline.study import StudyStarted, TrialEnded, TrialStarted
+        from pipeline.store import SchemaUpgraded
         from pipeline.trial import TrialEpoch, TrialRunning
         from pipeline.trainer import BatchEnd, EpochEnd
 
@@ -173,6 +175,8 @@ def run(
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
     from pipeline.parallel import trial_runner
+    from pipeline.report import best_table, model_pick_table, pareto_tables
+    from pipeline.store import SchemaUpgraded, Store, shown_database
     from pipeline.study import StudyInterrupted, run_study
     from pipeline.study_config import check_trials, load_study
 
@@ -263,6 +267,9 @@ def report(
     = None,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
+    from pipeline.report import best_table, compare_table, model_pick_table, pareto_tables, trials_table
+    from pipeline.store import Store, sqlite_file
+
     fmt = output_format(format_, out)
     store = Store(db, create=False)
     if out is not None:
@@ -300,6 +307,7 @@ def report(
 def _report_verdict(store: Store, name: str, studies: list[str] | None, compare: bool, list_trials: bool, fmt: str,
                     out: Path | None, force: bool, plots: Path | None) -> None:
     """`report --verdict CAMPAIGN`: the verdict tables (and picture) from what is stored; nothing runs."""
+    from pipeline.store import sqlite_file
     from pipeline.verdict import take_verdict
     from pipeline.verdict_report import verdict_tables
 
@@ -326,6 +334,9 @@ app.add_typer(studies_app, name="studies")
 def list_studies(ctx: typer.Context, db: Db = None) -> None:
     """The studies in the database and how far each has come."""
     if ctx.invoked_subcommand is None:
+        from pipeline.report import studies_table
+        from pipeline.store import Store
+
         print_tables([studies_table(Store(db, create=False))], "table", None)
 
 
@@ -338,6 +349,7 @@ def delete_study(
 ) -> None:
     """Delete one study: its trials, curves and Ax's records of it. Other studies are not touched."""
     from pipeline.forget import delete_study as forget
+    from pipeline.store import Store
 
     check_log_file(log_file)
     store = Store(db, create=False)

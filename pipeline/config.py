@@ -29,6 +29,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # quickstart trial takes 1.4x as long as on 2 threads, but with the cores shared 2 threads took twice as long
 # as 1 (measured in docs/performance.md). A study created with more threads keeps them.
 DEFAULT_THREADS = 1
+# Where the database lives when no --db, ROBUST_TUNE_DB or study says otherwise (a SQLite file).
+DEFAULT_DB = "runs/robust-tune.db"
 MAX_THREADS = 1024
 
 

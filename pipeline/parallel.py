@@ -22,6 +22,12 @@ EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
 
 MAX_TRIALS_PER_GPU = 32
 
+# Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
+# system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
+# mmap, page-faulted in and unmapped again: a small-CNN trial trained at half speed on a worker (and in this
+# process too, when started with it: docs/worker-speed.md). Workers keep glibc's defaults instead.
+WORKER_MALLOC = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
 
 def usable_cores() -> int:
     """The CPU cores this process may run on."""
@@ -156,7 +162,8 @@ class DaskRunner:
         # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
         # the study marks the trial interrupted and runs its parameters again, as after a killed run.
         dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "error"})
+                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "error",
+                         **WORKER_MALLOC})
         self.cluster = None
         if self.scheduler:
             try:

@@ -1,4 +1,5 @@
-"""How long the reading commands take to answer, as ratios to a bare `import typer, rich`.
+"""How long the reading commands take to answer, as ratios to a bare `import typer, rich` (and bare Python
+listed beside it).
 
 Each command runs in a fresh process, interleaved round by round with the baseline so that both
 see the same machine load; the median of the rounds is reported.
@@ -22,11 +23,14 @@ def _seconds(command: list[str]) -> float:
 
 
 def measure_startup(db: str, rounds: int = 5) -> dict[str, float]:
-    """Median wall seconds of `--help`, `report`, `studies` and the baseline, each in a new process."""
+    """Median wall seconds of bare Python, the baseline, `--help`, `methods`, `report` and `studies`, each in a new
+    process."""
     script = shutil.which("robust-tune") or str(Path(sys.executable).with_name("robust-tune"))
     commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
         BASELINE: [sys.executable, "-c", "import typer, rich"],
         "robust-tune --help": [script, "--help"],
+        "robust-tune methods": [script, "methods"],
         "robust-tune report": [script, "report", "--db", db],
         "robust-tune studies": [script, "studies", "--db", db],
     }

@@ -105,6 +105,7 @@ OPTIONS = [
     ("bench-unknown-problem", ["bench", "--search", "--problem", "nope"], "nope"),
     ("bench-initial-above-trials", ["bench", "--search", "--trials", "5", "--initial", "9"], "initial"),
     ("bench-unknown-setting", ["bench", "--setting", "nope"], "nope"),
+    ("bench-parallel-no-workers", ["bench", "--parallel", "--workers", "0"], "--workers must be 1 or more"),
 ]
 
 

@@ -40,14 +40,15 @@ def stored(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("args", [["--help"], ["methods"], ["studies"], ["report"], ["report", "--trials"],
-                                  ["data", "prepare", "--help"]])
-def test_reading_commands_never_import_torch_or_ax(stored, args):
+                                  ["data", "prepare", "--help"], ["studies", "--help"]])
+def test_reading_commands_never_import_torch_or_ax_nor_sqlalchemy_without_a_database_to_read(stored, args):
+    reads = args[0] in ("studies", "report") and "--help" not in args
     probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
-             "    code = e.code\nprint(code, sorted(m for m in ('torch', 'torchvision', 'ax') if m in sys.modules),"
-             " file=sys.stderr)")
-    db = ["--db", stored] if args[0] in ("studies", "report") else []
+             "    code = e.code\nprint(code, sorted(m for m in ('torch', 'torchvision', 'ax', 'sqlalchemy') if m in "
+             "sys.modules), file=sys.stderr)")
+    db = ["--db", stored] if reads else []
     done = subprocess.run([sys.executable, "-c", probe, *args, *db], capture_output=True, text=True, timeout=120)
-    assert done.stderr.splitlines()[-1] == "0 []", done.stderr
+    assert done.stderr.splitlines()[-1] == ("0 ['sqlalchemy']" if reads else "0 []"), done.stderr
 
 
 def test_reading_a_missing_database_creates_nothing(tmp_path):
@@ -160,5 +161,6 @@ def test_startup_measurement_times_each_reading_command_against_the_baseline(sto
     from pipeline.startup import BASELINE, measure_startup
 
     seconds = measure_startup(stored, rounds=1)
-    assert set(seconds) == {BASELINE, "robust-tune --help", "robust-tune report", "robust-tune studies"}
+    assert set(seconds) == {"python -c pass", BASELINE, "robust-tune --help", "robust-tune methods",
+                            "robust-tune report", "robust-tune studies"}
     assert all(value > 0 for value in seconds.values())

@@ -106,6 +106,35 @@ def test_l2rw_weights_match_a_finite_difference_of_the_clean_loss_then_clamp_and
     assert frozen.tolist() == [0.0] * 6  # no look-ahead movement: every weight 0, and all zero stays zero
 
 
+
+def test_l2rw_weights_on_a_batchnorm_network_match_the_look_ahead_differentiated_through_a_backward_pass():
+    """The forward-mode weights against Algorithm 1 differentiated as written (the gradient of the clean loss after
+    the look-ahead with respect to epsilon, through the look-ahead's backward pass) on the small CNN in training
+    mode, where BatchNorm ties every example's loss to the whole batch."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    model = build_model("small_cnn", "none", 1, 10).double().train()
+    generator = torch.Generator().manual_seed(2)
+    images, labels = torch.randn(16, 1, 8, 8, generator=generator, dtype=torch.float64), torch.arange(16) % 10
+    clean = Split(torch.randn(10, 1, 8, 8, generator=generator, dtype=torch.float64), torch.arange(10))
+    rates = {name: 0.5 if name.startswith("head") else 0.1 for name, _ in model.named_parameters()}
+    params = dict(model.named_parameters())
+    buffers = {name: b.clone() for name, b in model.named_buffers()}
+    losses = nn.functional.cross_entropy(functional_call(model, (params, buffers), (images,)), labels, reduction="none")
+    epsilon = torch.zeros(16, dtype=torch.float64, requires_grad=True)
+    grads = torch.autograd.grad((epsilon * losses).sum(), list(params.values()), create_graph=True)
+    ahead = {name: p - rates[name] * g for (name, p), g in zip(params.items(), grads)}
+    buffers = {name: b.clone() for name, b in model.named_buffers()}
+    clean_loss = nn.functional.cross_entropy(functional_call(model, (ahead, buffers), (clean.images,)), clean.labels)
+    (slope,) = torch.autograd.grad(clean_loss, epsilon)
+    expected = slope.neg().clamp(min=0)
+    assert 0 < (expected == 0).sum() < 16  # the clamp matters in this case
+    before = {name: b.clone() for name, b in model.named_buffers()}
+    weights = l2rw_weights(model, images, labels, clean, rates, alpha=0.0)
+    assert weights.tolist() == pytest.approx((expected / expected.sum()).tolist(), rel=1e-9, abs=1e-12)
+    assert all(torch.equal(b, before[name]) for name, b in model.named_buffers())
+
 def test_the_clean_set_is_carved_from_training_only_balanced_and_never_all_of_a_class():
     train = labelled([30, 12, 5, 1])
     rest, clean = carve_clean_set(train, 10, 4, torch.Generator().manual_seed(0))

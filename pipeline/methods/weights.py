@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.autograd import forward_ad
 from torch.func import functional_call
 
 from pipeline.data import Split
@@ -113,18 +114,26 @@ def l2rw_weights(model: nn.Module, images: torch.Tensor, targets: torch.Tensor, 
     """Ren et al. 2018, Algorithm 1, lines 4-11: the per-example weights (summing to 1, or all 0) from a
     one-step look-ahead with weights epsilon = 0 on a copy of the parameters:
     w = max(-d loss_clean(theta - lr * grad_theta sum_i eps_i loss_i) / d eps, 0), normalised.
-    `learning_rates` names the parameters the step moves and their learning rates (the optimiser's)."""
+    `learning_rates` names the parameters the step moves and their learning rates (the optimiser's).
+
+    At epsilon = 0 the look-ahead leaves theta where it is, so -d loss_clean / d eps_i is the derivative of
+    loss_i along v = lr * grad loss_clean(theta): a clean forward and backward give v, and one forward-mode
+    pass of the batch gives every example's derivative along it (Ren et al.'s three passes), where backpropagating
+    through the look-ahead's backward pass cost about twice as much."""
     params = {name: p for name, p in model.named_parameters() if name in learning_rates and p.requires_grad}
-    buffers = {name: b.clone() for name, b in model.named_buffers()}  # BatchNorm's statistics stay untouched
-    losses = method_loss(functional_call(model, (params, buffers), (images,)), targets, alpha)
-    epsilon = torch.zeros_like(losses, requires_grad=True)
-    gradients = torch.autograd.grad((epsilon * losses).sum(), list(params.values()), create_graph=True,
-                                    allow_unused=True)
-    ahead = {name: p if g is None else p - learning_rates[name] * g
-             for (name, p), g in zip(params.items(), gradients)}
-    clean_loss = method_loss(functional_call(model, (ahead, buffers), (clean.inputs(),)), clean.labels, alpha).mean()
-    (gradient,) = torch.autograd.grad(clean_loss, epsilon)
-    raw = (-gradient).clamp(min=0)
+
+    def buffers() -> dict[str, torch.Tensor]:
+        return {name: b.clone() for name, b in model.named_buffers()}  # BatchNorm's statistics stay untouched
+
+    clean_loss = method_loss(functional_call(model, (params, buffers()), (clean.inputs(),)), clean.labels,
+                             alpha).mean()
+    gradients = torch.autograd.grad(clean_loss, list(params.values()), allow_unused=True)
+    with forward_ad.dual_level():
+        along = {name: forward_ad.make_dual(p.detach(), torch.zeros_like(p) if g is None else learning_rates[name] * g)
+                 for (name, p), g in zip(params.items(), gradients)}
+        losses = method_loss(functional_call(model, (along, buffers()), (images,)), targets, alpha)
+        derivative = forward_ad.unpack_dual(losses).tangent  # None when no parameter moves
+    raw = torch.zeros_like(losses) if derivative is None else derivative.clamp(min=0)
     total = raw.sum()
     return raw / torch.where(total > 0, total, torch.ones_like(total))  # no sync: all zero stays zero
 

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, database_server, now, take_campaign_lock, take_lock
-from pipeline.config import RunSettings
+from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord
 from pipeline.store.schema import campaigns, epochs, evaluations, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
@@ -30,7 +30,6 @@ from pipeline.study_config import StudyConfig
 if TYPE_CHECKING:
     from pipeline.campaign_config import CampaignConfig
 
-DEFAULT_DB = "runs/robust-tune.db"
 
 
 def database_url(db: str | None, create: bool = True) -> str:
