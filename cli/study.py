@@ -21,7 +21,8 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
-from pipeline.report import best_table, compare_table, model_pick_table, pareto_tables, studies_table, trials_table
+from pipeline.report import (best_table, compare_table, importance_table, model_pick_table, pareto_tables, studies_table,
+                             trials_table)
 from pipeline.store import SchemaUpgraded, Store, shown_database, sqlite_file
 from pipeline.tables import percent
 
@@ -280,6 +281,8 @@ def report(
               else [best_table(store, studies), *pareto_tables(store, studies)])
     if not compare and (picks := model_pick_table(store, studies)) is not None:
         tables.append(picks)
+    if not compare and (importance := importance_table(store, studies)) is not None:
+        tables.append(importance)
     if list_trials or fmt == "html":
         tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
     images = None
