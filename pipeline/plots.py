@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from pipeline.errors import UserError
 from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
-from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, best_trial
 from pipeline.store.records import feasible, pareto_set
 
 
@@ -53,6 +53,7 @@ class StudyData:
     trials: list[TrialRecord]
     model: Any = None  # surrogate.StudyModel, or None with too few trials or no Ax record
     comparison: list[dict[str, Any]] = field(default_factory=list)  # report.compare_table's records, if evaluated
+    importance: ImportanceRecord | None = None  # as stored when a run of the study ended
 
     @property
     def objective(self) -> str:
@@ -279,6 +280,32 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     return [Picture(s.study.name, "compare", figure, data)]
 
 
+def importance_pictures(s: StudyData) -> list[Picture]:
+    """Which parameters mattered: each searched parameter's share of the objective's variance under the study's
+    GP (report's importance table), a bar per parameter with its 90% interval, the largest on top."""
+    if s.importance is None or not s.importance.parameters:
+        return []
+    shares = s.importance.parameters
+    figure = Figure(figsize=(7, 0.45 * len(shares) + 1.5), layout="constrained")
+    axes = figure.add_subplot()
+    values = [100 * p.share for p in shares]
+    errors = [[100 * (p.share - p.low) for p in shares], [100 * (p.high - p.share) for p in shares]]
+    axes.barh(range(len(shares)), values, xerr=errors, capsize=4, color="C0", ecolor="0.3")
+    for y, (value, share) in enumerate(zip(values, shares)):
+        axes.annotate(f"{value:.0f}%", (100 * share.high, y), textcoords="offset points", xytext=(6, 0), va="center",
+                      fontsize=8)
+    axes.set_yticks(range(len(shares)), [p.name for p in shares])
+    axes.set_ylim(len(shares) - 0.5, -0.5)
+    axes.set_xlim(0, 110)
+    axes.set_xlabel("share of the objective's variance explained alone (%), with 90% interval", fontsize=8)
+    axes.set_title(f"{s.study.name} ({s.study.study.method}): which parameters mattered for "
+                   f"{s.importance.objective.replace('_', ' ')}\nfirst-order Sobol indices of the study's Gaussian "
+                   f"process ({s.importance.fitted_on} trials)", fontsize=9)
+    data = {"parameters": [p.name for p in shares], "share": values,
+            "interval": [(100 * p.low, 100 * p.high) for p in shares]}
+    return [Picture(s.study.name, "importance", figure, data)]
+
+
 def front_pictures(s: StudyData) -> list[Picture]:
     """A multi-objective study's Pareto front: every completed trial on the first two objectives, the Pareto set
     highlighted and joined in order of the first, trials breaking a constraint in grey."""
@@ -380,8 +407,9 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
 
 
 # Every kind of picture drawn for each study, in the order files are written and shown.
-PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, map_pictures, curves_pictures,
-                                                         per_class_pictures, compare_pictures, front_pictures]
+PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, importance_pictures, map_pictures,
+                                                         curves_pictures, per_class_pictures, compare_pictures,
+                                                         front_pictures]
 
 
 def load_studies(store: Store, names: list[str] | None, log_file: str | Path) -> list[StudyData]:
@@ -399,7 +427,7 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
         model = (load_study_model(study.name, store.url, study.study.objective)
                  if searched and completed >= MIN_TRIALS else None)
         comparison = compare_table(store, [study.name]).records if store.evaluations(study.id) else []
-        loaded.append(StudyData(study, trials, model, comparison))
+        loaded.append(StudyData(study, trials, model, comparison, store.importance(study.id)))
     return loaded
 
 
