@@ -76,3 +76,94 @@ def test_a_report_never_imports_torch_to_show_importance(synthetic_db):
     done = subprocess.run([sys.executable, "-c", code, str(synthetic_db)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "lr_head" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def page(synthetic_db, tmp_path_factory) -> Path:
+    """`report --format html` of the synthetic studies, `onlylr` evaluated on 2 seeds against ERM first."""
+    from cli.main import main
+
+    folder = tmp_path_factory.mktemp("page")
+    db = folder / "runs.db"
+    shutil.copy(synthetic_db, db)
+    for command in (["evaluate", NAME, "--seeds", "2", "--device", "cpu"], ["report", "--format", "html", "--out",
+                                                                          str(folder / "report.html")]):
+        with pytest.raises(SystemExit) as done:
+            main([*command, "--db", str(db), "--log-file", str(folder / "ax.log")])
+        assert done.value.code in (0, None)
+    return folder / "report.html"
+
+
+PAGE_TABLES = ("Best combination of hyper-parameters", "The best observed trial and the model's pick",
+               "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ")
+
+
+def parsed(html: str) -> dict:
+    """The page's images (src, data-decoded), table captions, contents links and element ids."""
+    from html.parser import HTMLParser
+
+    found: dict = {"images": [], "captions": [], "links": [], "ids": set(), "body": {}}
+
+    class Reader(HTMLParser):
+        caption = False
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            found["ids"].add(attrs.get("id"))
+            if tag == "img":
+                found["images"].append(attrs)
+            elif tag == "a":
+                found["links"].append(attrs["href"])
+            elif tag == "body":
+                found["body"] = attrs
+            self.caption = tag == "caption"
+
+        def handle_data(self, data):
+            if self.caption:
+                found["captions"].append(data)
+                self.caption = False
+
+    Reader().feed(html)
+    return found
+
+
+def test_the_html_page_holds_every_table_and_picture_with_its_contents(page):
+    found = parsed(page.read_text())
+    for title in PAGE_TABLES:
+        assert any(c.startswith(title) for c in found["captions"]), title
+    assert {link[1:] for link in found["links"]} <= found["ids"] and len(found["links"]) >= len(PAGE_TABLES) + 2
+    alts = [image["alt"] for image in found["images"]]
+    assert {f"{NAME}-importance.png", f"{NAME}-trace.png", f"{NAME}-compare.png", f"{NAME}-per-class.png",
+            "few-trace.png"} <= set(alts)
+    assert all(image["src"].startswith("data:image/png;base64,") for image in found["images"])  # nothing fetched
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Run in the page after it loaded: each image's decoded width (0 when it failed) and how many there are.
+PROBE = ("<script>window.addEventListener('load', () => { for (const img of document.images) "
+         "img.setAttribute('data-decoded', String(img.complete ? img.naturalWidth : 0)); "
+         "document.body.setAttribute('data-images', String(document.images.length)); });</script>")
+
+
+def rendered(page: Path, folder: Path) -> dict:
+    """The page's DOM as headless Chromium renders it, with PROBE's marks."""
+    probe = folder / f"probe-{page.name}"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                           "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return parsed(done.stdout)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium; "
+                                             ".ci/run installs it)")
+def test_the_html_page_renders_in_chromium_every_image_decoded_every_table_there(page, tmp_path):
+    dom = rendered(page, tmp_path)
+    assert int(dom["body"]["data-images"]) == len(dom["images"]) == len(parsed(page.read_text())["images"]) >= 10
+    assert all(int(image["data-decoded"]) > 100 for image in dom["images"]), [
+        image["alt"] for image in dom["images"] if int(image["data-decoded"]) <= 100]
+    for title in PAGE_TABLES:
+        assert any(c.startswith(title) for c in dom["captions"]), title
+    broken = tmp_path / "broken.html"  # the check itself: an image that does not decode reads 0
+    broken.write_text(page.read_text().replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1))
+    assert sorted(int(image["data-decoded"]) for image in rendered(broken, tmp_path)["images"])[0] == 0

@@ -385,6 +385,14 @@ class Store:
             row = connection.execute(sa.select(campaigns).where(campaigns.c.name == name)).first()
         return None if row is None else _campaign_record(row)
 
+    def all_campaigns(self) -> list[CampaignRecord]:
+        """Every stored campaign, in the order they were stored; none in a database from before campaigns."""
+        if not sa.inspect(self.engine).has_table(campaigns.name):
+            return []
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(campaigns).order_by(campaigns.c.id)).all()
+        return [_campaign_record(row) for row in rows]
+
     def lock_campaign(self, campaign: CampaignRecord) -> StudyLock:
         """Become the one process running `campaign`; UserError while another `compare` of it runs."""
         return take_campaign_lock(self.engine, campaign.id, campaign.name)
