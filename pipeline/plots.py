@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pipeline.errors import UserError
+from pipeline.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, best_trial
@@ -74,42 +75,79 @@ def _percent_label(objective: str) -> str:
     return f"{objective.replace('_', ' ')} (%)"
 
 
+def _who(s: StudyData) -> str:
+    """A study as titles name it: its name, method and network."""
+    return f"{s.study.name} ({s.study.study.method}, {s.study.study.backbone})"
+
+
+MIN_SPAN = 2.0  # percentage points: a y axis never zooms in further, so equal results look equal
+
+
+def readable_ylim(axes: Any, values: list[float], low: float | None = None) -> None:
+    """Keep the y axis at least MIN_SPAN points tall around `values` (and not below `low`): matplotlib otherwise
+    spreads results a hundredth of a point apart over the whole height, as if they differed."""
+    if not values:
+        return
+    bottom, top = min(values), max(values)
+    if top - bottom < MIN_SPAN:
+        middle = (top + bottom) / 2
+        bottom, top = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2
+        if low is not None and bottom < low:
+            bottom, top = low, low + MIN_SPAN
+        axes.set_ylim(bottom - 0.1 * MIN_SPAN, top + 0.1 * MIN_SPAN)
+
+
 def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str, Any]]:
-    """The objective of every trial in order, one line per study, failed trials as red crosses at the
-    bottom, the best so far as a step line; the Sobol trials shaded when the studies share their number."""
-    figure = Figure(figsize=(7, 4), layout="constrained")
+    """The objective of every trial in order, one colour, marker and line style per study, failed trials as red
+    crosses at the bottom, the best so far as a step line; the Sobol trials shaded when the studies share their
+    number. Several studies' dots are set a little apart sideways and their lines drawn thinner one after another,
+    so none hides another; the legend, one entry per study, sits outside the plot."""
+    figure = Figure(figsize=(8, 4), layout="constrained")
     axes = figure.add_subplot()
     data: dict[str, Any] = {}
+    shared = len(studies) > 1
+    plotted: list[float] = []
     for i, s in enumerate(studies):
-        color = f"C{i}"
-        label = s.study.name if len(studies) == 1 else f"{s.study.study.backbone} ({s.study.name})"
+        color, marker, style = f"C{i % 10}", "osD^v<>P*X"[i % 10], ("-", "--", "-.", ":")[i % 4]
         done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
                 if t.status == "completed" and t.metrics and s.objective in t.metrics]
         failed = [t.trial_index for t in s.trials if t.status == "failed"]
         best_so_far = list(itertools.accumulate((v for _, v in done), max))
-        axes.plot([i for i, _ in done], [v for _, v in done], "o", color=color, label=f"{label}: trial",
-                  gid=f"objective:{s.study.name}")
-        axes.step([i for i, _ in done], best_so_far, where="post", color=color, label=f"{label}: best so far")
+        offset = 0.25 * (i / (len(studies) - 1) - 0.5) if shared else 0.0
+        axes.plot([x + offset for x, _ in done], [v for _, v in done], marker, color=color,
+                  alpha=0.6 if shared else 1.0, markersize=5 if shared else 6, linestyle="none",
+                  label=None if shared else "trial", gid=f"objective:{s.study.name}")
+        axes.step([x for x, _ in done], best_so_far, where="post", color=color, linestyle=style,
+                  linewidth=1.5 + 1.5 * (len(studies) - 1 - i) if shared else 1.5,
+                  label=None if shared else "best so far")
+        if shared:  # one legend entry per study: its marker and line style
+            axes.plot([], [], marker=marker, linestyle=style, color=color, label=_who(s))
         if failed:
             axes.plot(failed, [0.03] * len(failed), "x", color="red", markersize=8,
-                      transform=axes.get_xaxis_transform(), label=f"{label}: failed")
-        data[s.study.name] = {"trial_index": [i for i, _ in done], "objective": [v for _, v in done],
+                      transform=axes.get_xaxis_transform(), label="failed trial" if i == 0 or not shared else None)
+        plotted += [v for _, v in done]
+        data[s.study.name] = {"trial_index": [x for x, _ in done], "objective": [v for _, v in done],
                               "failed": failed, "best_so_far": best_so_far}
     initial = {s.study.study.budget.initial for s in studies}
+    last = max((t.trial_index for s in studies for t in s.trials), default=0)
     if len(initial) == 1:
-        sobol = initial.pop()
+        sobol = min(initial.pop(), last + 1)
         axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {sobol} trials)")
-        axes.text(sobol - 0.4, 0.5, "Gaussian process →", transform=axes.get_xaxis_transform(),
-                  va="center", fontsize=8, color="grey")
+        if sobol <= last:  # some trials came from the Gaussian process: say where they start, inside the plot
+            axes.text(sobol - 0.4, 0.98, "Gaussian process →", transform=axes.get_xaxis_transform(),
+                      va="top", fontsize=8, color="grey")
+    readable_ylim(axes, plotted)
     axes.set(title=title, xlabel="trial (Ax's index, in the order run)",
              ylabel=_percent_label(studies[0].objective))
+    axes.title.set_fontsize(10)
     axes.xaxis.get_major_locator().set_params(integer=True)
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                title="dots: trials; lines: best so far" if shared else None, title_fontsize=7)
     return figure, data
 
 
 def trace_pictures(s: StudyData) -> list[Picture]:
-    figure, data = trace_figure([s], f"{s.study.name}: objective of every trial")
+    figure, data = trace_figure([s], f"{_who(s)}: {s.objective.replace('_', ' ')} of every trial")
     return [Picture(s.study.name, "trace", figure, data[s.study.name])]
 
 
@@ -228,7 +266,8 @@ def curves_pictures(s: StudyData) -> list[Picture]:
     accuracy.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation accuracy")
     for axes in (loss, accuracy):
         axes.xaxis.get_major_locator().set_params(integer=True)
-    figure.suptitle(f"{s.study.name}: best trial {best.trial_index}", fontsize=10)
+    figure.suptitle(f"{_who(s)}: best trial {best.trial_index}, training loss and validation accuracy per epoch",
+                    fontsize=10)
     return [Picture(s.study.name, "curves", figure,
                     {"train_loss": best.epoch_train_loss, "val_accuracy": best.epoch_val_accuracy})]
 
@@ -249,12 +288,26 @@ def per_class_pictures(s: StudyData) -> list[Picture]:
         bars[classes.index(str(rare))].set_hatch("//")
         axes.annotate("rare in training", (classes.index(str(rare)), values[classes.index(str(rare))]),
                       textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
+    for x, value in enumerate(values):  # each value written on its bar: a class at 0% has no bar to see
+        axes.annotate(f"{value:.0f}", (x, value), textcoords="offset points", xytext=(0, 9 if value < 1 else 2),
+                      ha="center", fontsize=7, color="C3" if value == worst else "black")
+    axes.plot([x for x, v in enumerate(values) if v < 1], [0] * sum(v < 1 for v in values), "^", color="C3",
+              markersize=7, clip_on=False, label="class at 0%" if min(values) < 1 else None)
     axes.axhline(sum(values) / len(values), color="grey", linestyle="--", label="mean over classes")
-    axes.set(ylim=(0, 105), xlabel="class", ylabel="test accuracy (%)",
-             title=f"{s.study.name}: test accuracy per class, best trial {best.trial_index} (worst in red)")
+    axes.set(ylim=(0, 110), xlabel="class", ylabel="test accuracy (%)",
+             title=f"{_who(s)}: test accuracy per class, best trial {best.trial_index} (worst in red)")
     axes.title.set_fontsize(9)
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return [Picture(s.study.name, "per-class", figure, {"classes": classes, "test_accuracy": values})]
+
+
+def _variant_label(record: dict[str, Any]) -> str:
+    """A compared variant as a picture names it: the tuned configuration with its method ("tuned hws"), a baseline
+    or varied value by its name, with its method when the name does not start with it."""
+    if record["variant"] == TUNED:
+        return f"{TUNED} {record['method']}"
+    return record["variant"] if record["variant"].startswith(record["method"]) else \
+        f"{record['variant']} ({record['method']})"
 
 
 def compare_pictures(s: StudyData) -> list[Picture]:
@@ -263,7 +316,7 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     if not s.comparison:
         return []
     shown = [(key, label) for key, label in COMPARE_METRICS if key in ("test_accuracy", "smallest_class_accuracy")]
-    variants = [f"{r['variant']}\n({len(r['seeds'])} seeds)" for r in s.comparison]
+    variants = [f"{_variant_label(r)}\n({len(r['seeds'])} seeds)" for r in s.comparison]
     figure = Figure(figsize=(max(6, 1.3 * len(variants) + 3), 3.5), layout="constrained")
     data: dict[str, Any] = {"variants": [r["variant"] for r in s.comparison]}
     for panel, (key, label) in enumerate(shown):
@@ -272,11 +325,14 @@ def compare_pictures(s: StudyData) -> list[Picture]:
         halves = [100 * (r["metrics"][key]["half_width"] or 0.0) for r in s.comparison]
         axes.errorbar(range(len(variants)), means, yerr=halves, fmt="o", capsize=4, color="C0")
         axes.set_xticks(range(len(variants)), variants, fontsize=8)
-        axes.set(ylabel=f"{label} (%)", title=f"test {label}: mean and 95% interval" if key != "test_accuracy"
-                 else "test accuracy: mean and 95% interval")
+        axes.set_xlim(-0.6, len(variants) - 0.4)
+        readable_ylim(axes, [m - h for m, h in zip(means, halves)] + [m + h for m, h in zip(means, halves)], low=0.0)
+        axes.set(ylabel=f"{label if label.startswith('test') else 'test ' + label} (%)",
+                 title="test accuracy" if key == "test_accuracy" else f"test accuracy of the {label}")
         axes.title.set_fontsize(9)
         data[key] = list(zip(means, halves))
-    figure.suptitle(f"{s.study.name}: best configuration re-trained over seeds, against baselines", fontsize=10)
+    figure.suptitle(f"{_who(s)}: best configuration re-trained over seeds, against baselines\n"
+                    "mean and 95% interval over seeds", fontsize=10)
     return [Picture(s.study.name, "compare", figure, data)]
 
 
@@ -439,7 +495,8 @@ def draw(studies: list[StudyData]) -> list[Picture]:
         by_dataset.setdefault(dataset_label(s.study.study.data), []).append(s)
     for dataset, group in by_dataset.items():
         if len(group) > 1:
-            figure, data = trace_figure(group, f"{dataset}: objective of every trial, one line per study")
+            objectives = ", ".join(dict.fromkeys(g.objective.replace("_", " ") for g in group))
+            figure, data = trace_figure(group, f"{dataset}: {objectives} of every trial, {len(group)} studies")
             pictures.append(Picture(dataset, "trace", figure, data))
     return pictures
 
