@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -24,6 +24,9 @@ from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, best_trial
 from pipeline.store.records import feasible, pareto_set
+
+if TYPE_CHECKING:
+    from pipeline.surrogate import Axis
 
 
 @dataclass
@@ -176,8 +179,9 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
     trials = _trial_points(s, x, y)
     fixed = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items()
                       if k not in (x, y))
-    figure.suptitle(f"{s.study.name}: Gaussian process over {x} and {y}" + (f" (at the best trial's {fixed})"
-                                                                            if fixed else ""), fontsize=10)
+    figure.suptitle(f"{_who(s)}: Gaussian process of {s.objective.replace('_', ' ')} over {x} and {y}"
+                    + (f"\n(at the best trial's {fixed})" if fixed else ""), fontsize=10)
+    disagree = disagreements(s)
     label = s.objective.replace("_", " ")
     anywhere = " (others at any value)" if fixed else ""  # trials need not lie on the slice drawn
     if ya.choice and not xa.choice:  # one curve per value of the choice
@@ -186,11 +190,16 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
                 panel.plot(xa.values, grid[row], color=f"C{row}", label=f"{y}={value}")
             panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=what, title=what)
             panel.set_xscale("log" if xa.log else "linear")
+        for row, value in enumerate(ya.values):  # the model's 95% band
+            panels[0].fill_between(xa.values, [m - 2 * e for m, e in zip(mean[row], se[row])],
+                                   [m + 2 * e for m, e in zip(mean[row], se[row])], color=f"C{row}", alpha=0.12)
         for row, value in enumerate(ya.values):
             marker = "osD^v"[row % 5]
             at = [(px, obj) for px, py, obj in trials if py == value]
             panels[0].plot([p for p, _ in at], [o for _, o in at], marker, color="black", markerfacecolor=f"C{row}",
                            linestyle="none", label=f"trials, {y}={value}{anywhere}")
+        for d in disagree:  # observed, and what the model predicts at the trial's own parameters
+            panels[0].plot([d["parameters"][x]] * 2, [d["observed"], d["predicted"]], color="C3", linewidth=1)
         panels[0].legend(fontsize=7)
     else:
         def position(axis, value):  # choices sit at their index
@@ -203,6 +212,11 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
             figure.colorbar(mesh, ax=panel, label=what)
             panel.scatter([position(xa, px) for px, _, _ in trials], [position(ya, py) for _, py, _ in trials],
                           c="black", s=18, label=f"trials{anywhere}")
+            for k, d in enumerate(disagree if panel is panels[0] else []):  # trial: measured vs the model's mean
+                panel.annotate(f"trial {d['trial']}: {d['observed']:.0f} vs {d['predicted']:.0f}",
+                               (position(xa, d["parameters"][x]), position(ya, d["parameters"][y])),
+                               textcoords="offset points", xytext=(6, 10 if k % 2 == 0 else -16), fontsize=7,
+                               color="red", bbox={"boxstyle": "round,pad=0.1", "fc": "white", "alpha": 0.8})
             for axis, set_scale, set_ticks in ((xa, panel.set_xscale, panel.set_xticks),
                                                (ya, panel.set_yscale, panel.set_yticks)):
                 if axis.log:
@@ -211,8 +225,46 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
                     set_ticks(range(len(axis.values)), [str(v) for v in axis.values])
             panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=y + (" (log scale)" if ya.log else ""),
                       title=what)
-    data = {"x": x, "y": y, "x_values": xa.values, "y_values": ya.values, "mean": mean, "se": se, "best": best}
+    _mark_disagreements(panels[0], disagree, x, None if ya.choice and not xa.choice else y, xa, ya)
+    data = {"x": x, "y": y, "x_values": xa.values, "y_values": ya.values, "mean": mean, "se": se, "best": best,
+            "disagree": disagree}
     return figure, data
+
+
+DISAGREE_SE = 2.0  # a trial whose result lies further than this many standard errors from the model's mean ...
+DISAGREE_POINTS = MIN_SPAN  # ... and further than this many points is marked on the maps
+
+
+def disagreements(s: StudyData) -> list[dict[str, Any]]:
+    """The completed trials the study's GP does not believe: its mean at the trial's own parameters lies outside
+    the 95% band (DISAGREE_SE standard errors) and more than DISAGREE_POINTS points from what was measured (a
+    lucky or collapsed run the model smooths over, or a region it misjudges)."""
+    done = [t for t in s.trials if t.status == "completed" and t.metrics and s.objective in t.metrics]
+    if not done:
+        return []
+    means, ses = s.model.predict([dict(t.parameters) for t in done])
+    found = []
+    for t, mean, se in zip(done, means, ses):
+        observed, predicted = 100 * t.metrics[s.objective], 100 * mean
+        if abs(observed - predicted) > max(DISAGREE_SE * 100 * se, DISAGREE_POINTS):
+            found.append({"trial": t.trial_index, "observed": observed, "predicted": predicted, "se": 100 * se,
+                          "parameters": dict(t.parameters)})
+    return found
+
+
+def _mark_disagreements(panel: Any, disagree: list[dict[str, Any]], x: str, y: str | None, xa: Axis, ya: Axis) -> None:
+    """Red rings on the trials the model does not believe (`disagreements`), with a legend entry saying so."""
+    if not disagree:
+        return
+
+    def position(axis: Axis, value: Any) -> Any:
+        return axis.values.index(value) if axis.choice else value
+
+    xs = [position(xa, d["parameters"][x]) for d in disagree]
+    ys = [d["observed"] for d in disagree] if y is None else [position(ya, d["parameters"][y]) for d in disagree]
+    panel.scatter(xs, ys, s=140, facecolors="none", edgecolors="red", linewidths=2,
+                  label=f"trial the model disagrees with (> {DISAGREE_SE:g} s.e.): measured vs model", zorder=5)
+    panel.legend(fontsize=7)
 
 
 def scatter_figure(s: StudyData, x: str, y: str, note: str) -> Figure:

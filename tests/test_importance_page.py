@@ -22,32 +22,36 @@ NAME = "onlylr"
 
 
 class SyntheticRunner(InProcessRunner):
-    """Trials that end at once with a real trial's result whose accuracies depend on lr_head alone."""
+    """Trials that end at once with a real trial's result whose accuracies depend on lr_head alone; the trials in
+    `collapsed` end at 5% instead, whatever their parameters."""
 
-    def __init__(self, template: dict) -> None:
+    def __init__(self, template: dict, collapsed: tuple[int, ...] = ()) -> None:
         super().__init__()
-        self.template = template
+        self.template, self.collapsed = template, collapsed
 
     def wait(self, on_event):
         job, self.queued = self.queued, None
         result = copy.deepcopy(self.template)
         accuracy = 0.3 + 6.0 * job.parameters["lr_head"]  # 36% to 90%, nothing else matters
+        if job.trial_index in self.collapsed:
+            accuracy = 0.25
         result.update(val_accuracy=accuracy, test_accuracy=accuracy - 0.02, test_worst_class_accuracy=accuracy - 0.2)
         return [Outcome(job.trial_index, result=result)]
 
 
 @pytest.fixture(scope="module")
 def synthetic_db(tmp_path_factory) -> Path:
-    """`onlylr` (10 completed trials, all Sobol) and `few` (4 trials, below importance's minimum), stored by the
-    study loop; one real 1-epoch digits trial gives their results' shape."""
+    """`onlylr` (10 completed trials, all Sobol), `few` (4 trials, below importance's minimum) and `collapsed` (as
+    onlylr, trial 6 collapsed), stored by the study loop; one real 1-epoch digits trial gives their results' shape."""
     folder = tmp_path_factory.mktemp("importance")
     db = folder / "runs.db"
-    for name, trials in ((NAME, 10), ("few", 4)):
+    template = None
+    for name, trials, collapsed in ((NAME, 10, ()), ("few", 4, ()), ("collapsed", 10, (6,))):
         path = study_file(folder, name=name, method="hws", params=SEARCH, trials=trials)
         path.write_text(path.read_text().replace("initial = 2", f"initial = {trials}"))
         study = load_study(path)
-        template = run_trial(study, {"beta": 1.0, "lr_head": 0.05, "importance_sampling": False}, 0, "cpu")
-        run_study(study, str(db), "cpu", log_file=folder / "ax.log", runner=SyntheticRunner(template))
+        template = template or run_trial(study, {"beta": 1.0, "lr_head": 0.05, "importance_sampling": False}, 0, "cpu")
+        run_study(study, str(db), "cpu", log_file=folder / "ax.log", runner=SyntheticRunner(template, collapsed))
     return db
 
 
@@ -95,7 +99,7 @@ def page(synthetic_db, tmp_path_factory) -> Path:
 
 
 PAGE_TABLES = ("Best combination of hyper-parameters", "The best observed trial and the model's pick",
-               "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ")
+               "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ", "Trials of collapsed ")
 
 
 def parsed(html: str) -> dict:
@@ -167,3 +171,86 @@ def test_the_html_page_renders_in_chromium_every_image_decoded_every_table_there
     broken = tmp_path / "broken.html"  # the check itself: an image that does not decode reads 0
     broken.write_text(page.read_text().replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1))
     assert sorted(int(image["data-decoded"]) for image in rendered(broken, tmp_path)["images"])[0] == 0
+
+
+def test_the_map_marks_a_trial_the_model_does_not_believe():
+    """A smooth hill over x measured at 12 points, one far from the top measured high by luck: the study's GP smooths
+    it over, and the map marks it as a trial the model does not believe, the one it disbelieves most, while the
+    trials on the hill's top are not marked. z is searched but the same in every trial, so the model cannot
+    explain the lucky trial by it."""
+    import numpy as np
+    from ax.api.client import Client
+    from ax.api.configs import RangeParameterConfig
+
+    from pipeline.config import DataConfig
+    from pipeline.params import Range
+    from pipeline.plots import StudyData, disagreements, map_pictures
+    from pipeline.store import StudyRecord, TrialRecord
+    from pipeline.study_config import StudyConfig
+    from pipeline.surrogate import fit_gp
+
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[RangeParameterConfig(name=n, bounds=(0.0, 1.0), parameter_type="float")
+                                            for n in ("x", "z")])
+    client.configure_optimization(objective="val_accuracy")
+    xs, zs = np.linspace(0.0, 1.0, 12), np.full(12, 0.5)
+    values = 0.8 - 0.8 * (xs - 0.6) ** 2 + np.random.default_rng(1).normal(0, 0.005, 12)
+    values[1] = 0.83  # x = 0.09, truly about 0.59
+    trials = []
+    for i, (x, z, value) in enumerate(zip(xs, zs, values)):
+        client.attach_trial(parameters={"x": float(x), "z": float(z)})
+        client.complete_trial(trial_index=i, raw_data={"val_accuracy": float(value)})
+        trials.append(TrialRecord(i, i, "completed", {"x": float(x), "z": float(z)}, 0, {"val_accuracy": float(value)},
+                                  {"test": {"0": 1.0}}, 1.0, 0.0, None, [], []))
+    experiment = client._experiment
+    config = StudyConfig(name="hill", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
+                         method="erm", fixed={}, search={"x": Range(0.0, 1.0), "z": Range(0.0, 1.0)})
+    study = StudyData(StudyRecord(1, "hill", "", config, None), trials,
+                      fit_gp(experiment, experiment.lookup_data(), "val_accuracy"))
+    found = disagreements(study)
+    assert max(found, key=lambda d: abs(d["observed"] - d["predicted"]))["trial"] == 1
+    assert found[[d["trial"] for d in found].index(1)]["predicted"] < 75  # the model does not believe 83
+    assert not {d["trial"] for d in found} & set(range(3, 10))  # the hill's top: model and trials agree
+    (picture,) = map_pictures(study)
+    assert picture.data["disagree"] == found
+    assert any("disagree" in text.get_text() for text in picture.figure.axes[0].get_legend().get_texts())
+
+
+def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
+    """On the evaluated synthetic studies: every study's picture names the study and the method in its title; the
+    classes at 0% carry a marker; the comparison names the tuned method; the trace's legend is outside the plot."""
+    from pipeline.plots import draw, load_studies
+
+    pictures = {p.file_name: p for p in draw(load_studies(Store(str(page.parent / "runs.db"), create=False), None,
+                                                          page.parent / "ax.log"))}
+    for name, picture in pictures.items():
+        titles = [picture.figure.get_suptitle()] + [axes.get_title() for axes in picture.figure.axes]
+        if not name.startswith("digits-"):  # the data set's trace names its studies in the legend
+            assert any(picture.study in t and "hws" in t for t in titles), (name, titles)
+    per_class = pictures[f"{NAME}-per-class.png"]
+    zero = [i for i, value in enumerate(per_class.data["test_accuracy"]) if value < 1]
+    assert zero  # the synthetic results' template has classes at 0%
+    (markers,) = [line for line in per_class.figure.axes[0].lines if line.get_marker() == "^"]
+    assert list(markers.get_xdata()) == zero
+    ticks = [t.get_text() for t in pictures[f"{NAME}-compare.png"].figure.axes[0].get_xticklabels()]
+    assert any(t.startswith("tuned hws") for t in ticks), ticks
+    legend = pictures[f"{NAME}-trace.png"].figure.axes[0].get_legend()
+    assert legend.get_bbox_to_anchor().x0 > pictures[f"{NAME}-trace.png"].figure.axes[0].bbox.x1 - 1
+
+
+def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
+    from pipeline.config import DataConfig
+    from pipeline.params import Range
+    from pipeline.plots import MIN_SPAN, StudyData, trace_pictures
+    from pipeline.store import StudyRecord, TrialRecord
+    from pipeline.study_config import StudyConfig
+
+    config = StudyConfig(name="flat", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
+                         method="erm", fixed={}, search={"x": Range(0.0, 1.0)})
+    values = [0.94032, 0.94046, 0.94040, 0.94035]
+    trials = [TrialRecord(i, i, "completed", {"x": i / 4}, 0, {"val_accuracy": v}, None, 1.0, 0.0, None, [], [])
+              for i, v in enumerate(values)]
+    (trace,) = trace_pictures(StudyData(StudyRecord(1, "flat", "", config, None), trials))
+    low, high = trace.figure.axes[0].get_ylim()
+    assert high - low >= MIN_SPAN and low < 94.032 and high > 94.046
+    assert "flat (erm, small_cnn)" in trace.figure.axes[0].get_title()
