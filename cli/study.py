@@ -281,7 +281,7 @@ def report(
     if fmt == "html":  # one complete page: every table there is for the studies, and every picture
         from pipeline.report_page import page_pictures, page_tables
 
-        tables, verdicts = page_tables(store, studies, baseline)
+        tables, verdicts = page_tables(store, studies, baseline, compare)
         started = time.perf_counter()
         pictures = page_pictures(store, studies, verdicts, log_file)
     else:

@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from pipeline.verdict import Verdict
 
 
-def page_tables(store: Store, names: list[str] | None, baseline: str | None = None) -> tuple[list[Table], list[Verdict]]:
+def page_tables(store: Store, names: list[str] | None, baseline: str | None = None,
+                compare: bool = False) -> tuple[list[Table], list[Verdict]]:
     """The page's tables in reading order, and the verdicts of the campaigns whose studies are selected and have
-    evaluations (their pictures go on the page too)."""
+    evaluations (their pictures go on the page too). With `compare` (report --compare) studies without evaluations
+    are refused, as in every other format."""
     from pipeline.verdict import take_verdict
     from pipeline.verdict_report import verdict_tables
 
@@ -26,8 +28,8 @@ def page_tables(store: Store, names: list[str] | None, baseline: str | None = No
     evaluated = {s.name for s in selected if store.evaluations(s.id)}
     tables = [best_table(store, names), *pareto_tables(store, names)]
     tables += [t for t in (model_pick_table(store, names), importance_table(store, names)) if t is not None]
-    if evaluated:
-        tables.append(compare_table(store, sorted(evaluated, key=[s.name for s in selected].index), baseline))
+    if evaluated or compare:  # compare_table refuses when nothing was evaluated
+        tables.append(compare_table(store, [s.name for s in selected if s.name in evaluated] or names, baseline))
     verdicts = [take_verdict(store, campaign) for campaign in store.all_campaigns()
                 if evaluated & {name for method in campaign.methods for name in campaign.study_names(method)}]
     for verdict in verdicts:
