@@ -167,7 +167,7 @@ def parameter_importance(model: StudyModel, completed: int) -> dict[str, Any]:
     gp = _get_model_per_metric(generator, [model.objective])[0]
     columns = {name: [i for i, feature in enumerate(digest.feature_names)
                       if feature == name or feature.startswith(name + OH_PARAM_INFIX)] for name in names}
-    generator_ = torch.Generator().manual_seed(0)
+    rng = torch.Generator().manual_seed(0)  # the same draws at every run: the same numbers for the same trials
 
     def draw(n: int) -> torch.Tensor:
         """n points of the search space in the GP's input columns, each parameter drawn as the search draws it."""
@@ -175,12 +175,12 @@ def parameter_importance(model: StudyModel, completed: int) -> dict[str, Any]:
         for i, (low, high) in enumerate(digest.bounds):
             if i in digest.discrete_choices:
                 choices = torch.tensor(digest.discrete_choices[i], dtype=torch.double)
-                points[:, i] = choices[torch.randint(len(choices), (n,), generator=generator_)]
+                points[:, i] = choices[torch.randint(len(choices), (n,), generator=rng)]
             else:
-                points[:, i] = low + (high - low) * torch.rand(n, generator=generator_, dtype=torch.double)
+                points[:, i] = low + (high - low) * torch.rand(n, generator=rng, dtype=torch.double)
         for indices in columns.values():
             if len(indices) > 1:  # one-hot: one category on per point
-                on = torch.randint(len(indices), (n,), generator=generator_)
+                on = torch.randint(len(indices), (n,), generator=rng)
                 points[:, indices] = torch.nn.functional.one_hot(on, len(indices)).double()
         return points
 
@@ -194,7 +194,7 @@ def parameter_importance(model: StudyModel, completed: int) -> dict[str, Any]:
     with torch.no_grad():
         posterior = gp.posterior(torch.cat([a, b, *mixed]))
         draws = posterior.rsample_from_base_samples(torch.Size([IMPORTANCE_GP_SAMPLES]), torch.randn(
-            IMPORTANCE_GP_SAMPLES, *posterior.base_sample_shape, generator=generator_, dtype=torch.double))
+            IMPORTANCE_GP_SAMPLES, *posterior.base_sample_shape, generator=rng, dtype=torch.double))
     draws = draws[..., 0]  # (draws, points)
     f_a, f_b = draws[:, :n], draws[:, n:2 * n]
     variance = torch.cat([f_a, f_b], dim=1).var(dim=1)
