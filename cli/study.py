@@ -246,7 +246,8 @@ def report(
     db: Db = None,
     format_: Annotated[Optional[str], typer.Option("--format", help=(
         f"One of {', '.join(FORMATS)} (default: what --out's extension names, else table); "
-        "html is one self-contained page with every study's trials and pictures."))] = None,
+        "html is one complete, self-contained page: every table of the studies (best, trials, importance, "
+        "evaluations, a campaign's verdict) and every picture, with a table of contents."))] = None,
     out: Annotated[Optional[Path], typer.Option(
         help="Write to this file instead of the terminal (never over a database).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --out and --plots replace existing files.")] = False,
@@ -267,7 +268,8 @@ def report(
     = None,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
-    from pipeline.report import best_table, compare_table, model_pick_table, pareto_tables, trials_table
+    from pipeline.report import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
+                                 trials_table)
     from pipeline.store import Store, sqlite_file
 
     fmt = output_format(format_, out)
@@ -283,25 +285,36 @@ def report(
         raise UserError(f"no studies in {store.shown} yet; run one with `robust-tune run STUDY.toml`")
     if baseline and not compare:
         raise UserError("--baseline goes with --compare")
-    tables = ([compare_table(store, studies, baseline)] if compare
-              else [best_table(store, studies), *pareto_tables(store, studies)])
-    if not compare and (picks := model_pick_table(store, studies)) is not None:
-        tables.append(picks)
-    if list_trials or fmt == "html":
-        tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
-    images = None
-    if plots is not None or fmt == "html":
-        from pipeline.plots import draw, load_studies, write_pictures  # matplotlib and Ax only when drawing
+    if fmt == "html":  # one complete page: every table there is for the studies, and every picture
+        from pipeline.report_page import page_pictures, page_tables
 
+        tables, verdicts = page_tables(store, studies, baseline, compare)
         started = time.perf_counter()
-        pictures = draw(load_studies(store, studies, log_file))
+        pictures = page_pictures(store, studies, verdicts, log_file)
+    else:
+        tables = ([compare_table(store, studies, baseline)] if compare
+                  else [best_table(store, studies), *pareto_tables(store, studies)])
+        if not compare and (picks := model_pick_table(store, studies)) is not None:
+            tables.append(picks)
+        if not compare and (importance := importance_table(store, studies)) is not None:
+            tables.append(importance)
+        if list_trials:
+            tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
+        pictures = []
         if plots is not None:
-            written = write_pictures(pictures, plots, force, sqlite_file(store.url))
-            stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
-        images = {}
-        for picture in pictures:
-            images.setdefault(picture.study, []).append((picture.file_name, picture.png))
-    print_tables(tables, fmt, out, force, sqlite_file(store.url), images)
+            from pipeline.plots import draw, load_studies  # matplotlib and Ax only when drawing
+
+            started = time.perf_counter()
+            pictures = draw(load_studies(store, studies, log_file))
+    if plots is not None:
+        from pipeline.plots import write_pictures
+
+        written = write_pictures(pictures, plots, force, sqlite_file(store.url))
+        stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
+    images: dict[str, list[tuple[str, bytes]]] = {}
+    for picture in pictures:
+        images.setdefault(picture.study, []).append((picture.file_name, picture.png))
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), images or None)
 
 
 def _report_verdict(store: Store, name: str, studies: list[str] | None, compare: bool, list_trials: bool, fmt: str,

@@ -13,16 +13,20 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from pipeline.errors import UserError
+from pipeline.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
-from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, best_trial
 from pipeline.store.records import feasible, pareto_set
+
+if TYPE_CHECKING:
+    from pipeline.surrogate import Axis
 
 
 @dataclass
@@ -53,6 +57,7 @@ class StudyData:
     trials: list[TrialRecord]
     model: Any = None  # surrogate.StudyModel, or None with too few trials or no Ax record
     comparison: list[dict[str, Any]] = field(default_factory=list)  # report.compare_table's records, if evaluated
+    importance: ImportanceRecord | None = None  # as stored when a run of the study ended
 
     @property
     def objective(self) -> str:
@@ -73,42 +78,79 @@ def _percent_label(objective: str) -> str:
     return f"{objective.replace('_', ' ')} (%)"
 
 
+def _who(s: StudyData) -> str:
+    """A study as titles name it: its name, method and network."""
+    return f"{s.study.name} ({s.study.study.method}, {s.study.study.backbone})"
+
+
+MIN_SPAN = 2.0  # percentage points: a y axis never zooms in further, so equal results look equal
+
+
+def readable_ylim(axes: Any, values: list[float], low: float | None = None) -> None:
+    """Keep the y axis at least MIN_SPAN points tall around `values` (and not below `low`): matplotlib otherwise
+    spreads results a hundredth of a point apart over the whole height, as if they differed."""
+    if not values:
+        return
+    bottom, top = min(values), max(values)
+    if top - bottom < MIN_SPAN:
+        middle = (top + bottom) / 2
+        bottom, top = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2
+        if low is not None and bottom < low:
+            bottom, top = low, low + MIN_SPAN
+        axes.set_ylim(bottom - 0.1 * MIN_SPAN, top + 0.1 * MIN_SPAN)
+
+
 def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str, Any]]:
-    """The objective of every trial in order, one line per study, failed trials as red crosses at the
-    bottom, the best so far as a step line; the Sobol trials shaded when the studies share their number."""
-    figure = Figure(figsize=(7, 4), layout="constrained")
+    """The objective of every trial in order, one colour, marker and line style per study, failed trials as red
+    crosses at the bottom, the best so far as a step line; the Sobol trials shaded when the studies share their
+    number. Several studies' dots are set a little apart sideways and their lines drawn thinner one after another,
+    so none hides another; the legend, one entry per study, sits outside the plot."""
+    figure = Figure(figsize=(8, 4), layout="constrained")
     axes = figure.add_subplot()
     data: dict[str, Any] = {}
+    shared = len(studies) > 1
+    plotted: list[float] = []
     for i, s in enumerate(studies):
-        color = f"C{i}"
-        label = s.study.name if len(studies) == 1 else f"{s.study.study.backbone} ({s.study.name})"
+        color, marker, style = f"C{i % 10}", "osD^v<>P*X"[i % 10], ("-", "--", "-.", ":")[i % 4]
         done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
                 if t.status == "completed" and t.metrics and s.objective in t.metrics]
         failed = [t.trial_index for t in s.trials if t.status == "failed"]
         best_so_far = list(itertools.accumulate((v for _, v in done), max))
-        axes.plot([i for i, _ in done], [v for _, v in done], "o", color=color, label=f"{label}: trial",
-                  gid=f"objective:{s.study.name}")
-        axes.step([i for i, _ in done], best_so_far, where="post", color=color, label=f"{label}: best so far")
+        offset = 0.25 * (i / (len(studies) - 1) - 0.5) if shared else 0.0
+        axes.plot([x + offset for x, _ in done], [v for _, v in done], marker, color=color,
+                  alpha=0.6 if shared else 1.0, markersize=5 if shared else 6, linestyle="none",
+                  label=None if shared else "trial", gid=f"objective:{s.study.name}")
+        axes.step([x for x, _ in done], best_so_far, where="post", color=color, linestyle=style,
+                  linewidth=1.5 + 1.5 * (len(studies) - 1 - i) if shared else 1.5,
+                  label=None if shared else "best so far")
+        if shared:  # one legend entry per study: its marker and line style
+            axes.plot([], [], marker=marker, linestyle=style, color=color, label=_who(s))
         if failed:
             axes.plot(failed, [0.03] * len(failed), "x", color="red", markersize=8,
-                      transform=axes.get_xaxis_transform(), label=f"{label}: failed")
-        data[s.study.name] = {"trial_index": [i for i, _ in done], "objective": [v for _, v in done],
+                      transform=axes.get_xaxis_transform(), label="failed trial" if i == 0 or not shared else None)
+        plotted += [v for _, v in done]
+        data[s.study.name] = {"trial_index": [x for x, _ in done], "objective": [v for _, v in done],
                               "failed": failed, "best_so_far": best_so_far}
     initial = {s.study.study.budget.initial for s in studies}
+    last = max((t.trial_index for s in studies for t in s.trials), default=0)
     if len(initial) == 1:
-        sobol = initial.pop()
+        sobol = min(initial.pop(), last + 1)
         axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {sobol} trials)")
-        axes.text(sobol - 0.4, 0.5, "Gaussian process →", transform=axes.get_xaxis_transform(),
-                  va="center", fontsize=8, color="grey")
+        if sobol <= last:  # some trials came from the Gaussian process: say where they start, inside the plot
+            axes.text(sobol - 0.4, 0.98, "Gaussian process →", transform=axes.get_xaxis_transform(),
+                      va="top", fontsize=8, color="grey")
+    readable_ylim(axes, plotted)
     axes.set(title=title, xlabel="trial (Ax's index, in the order run)",
              ylabel=_percent_label(studies[0].objective))
+    axes.title.set_fontsize(10)
     axes.xaxis.get_major_locator().set_params(integer=True)
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                title="dots: trials; lines: best so far" if shared else None, title_fontsize=7)
     return figure, data
 
 
 def trace_pictures(s: StudyData) -> list[Picture]:
-    figure, data = trace_figure([s], f"{s.study.name}: objective of every trial")
+    figure, data = trace_figure([s], f"{_who(s)}: {s.objective.replace('_', ' ')} of every trial")
     return [Picture(s.study.name, "trace", figure, data[s.study.name])]
 
 
@@ -137,8 +179,9 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
     trials = _trial_points(s, x, y)
     fixed = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items()
                       if k not in (x, y))
-    figure.suptitle(f"{s.study.name}: Gaussian process over {x} and {y}" + (f" (at the best trial's {fixed})"
-                                                                            if fixed else ""), fontsize=10)
+    figure.suptitle(f"{_who(s)}: Gaussian process of {s.objective.replace('_', ' ')} over {x} and {y}"
+                    + (f"\n(at the best trial's {fixed})" if fixed else ""), fontsize=10)
+    disagree = disagreements(s)
     label = s.objective.replace("_", " ")
     anywhere = " (others at any value)" if fixed else ""  # trials need not lie on the slice drawn
     if ya.choice and not xa.choice:  # one curve per value of the choice
@@ -147,11 +190,16 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
                 panel.plot(xa.values, grid[row], color=f"C{row}", label=f"{y}={value}")
             panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=what, title=what)
             panel.set_xscale("log" if xa.log else "linear")
+        for row, value in enumerate(ya.values):  # the model's 95% band
+            panels[0].fill_between(xa.values, [m - 2 * e for m, e in zip(mean[row], se[row])],
+                                   [m + 2 * e for m, e in zip(mean[row], se[row])], color=f"C{row}", alpha=0.12)
         for row, value in enumerate(ya.values):
             marker = "osD^v"[row % 5]
             at = [(px, obj) for px, py, obj in trials if py == value]
             panels[0].plot([p for p, _ in at], [o for _, o in at], marker, color="black", markerfacecolor=f"C{row}",
                            linestyle="none", label=f"trials, {y}={value}{anywhere}")
+        for d in disagree:  # observed, and what the model predicts at the trial's own parameters
+            panels[0].plot([d["parameters"][x]] * 2, [d["observed"], d["predicted"]], color="C3", linewidth=1)
         panels[0].legend(fontsize=7)
     else:
         def position(axis, value):  # choices sit at their index
@@ -164,6 +212,11 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
             figure.colorbar(mesh, ax=panel, label=what)
             panel.scatter([position(xa, px) for px, _, _ in trials], [position(ya, py) for _, py, _ in trials],
                           c="black", s=18, label=f"trials{anywhere}")
+            for k, d in enumerate(disagree if panel is panels[0] else []):  # trial: measured vs the model's mean
+                panel.annotate(f"trial {d['trial']}: {d['observed']:.0f} vs {d['predicted']:.0f}",
+                               (position(xa, d["parameters"][x]), position(ya, d["parameters"][y])),
+                               textcoords="offset points", xytext=(6, 10 if k % 2 == 0 else -16), fontsize=7,
+                               color="red", bbox={"boxstyle": "round,pad=0.1", "fc": "white", "alpha": 0.8})
             for axis, set_scale, set_ticks in ((xa, panel.set_xscale, panel.set_xticks),
                                                (ya, panel.set_yscale, panel.set_yticks)):
                 if axis.log:
@@ -172,8 +225,46 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
                     set_ticks(range(len(axis.values)), [str(v) for v in axis.values])
             panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=y + (" (log scale)" if ya.log else ""),
                       title=what)
-    data = {"x": x, "y": y, "x_values": xa.values, "y_values": ya.values, "mean": mean, "se": se, "best": best}
+    _mark_disagreements(panels[0], disagree, x, None if ya.choice and not xa.choice else y, xa, ya)
+    data = {"x": x, "y": y, "x_values": xa.values, "y_values": ya.values, "mean": mean, "se": se, "best": best,
+            "disagree": disagree}
     return figure, data
+
+
+DISAGREE_SE = 2.0  # a trial whose result lies further than this many standard errors from the model's mean ...
+DISAGREE_POINTS = MIN_SPAN  # ... and further than this many points is marked on the maps
+
+
+def disagreements(s: StudyData) -> list[dict[str, Any]]:
+    """The completed trials the study's GP does not believe: its mean at the trial's own parameters lies outside
+    the 95% band (DISAGREE_SE standard errors) and more than DISAGREE_POINTS points from what was measured (a
+    lucky or collapsed run the model smooths over, or a region it misjudges)."""
+    done = [t for t in s.trials if t.status == "completed" and t.metrics and s.objective in t.metrics]
+    if not done:
+        return []
+    means, ses = s.model.predict([dict(t.parameters) for t in done])
+    found = []
+    for t, mean, se in zip(done, means, ses):
+        observed, predicted = 100 * t.metrics[s.objective], 100 * mean
+        if abs(observed - predicted) > max(DISAGREE_SE * 100 * se, DISAGREE_POINTS):
+            found.append({"trial": t.trial_index, "observed": observed, "predicted": predicted, "se": 100 * se,
+                          "parameters": dict(t.parameters)})
+    return found
+
+
+def _mark_disagreements(panel: Any, disagree: list[dict[str, Any]], x: str, y: str | None, xa: Axis, ya: Axis) -> None:
+    """Red rings on the trials the model does not believe (`disagreements`), with a legend entry saying so."""
+    if not disagree:
+        return
+
+    def position(axis: Axis, value: Any) -> Any:
+        return axis.values.index(value) if axis.choice else value
+
+    xs = [position(xa, d["parameters"][x]) for d in disagree]
+    ys = [d["observed"] for d in disagree] if y is None else [position(ya, d["parameters"][y]) for d in disagree]
+    panel.scatter(xs, ys, s=140, facecolors="none", edgecolors="red", linewidths=2,
+                  label=f"trial the model disagrees with (> {DISAGREE_SE:g} s.e.): measured vs model", zorder=5)
+    panel.legend(fontsize=7)
 
 
 def scatter_figure(s: StudyData, x: str, y: str, note: str) -> Figure:
@@ -227,7 +318,8 @@ def curves_pictures(s: StudyData) -> list[Picture]:
     accuracy.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation accuracy")
     for axes in (loss, accuracy):
         axes.xaxis.get_major_locator().set_params(integer=True)
-    figure.suptitle(f"{s.study.name}: best trial {best.trial_index}", fontsize=10)
+    figure.suptitle(f"{_who(s)}: best trial {best.trial_index}, training loss and validation accuracy per epoch",
+                    fontsize=10)
     return [Picture(s.study.name, "curves", figure,
                     {"train_loss": best.epoch_train_loss, "val_accuracy": best.epoch_val_accuracy})]
 
@@ -248,12 +340,26 @@ def per_class_pictures(s: StudyData) -> list[Picture]:
         bars[classes.index(str(rare))].set_hatch("//")
         axes.annotate("rare in training", (classes.index(str(rare)), values[classes.index(str(rare))]),
                       textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
+    for x, value in enumerate(values):  # each value written on its bar: a class at 0% has no bar to see
+        axes.annotate(f"{value:.0f}", (x, value), textcoords="offset points", xytext=(0, 9 if value < 1 else 2),
+                      ha="center", fontsize=7, color="C3" if value == worst else "black")
+    axes.plot([x for x, v in enumerate(values) if v < 1], [0] * sum(v < 1 for v in values), "^", color="C3",
+              markersize=7, clip_on=False, label="class at 0%" if min(values) < 1 else None)
     axes.axhline(sum(values) / len(values), color="grey", linestyle="--", label="mean over classes")
-    axes.set(ylim=(0, 105), xlabel="class", ylabel="test accuracy (%)",
-             title=f"{s.study.name}: test accuracy per class, best trial {best.trial_index} (worst in red)")
+    axes.set(ylim=(0, 110), xlabel="class", ylabel="test accuracy (%)",
+             title=f"{_who(s)}: test accuracy per class, best trial {best.trial_index} (worst in red)")
     axes.title.set_fontsize(9)
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return [Picture(s.study.name, "per-class", figure, {"classes": classes, "test_accuracy": values})]
+
+
+def _variant_label(record: dict[str, Any]) -> str:
+    """A compared variant as a picture names it: the tuned configuration with its method ("tuned hws"), a baseline
+    or varied value by its name, with its method when the name does not start with it."""
+    if record["variant"] == TUNED:
+        return f"{TUNED} {record['method']}"
+    return record["variant"] if record["variant"].startswith(record["method"]) else \
+        f"{record['variant']} ({record['method']})"
 
 
 def compare_pictures(s: StudyData) -> list[Picture]:
@@ -262,7 +368,7 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     if not s.comparison:
         return []
     shown = [(key, label) for key, label in COMPARE_METRICS if key in ("test_accuracy", "smallest_class_accuracy")]
-    variants = [f"{r['variant']}\n({len(r['seeds'])} seeds)" for r in s.comparison]
+    variants = [f"{_variant_label(r)}\n({len(r['seeds'])} seeds)" for r in s.comparison]
     figure = Figure(figsize=(max(6, 1.3 * len(variants) + 3), 3.5), layout="constrained")
     data: dict[str, Any] = {"variants": [r["variant"] for r in s.comparison]}
     for panel, (key, label) in enumerate(shown):
@@ -271,12 +377,41 @@ def compare_pictures(s: StudyData) -> list[Picture]:
         halves = [100 * (r["metrics"][key]["half_width"] or 0.0) for r in s.comparison]
         axes.errorbar(range(len(variants)), means, yerr=halves, fmt="o", capsize=4, color="C0")
         axes.set_xticks(range(len(variants)), variants, fontsize=8)
-        axes.set(ylabel=f"{label} (%)", title=f"test {label}: mean and 95% interval" if key != "test_accuracy"
-                 else "test accuracy: mean and 95% interval")
+        axes.set_xlim(-0.6, len(variants) - 0.4)
+        readable_ylim(axes, [m - h for m, h in zip(means, halves)] + [m + h for m, h in zip(means, halves)], low=0.0)
+        axes.set(ylabel=f"{label if label.startswith('test') else 'test ' + label} (%)",
+                 title="test accuracy" if key == "test_accuracy" else f"test accuracy of the {label}")
         axes.title.set_fontsize(9)
         data[key] = list(zip(means, halves))
-    figure.suptitle(f"{s.study.name}: best configuration re-trained over seeds, against baselines", fontsize=10)
+    figure.suptitle(f"{_who(s)}: best configuration re-trained over seeds, against baselines\n"
+                    "mean and 95% interval over seeds", fontsize=10)
     return [Picture(s.study.name, "compare", figure, data)]
+
+
+def importance_pictures(s: StudyData) -> list[Picture]:
+    """Which parameters mattered: each searched parameter's share of the objective's variance under the study's
+    GP (report's importance table), a bar per parameter with its 90% interval, the largest on top."""
+    if s.importance is None or not s.importance.parameters:
+        return []
+    shares = s.importance.parameters
+    figure = Figure(figsize=(7, 0.45 * len(shares) + 1.5), layout="constrained")
+    axes = figure.add_subplot()
+    values = [100 * p.share for p in shares]
+    errors = [[100 * (p.share - p.low) for p in shares], [100 * (p.high - p.share) for p in shares]]
+    axes.barh(range(len(shares)), values, xerr=errors, capsize=4, color="C0", ecolor="0.3")
+    for y, (value, share) in enumerate(zip(values, shares)):
+        axes.annotate(f"{value:.0f}%", (100 * share.high, y), textcoords="offset points", xytext=(6, 0), va="center",
+                      fontsize=8)
+    axes.set_yticks(range(len(shares)), [p.name for p in shares])
+    axes.set_ylim(len(shares) - 0.5, -0.5)
+    axes.set_xlim(0, 110)
+    axes.set_xlabel("share of the objective's variance explained alone (%), with 90% interval", fontsize=8)
+    axes.set_title(f"{s.study.name} ({s.study.study.method}): which parameters mattered for "
+                   f"{s.importance.objective.replace('_', ' ')}\nfirst-order Sobol indices of the study's Gaussian "
+                   f"process ({s.importance.fitted_on} trials)", fontsize=9)
+    data = {"parameters": [p.name for p in shares], "share": values,
+            "interval": [(100 * p.low, 100 * p.high) for p in shares]}
+    return [Picture(s.study.name, "importance", figure, data)]
 
 
 def front_pictures(s: StudyData) -> list[Picture]:
@@ -380,8 +515,9 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
 
 
 # Every kind of picture drawn for each study, in the order files are written and shown.
-PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, map_pictures, curves_pictures,
-                                                         per_class_pictures, compare_pictures, front_pictures]
+PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, importance_pictures, map_pictures,
+                                                         curves_pictures, per_class_pictures, compare_pictures,
+                                                         front_pictures]
 
 
 def load_studies(store: Store, names: list[str] | None, log_file: str | Path) -> list[StudyData]:
@@ -399,7 +535,7 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
         model = (load_study_model(study.name, store.url, study.study.objective)
                  if searched and completed >= MIN_TRIALS else None)
         comparison = compare_table(store, [study.name]).records if store.evaluations(study.id) else []
-        loaded.append(StudyData(study, trials, model, comparison))
+        loaded.append(StudyData(study, trials, model, comparison, store.importance(study.id)))
     return loaded
 
 
@@ -411,7 +547,8 @@ def draw(studies: list[StudyData]) -> list[Picture]:
         by_dataset.setdefault(dataset_label(s.study.study.data), []).append(s)
     for dataset, group in by_dataset.items():
         if len(group) > 1:
-            figure, data = trace_figure(group, f"{dataset}: objective of every trial, one line per study")
+            objectives = ", ".join(dict.fromkeys(g.objective.replace("_", " ") for g in group))
+            figure, data = trace_figure(group, f"{dataset}: {objectives} of every trial, {len(group)} studies")
             pictures.append(Picture(dataset, "trace", figure, data))
     return pictures
 

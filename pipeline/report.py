@@ -15,7 +15,7 @@ from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
 from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick
-from pipeline.store.records import feasible, pareto_set
+from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.study_config import StudyConfig
 from pipeline.evaluate import TUNED, value_text
 from pipeline.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
@@ -177,6 +177,46 @@ def model_pick_table(store: Store, names: list[str] | None = None) -> Table | No
                        "95% interval of that mean; the best observed value is partly a lucky draw of training noise. "
                        "`evaluate --pick model` re-trains the model's pick.")
     return table
+
+
+def importance_table(store: Store, names: list[str] | None = None) -> Table | None:
+    """Per study, the share of its objective's variance each searched parameter explains alone under the study's
+    GP (first-order Sobol index, with a 90% interval), as stored when a run of it ended; a study without it gets
+    a note saying why. None when no selected study searches a parameter."""
+    table = Table("Which parameters mattered: share of the objective's variance each explains",
+                  ["study", "objective", "parameter", "share", "90% interval", "trials"], [])
+    for study in _select(store, names):
+        if not study.study.search:
+            continue
+        stored = store.importance(study.id)
+        if stored is None or not stored.parameters:
+            table.notes.append(f"{study.name}: {_no_importance(store, study, stored)}.")
+            continue
+        objective = OBJECTIVE_LABELS.get(stored.objective, stored.objective)
+        for share in stored.parameters:
+            table.rows.append([study.name, objective, share.name, percent(share.share),
+                               f"{percent(share.low)}-{percent(share.high)}", str(stored.fitted_on)])
+            table.records.append({"study": study.name, "objective": stored.objective, "parameter": share.name,
+                                  "share": share.share, "low": share.low, "high": share.high,
+                                  "fitted_on": stored.fitted_on})
+    if not table.rows and not table.notes:
+        return None
+    table.notes.insert(0, "Share in %: the part of the objective's variance over the search space that a parameter "
+                          "explains alone (first-order Sobol index of the study's Gaussian process, fitted on the "
+                          "study's completed trials when a run of it ended), with the 5-95% range over the model's "
+                          "posterior draws. Shares need not sum to 100: the rest is interactions and noise.")
+    return table
+
+
+def _no_importance(store: Store, study: StudyRecord, stored: Any) -> str:
+    """Why a study has no parameter importance, in a few words."""
+    if stored is not None and stored.note:
+        return f"no importance: {stored.note}"
+    completed = sum(t.status == "completed" for t in store.trials(study.id))
+    if (refused := importance_refused(completed, len(study.study.search))) is not None:
+        return f"no importance: {refused}"
+    return ("no importance stored: it is made when a run of the study ends (a study run before 0.5.0 gets it at "
+            "its next run that completes a trial)")
 
 
 def trials_table(store: Store, name: str) -> Table:

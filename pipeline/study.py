@@ -333,16 +333,18 @@ class StudyLoop:
 
     def predict(self) -> None:
         """When trials completed in this run: the study's GP's prediction of every completed trial, stored (the
-        model's pick, shown beside the best observed trial). Made with every strategy: the model judges the
-        trials whoever proposed them."""
-        if not self.summary.completed or self.study.multi_objective:  # a Pareto set has no one best to predict
+        model's pick, shown beside the best observed trial), and the importance of each searched parameter for
+        its (first) objective. Made with every strategy: the model judges the trials whoever proposed them."""
+        if not self.summary.completed:
             return
-        from pipeline.surrogate import predict_tried
+        from pipeline.surrogate import judge_study
 
         tick = time.perf_counter()
-        predictions = predict_tried(self.searcher.client._experiment, self.study.objective)
-        if predictions:
+        predictions, importance = judge_study(self.searcher.client._experiment, self.study.objective)
+        if predictions and not self.study.multi_objective:  # a Pareto set has no one best to predict
             self.store.save_predictions(self.stored.id, predictions, lock=self.lock)
+        if importance is not None:
+            self.store.save_importance(self.stored.id, importance, lock=self.lock)
         self.summary.proposal_seconds += time.perf_counter() - tick
 
     def best(self) -> tuple[float, int, dict[str, Any]] | None:

@@ -20,6 +20,7 @@ from ax.storage.sqa_store.load import load_experiment
 
 from pipeline.search import gp_step
 from pipeline.store import sqlite_file
+from pipeline.store.records import importance_minimum, importance_refused
 
 MIN_TRIALS = 3  # completed trials below which a GP over the searched parameters says nothing
 
@@ -116,13 +117,91 @@ def predict_tried(experiment: Any, objective: str) -> dict[int, dict[str, float]
     """The study's GP fitted on every completed trial and its posterior of the objective at each of them, by Ax
     index ({"mean", "sd", "fitted_on"}); empty with fewer than MIN_TRIALS. Torch's random state is left as it
     was, so fitting never changes what the study proposes or trains next."""
+    return judge_study(experiment, objective, importance=False)[0]
+
+
+def judge_study(experiment: Any, objective: str, importance: bool = True
+                ) -> tuple[dict[int, dict[str, float]], dict[str, Any] | None]:
+    """The study's GP fitted once on every completed trial: its prediction of each (see `predict_tried`) and, with
+    `importance`, the importance of each searched parameter (`parameter_importance`; None when the GP cannot be
+    fitted). Torch's random state is left as it was, so this never changes what the study proposes or trains next."""
     import torch
 
     with torch.random.fork_rng():
         model = fit_gp(experiment, experiment.lookup_data(), objective)
         if model is None:
-            return {}
+            return {}, None
         tried = model.completed_trials()
         means, sds = model.predict([parameters for _, parameters in tried])
-    return {index: {"mean": float(mean), "sd": float(sd), "fitted_on": len(tried)}
-            for (index, _), mean, sd in zip(tried, means, sds)}
+        view = parameter_importance(model, len(tried)) if importance else None
+    return ({index: {"mean": float(mean), "sd": float(sd), "fitted_on": len(tried)}
+             for (index, _), mean, sd in zip(tried, means, sds)}, view)
+
+
+IMPORTANCE_GP_SAMPLES = 128  # posterior draws of the objective; the interval is their 5-95% range
+IMPORTANCE_MC_POINTS = 512  # random points per Sobol matrix (A, B, and one per parameter)
+
+
+def parameter_importance(model: StudyModel, completed: int) -> dict[str, Any]:
+    """The share of the objective's variance over the search space that each searched parameter explains alone
+    (its first-order Sobol index) under the study's GP, with a 90% interval over the GP's posterior draws:
+    {"objective", "fitted_on", "minimum", "parameters": [{"name", "share", "low", "high"}, ...] (largest first)};
+    with fewer than `importance_minimum` completed trials, "parameters" is empty and "note" says why.
+
+    Saltelli's estimator, as Ax's ax.utils.sensitivity.sobol_measures computes it, on points drawn where the search
+    draws them (uniform in each parameter's own scale, log ones in log), but over whole parameters: a choice the
+    GP sees as one-hot columns moves as one value (Ax's utility moves each column alone, to values no trial has)."""
+    import torch
+
+    from ax.adapter.transforms.one_hot import OH_PARAM_INFIX
+    from ax.utils.sensitivity.sobol_measures import _get_generator_and_digest, _get_model_per_metric
+
+    names = list(model.parameters)
+    minimum = importance_minimum(len(names))
+    view: dict[str, Any] = {"objective": model.objective, "fitted_on": completed, "minimum": minimum,
+                            "parameters": []}
+    if (refused := importance_refused(completed, len(names))) is not None:
+        view["note"] = refused
+        return view
+    generator, digest = _get_generator_and_digest(model.adapter)
+    gp = _get_model_per_metric(generator, [model.objective])[0]
+    columns = {name: [i for i, feature in enumerate(digest.feature_names)
+                      if feature == name or feature.startswith(name + OH_PARAM_INFIX)] for name in names}
+    rng = torch.Generator().manual_seed(0)  # the same draws at every run: the same numbers for the same trials
+
+    def draw(n: int) -> torch.Tensor:
+        """n points of the search space in the GP's input columns, each parameter drawn as the search draws it."""
+        points = torch.empty(n, len(digest.feature_names), dtype=torch.double)
+        for i, (low, high) in enumerate(digest.bounds):
+            if i in digest.discrete_choices:
+                choices = torch.tensor(digest.discrete_choices[i], dtype=torch.double)
+                points[:, i] = choices[torch.randint(len(choices), (n,), generator=rng)]
+            else:
+                points[:, i] = low + (high - low) * torch.rand(n, generator=rng, dtype=torch.double)
+        for indices in columns.values():
+            if len(indices) > 1:  # one-hot: one category on per point
+                on = torch.randint(len(indices), (n,), generator=rng)
+                points[:, indices] = torch.nn.functional.one_hot(on, len(indices)).double()
+        return points
+
+    n = IMPORTANCE_MC_POINTS
+    a, b = draw(n), draw(n)
+    mixed = []
+    for name in names:  # A with parameter `name` taken from B
+        ab = a.clone()
+        ab[:, columns[name]] = b[:, columns[name]]
+        mixed.append(ab)
+    with torch.no_grad():
+        posterior = gp.posterior(torch.cat([a, b, *mixed]))
+        draws = posterior.rsample_from_base_samples(torch.Size([IMPORTANCE_GP_SAMPLES]), torch.randn(
+            IMPORTANCE_GP_SAMPLES, *posterior.base_sample_shape, generator=rng, dtype=torch.double))
+    draws = draws[..., 0]  # (draws, points)
+    f_a, f_b = draws[:, :n], draws[:, n:2 * n]
+    variance = torch.cat([f_a, f_b], dim=1).var(dim=1)
+    shares = torch.stack([(f_b * (draws[:, (2 + k) * n:(3 + k) * n] - f_a)).mean(dim=1) / variance
+                          for k in range(len(names))], dim=1).clamp(0.0, 1.0)  # (draws, parameters)
+    low, middle, high = torch.quantile(shares, torch.tensor([0.05, 0.5, 0.95], dtype=shares.dtype), dim=0)
+    view["parameters"] = sorted(({"name": name, "share": float(middle[k]), "low": float(low[k]),
+                                  "high": float(high[k])} for k, name in enumerate(names)),
+                                key=lambda row: -row["share"])
+    return view

@@ -153,6 +153,14 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
     assert page.returncode == 0 and "data:image/png;base64," in page.stdout and "Verdict of campaign trio" in page.stdout
 
 
+def test_the_complete_html_page_of_a_campaigns_studies_holds_its_verdict_and_comparison(campaign, cli, tmp_path):
+    code, out, err = cli("report", "--db", str(campaign), "--format", "html", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    for title in ("Best combination", "Evaluation over seeds", "Verdict of campaign trio", "Trials of trio.cb "):
+        assert f"<caption>{title}" in out, title
+    assert 'alt="trio-verdict.png"' in out and 'alt="trio.ls-compare.png"' in out and 'href="#pictures-1"' in out
+
+
 def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_runs_once_at_a_time(tmp_path):
     db, path = tmp_path / "c.db", campaign_file(tmp_path, text=CAMPAIGN.replace('["ls", "cb"]', '["cb"]'))
     args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))

@@ -102,7 +102,7 @@ def test_the_html_report_holds_every_table_and_one_embedded_image_per_picture(st
     code, _, err = cli("report", "--db", str(study_db), "--out", str(page), "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err  # the format comes from the extension
     text = page.read_text()
-    assert text.startswith("<!DOCTYPE html>") and text.count("<table>") == 3
+    assert text.startswith("<!DOCTYPE html>") and text.count("<table") == 4  # best, pick, importance, trials
     assert "Best combination of hyper-parameters" in text and f"Trials of {NAME}" in text
     assert "<caption>The best observed trial and the model&#x27;s pick</caption>" in text
     assert text.count("data:image/png;base64,") == len(EXPECTED)

@@ -242,7 +242,7 @@ def test_a_study_stores_its_models_pick_and_evaluate_and_best_take_it(tmp_path, 
 
     picked = model_pick(store.study("picked"), trials)
     code, out, _ = cli("report", "picked", "--db", db, "--format", "json")
-    best, picks = json.loads(out)
+    best, picks, importance = json.loads(out)  # importance: refused below 8 trials, with its note
     assert picks["rows"][0]["model_trial"] == picked.trial_index
     assert picks["rows"][0]["predicted_mean"] == pytest.approx(picked.predicted["mean"])
     code, out, _ = cli("best", "picked", "--db", db, "--pick", "model", "--format", "json")

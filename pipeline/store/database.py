@@ -22,8 +22,9 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, database_server, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
-from pipeline.store.records import CampaignRecord, EvaluationRecord, StudyRecord, TrialRecord
-from pipeline.store.schema import campaigns, epochs, evaluations, studies, trials
+from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
+                                    TrialRecord)
+from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.study_config import StudyConfig
 
@@ -230,6 +231,26 @@ class Store:
                 connection.execute(trials.update().where(trials.c.study_id == study_id,
                                                          trials.c.trial_index == index).values(predicted=predicted))
 
+    def save_importance(self, study_id: int, view: dict[str, Any], lock: StudyLock | None = None) -> None:
+        """Store the study's parameter importance (surrogate.parameter_importance), replacing the one before: like
+        the predictions, it is the model's view of every trial, remade when a run of the study ends."""
+        with self._writing(lock) as connection:
+            connection.execute(importance.delete().where(importance.c.study_id == study_id))
+            connection.execute(importance.insert().values(
+                study_id=study_id, objective=view["objective"], fitted_on=view["fitted_on"], minimum=view["minimum"],
+                parameters=view["parameters"], note=view.get("note"), computed_at=now()))
+
+    def importance(self, study_id: int) -> ImportanceRecord | None:
+        """The study's stored parameter importance; None when none was made (or in a database from before it)."""
+        if not sa.inspect(self.engine).has_table(importance.name):  # readers create no table
+            return None
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(importance).where(importance.c.study_id == study_id)).first()
+        if row is None:
+            return None
+        return ImportanceRecord(row.objective, row.fitted_on, row.minimum,
+                                [ParameterShare(**share) for share in row.parameters], row.note)
+
     def fail_trial(self, trial_id: int, error: str, started: float | None = None,
                    lock: StudyLock | None = None) -> None:
         """Record a trial that raised, with its error."""
@@ -347,6 +368,8 @@ class Store:
                 also(connection)
             its_trials = sa.select(trials.c.id).where(trials.c.study_id == study_id)
             connection.execute(epochs.delete().where(epochs.c.trial_id.in_(its_trials)))
+            if sa.inspect(connection).has_table(importance.name):  # a database from before importance has none
+                connection.execute(importance.delete().where(importance.c.study_id == study_id))
             if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
                 connection.execute(evaluations.delete().where(evaluations.c.study_id == study_id))
             connection.execute(trials.delete().where(trials.c.study_id == study_id))
@@ -360,6 +383,14 @@ class Store:
         with self.engine.connect() as connection:
             row = connection.execute(sa.select(campaigns).where(campaigns.c.name == name)).first()
         return None if row is None else _campaign_record(row)
+
+    def all_campaigns(self) -> list[CampaignRecord]:
+        """Every stored campaign, in the order they were stored; none in a database from before campaigns."""
+        if not sa.inspect(self.engine).has_table(campaigns.name):
+            return []
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(campaigns).order_by(campaigns.c.id)).all()
+        return [_campaign_record(row) for row in rows]
 
     def lock_campaign(self, campaign: CampaignRecord) -> StudyLock:
         """Become the one process running `campaign`; UserError while another `compare` of it runs."""

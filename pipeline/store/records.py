@@ -83,6 +83,47 @@ class EvaluationRecord:
     train_seconds: float
 
 
+IMPORTANCE_MIN_TRIALS = 8
+
+
+def importance_minimum(searched: int) -> int:
+    """Completed trials below which parameter importance is refused: two per searched parameter, and never fewer
+    than IMPORTANCE_MIN_TRIALS (a GP on fewer points mostly reports its prior)."""
+    return max(IMPORTANCE_MIN_TRIALS, 2 * searched)
+
+
+def importance_refused(completed: int, searched: int) -> str | None:
+    """Why parameter importance is refused for a study with `completed` trials over `searched` parameters; None
+    when it has enough."""
+    minimum = importance_minimum(searched)
+    if completed >= minimum:
+        return None
+    return (f"{completed} completed trial(s); it needs at least {minimum} (2 per searched parameter, at least "
+            f"{IMPORTANCE_MIN_TRIALS})")
+
+
+@dataclass(frozen=True)
+class ParameterShare:
+    """The share of the objective's variance one searched parameter explains alone, with a 90% interval."""
+
+    name: str
+    share: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class ImportanceRecord:
+    """Parameter importance under a study's GP, as made when a run of the study ended; `parameters` (largest
+    share first) is empty, and `note` says why, when it had fewer than `minimum` completed trials."""
+
+    objective: str
+    fitted_on: int
+    minimum: int
+    parameters: list[ParameterShare]
+    note: str | None = None
+
+
 def feasible(study: StudyRecord, trial: TrialRecord) -> bool:
     """Whether a completed trial keeps every constraint of its study (any trial does in a study without any)."""
     return all(rule.holds(trial.metrics or {}) for rule in study.study.constraint_rules)

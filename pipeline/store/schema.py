@@ -13,8 +13,9 @@ import sqlalchemy as sa
 # Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
 # 0.1.0 has the rt_ tables and no version table: it is at the baseline.
 BASELINE = "0001_baseline"
-HEAD = "0004_trial_seeds_and_predictions"
-VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", "0003_campaigns": "0.3.0", HEAD: "0.4.0"}
+HEAD = "0005_importance"
+VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", "0003_campaigns": "0.3.0",
+            "0004_trial_seeds_and_predictions": "0.4.0", HEAD: "0.5.0"}
 VERSION_TABLE = "rt_schema_version"
 
 metadata = sa.MetaData()
@@ -78,6 +79,19 @@ evaluations = sa.Table(
     sa.UniqueConstraint("study_id", "variant", "seed"),
 )
 
+# The importance of each searched parameter under a study's GP, remade when a run of the study ends (one row per
+# study): the share of the objective's variance each explains (first-order Sobol index) with its interval.
+importance = sa.Table(
+    "rt_importance", metadata,
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), primary_key=True),
+    sa.Column("objective", sa.String(200), nullable=False),
+    sa.Column("fitted_on", sa.Integer, nullable=False),  # completed trials the GP was fitted on
+    sa.Column("minimum", sa.Integer, nullable=False),  # completed trials it needs; below, parameters is empty
+    sa.Column("parameters", sa.JSON, nullable=False),  # [{"name", "share", "low", "high"}], largest share first
+    sa.Column("note", sa.Text),  # why there is none, when there is none
+    sa.Column("computed_at", sa.DateTime, nullable=False),
+)
+
 study_locks = sa.Table(
     "rt_study_locks", metadata,
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), primary_key=True),  # one holder per study
@@ -113,7 +127,8 @@ schema_version = sa.Table(
 )
 
 # Tables a database from before them may lack: readers read it without them.
-OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name)
+OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name,
+            importance.name)
 # Columns a database from before them may lack: readers read such rows with the column empty.
 OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted")
 

@@ -1,0 +1,256 @@
+"""Parameter importance and the complete HTML page: a study stored through the tool's own loop (real Ax, its real
+GP, real SQLite) whose trials return synthetic results, so no training is needed to know which parameter matters."""
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.store import Store
+from pipeline.study import run_study
+from pipeline.study_config import load_study
+from pipeline.trial import InProcessRunner, Outcome, run_trial
+from test_study import study_file
+
+# Three searched parameters of three kinds (a log range, a linear range, a choice); the objective depends on lr_head.
+SEARCH = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
+          'lr_head = { low = 0.01, high = 0.1 }\nimportance_sampling = { values = [false, true] }')
+NAME = "onlylr"
+
+
+class SyntheticRunner(InProcessRunner):
+    """Trials that end at once with a real trial's result whose accuracies depend on lr_head alone; the trials in
+    `collapsed` end at 5% instead, whatever their parameters."""
+
+    def __init__(self, template: dict, collapsed: tuple[int, ...] = ()) -> None:
+        super().__init__()
+        self.template, self.collapsed = template, collapsed
+
+    def wait(self, on_event):
+        job, self.queued = self.queued, None
+        result = copy.deepcopy(self.template)
+        accuracy = 0.3 + 6.0 * job.parameters["lr_head"]  # 36% to 90%, nothing else matters
+        if job.trial_index in self.collapsed:
+            accuracy = 0.25
+        result.update(val_accuracy=accuracy, test_accuracy=accuracy - 0.02, test_worst_class_accuracy=accuracy - 0.2)
+        return [Outcome(job.trial_index, result=result)]
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory) -> Path:
+    """`onlylr` (10 completed trials, all Sobol), `few` (4 trials, below importance's minimum) and `collapsed` (as
+    onlylr, trial 6 collapsed), stored by the study loop; one real 1-epoch digits trial gives their results' shape."""
+    folder = tmp_path_factory.mktemp("importance")
+    db = folder / "runs.db"
+    template = None
+    for name, trials, collapsed in ((NAME, 10, ()), ("few", 4, ()), ("collapsed", 10, (6,))):
+        path = study_file(folder, name=name, method="hws", params=SEARCH, trials=trials)
+        path.write_text(path.read_text().replace("initial = 2", f"initial = {trials}"))
+        study = load_study(path)
+        template = template or run_trial(study, {"beta": 1.0, "lr_head": 0.05, "importance_sampling": False}, 0, "cpu")
+        run_study(study, str(db), "cpu", log_file=folder / "ax.log", runner=SyntheticRunner(template, collapsed))
+    return db
+
+
+def test_importance_ranks_the_one_parameter_the_objective_depends_on_first(synthetic_db, cli):
+    store = Store(str(synthetic_db), create=False)
+    stored = store.importance(store.study(NAME).id)
+    assert stored.fitted_on == 10 and stored.objective == "val_accuracy"
+    first, *others = stored.parameters
+    assert first.name == "lr_head" and first.low > 0.5 and first.share > 0.8
+    assert {p.name for p in others} == {"beta", "importance_sampling"} and all(p.share < 0.1 for p in others)
+    assert all(0 <= p.low <= p.share <= p.high <= 1 for p in stored.parameters)
+
+    code, out, err = cli("report", "--db", str(synthetic_db), "--format", "json")
+    assert code == 0, err
+    importance = next(t for t in json.loads(out) if t["title"].startswith("Which parameters mattered"))
+    assert [r["parameter"] for r in importance["rows"] if r["study"] == NAME][0] == "lr_head"
+    assert not [r for r in importance["rows"] if r["study"] == "few"]  # refused, with its note:
+    assert any(n.startswith("few: no importance: 4 completed trial(s); it needs at least 8") for n in importance["notes"])
+    code, out, err = cli("report", "--db", str(synthetic_db))
+    assert code == 0 and "Which parameters mattered" in out and "lr_head" in out
+
+
+def test_a_report_never_imports_torch_to_show_importance(synthetic_db):
+    code = ("import sys; from cli.main import main\ntry: main(['report', '--db', sys.argv[1]])\n"
+            "except SystemExit as e: assert not e.code, e.code\nassert 'torch' not in sys.modules, 'torch imported'")
+    done = subprocess.run([sys.executable, "-c", code, str(synthetic_db)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "lr_head" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def page(synthetic_db, tmp_path_factory) -> Path:
+    """`report --format html` of the synthetic studies, `onlylr` evaluated on 2 seeds against ERM first."""
+    from cli.main import main
+
+    folder = tmp_path_factory.mktemp("page")
+    db = folder / "runs.db"
+    shutil.copy(synthetic_db, db)
+    for command in (["evaluate", NAME, "--seeds", "2", "--device", "cpu"], ["report", "--format", "html", "--out",
+                                                                          str(folder / "report.html")]):
+        with pytest.raises(SystemExit) as done:
+            main([*command, "--db", str(db), "--log-file", str(folder / "ax.log")])
+        assert done.value.code in (0, None)
+    return folder / "report.html"
+
+
+PAGE_TABLES = ("Best combination of hyper-parameters", "The best observed trial and the model's pick",
+               "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ", "Trials of collapsed ")
+
+
+def parsed(html: str) -> dict:
+    """The page's images (src, data-decoded), table captions, contents links and element ids."""
+    from html.parser import HTMLParser
+
+    found: dict = {"images": [], "captions": [], "links": [], "ids": set(), "body": {}}
+
+    class Reader(HTMLParser):
+        caption = False
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            found["ids"].add(attrs.get("id"))
+            if tag == "img":
+                found["images"].append(attrs)
+            elif tag == "a":
+                found["links"].append(attrs["href"])
+            elif tag == "body":
+                found["body"] = attrs
+            self.caption = tag == "caption"
+
+        def handle_data(self, data):
+            if self.caption:
+                found["captions"].append(data)
+                self.caption = False
+
+    Reader().feed(html)
+    return found
+
+
+def test_the_html_page_holds_every_table_and_picture_with_its_contents(page):
+    found = parsed(page.read_text())
+    for title in PAGE_TABLES:
+        assert any(c.startswith(title) for c in found["captions"]), title
+    assert {link[1:] for link in found["links"]} <= found["ids"] and len(found["links"]) >= len(PAGE_TABLES) + 2
+    alts = [image["alt"] for image in found["images"]]
+    assert {f"{NAME}-importance.png", f"{NAME}-trace.png", f"{NAME}-compare.png", f"{NAME}-per-class.png",
+            "few-trace.png"} <= set(alts)
+    assert all(image["src"].startswith("data:image/png;base64,") for image in found["images"])  # nothing fetched
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Run in the page after it loaded: each image's decoded width (0 when it failed) and how many there are.
+PROBE = ("<script>window.addEventListener('load', () => { for (const img of document.images) "
+         "img.setAttribute('data-decoded', String(img.complete ? img.naturalWidth : 0)); "
+         "document.body.setAttribute('data-images', String(document.images.length)); });</script>")
+
+
+def rendered(page: Path, folder: Path) -> dict:
+    """The page's DOM as headless Chromium renders it, with PROBE's marks."""
+    probe = folder / f"probe-{page.name}"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                           "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return parsed(done.stdout)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium; "
+                                             ".ci/run installs it)")
+def test_the_html_page_renders_in_chromium_every_image_decoded_every_table_there(page, tmp_path):
+    dom = rendered(page, tmp_path)
+    assert int(dom["body"]["data-images"]) == len(dom["images"]) == len(parsed(page.read_text())["images"]) >= 10
+    assert all(int(image["data-decoded"]) > 100 for image in dom["images"]), [
+        image["alt"] for image in dom["images"] if int(image["data-decoded"]) <= 100]
+    for title in PAGE_TABLES:
+        assert any(c.startswith(title) for c in dom["captions"]), title
+    broken = tmp_path / "broken.html"  # the check itself: an image that does not decode reads 0
+    broken.write_text(page.read_text().replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1))
+    assert sorted(int(image["data-decoded"]) for image in rendered(broken, tmp_path)["images"])[0] == 0
+
+
+def test_the_map_marks_a_trial_the_model_does_not_believe():
+    """A smooth hill over x measured at 12 points, one far from the top measured high by luck: the study's GP smooths
+    it over, and the map marks it as a trial the model does not believe, the one it disbelieves most, while the
+    trials on the hill's top are not marked. z is searched but the same in every trial, so the model cannot
+    explain the lucky trial by it."""
+    import numpy as np
+    from ax.api.client import Client
+    from ax.api.configs import RangeParameterConfig
+
+    from pipeline.config import DataConfig
+    from pipeline.params import Range
+    from pipeline.plots import StudyData, disagreements, map_pictures
+    from pipeline.store import StudyRecord, TrialRecord
+    from pipeline.study_config import StudyConfig
+    from pipeline.surrogate import fit_gp
+
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[RangeParameterConfig(name=n, bounds=(0.0, 1.0), parameter_type="float")
+                                            for n in ("x", "z")])
+    client.configure_optimization(objective="val_accuracy")
+    xs, zs = np.linspace(0.0, 1.0, 12), np.full(12, 0.5)
+    values = 0.8 - 0.8 * (xs - 0.6) ** 2 + np.random.default_rng(1).normal(0, 0.005, 12)
+    values[1] = 0.83  # x = 0.09, truly about 0.59
+    trials = []
+    for i, (x, z, value) in enumerate(zip(xs, zs, values)):
+        client.attach_trial(parameters={"x": float(x), "z": float(z)})
+        client.complete_trial(trial_index=i, raw_data={"val_accuracy": float(value)})
+        trials.append(TrialRecord(i, i, "completed", {"x": float(x), "z": float(z)}, 0, {"val_accuracy": float(value)},
+                                  {"test": {"0": 1.0}}, 1.0, 0.0, None, [], []))
+    experiment = client._experiment
+    config = StudyConfig(name="hill", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
+                         method="erm", fixed={}, search={"x": Range(0.0, 1.0), "z": Range(0.0, 1.0)})
+    study = StudyData(StudyRecord(1, "hill", "", config, None), trials,
+                      fit_gp(experiment, experiment.lookup_data(), "val_accuracy"))
+    found = disagreements(study)
+    assert max(found, key=lambda d: abs(d["observed"] - d["predicted"]))["trial"] == 1
+    assert found[[d["trial"] for d in found].index(1)]["predicted"] < 75  # the model does not believe 83
+    assert not {d["trial"] for d in found} & set(range(3, 10))  # the hill's top: model and trials agree
+    (picture,) = map_pictures(study)
+    assert picture.data["disagree"] == found
+    assert any("disagree" in text.get_text() for text in picture.figure.axes[0].get_legend().get_texts())
+
+
+def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
+    """On the evaluated synthetic studies: every study's picture names the study and the method in its title; the
+    classes at 0% carry a marker; the comparison names the tuned method; the trace's legend is outside the plot."""
+    from pipeline.plots import draw, load_studies
+
+    pictures = {p.file_name: p for p in draw(load_studies(Store(str(page.parent / "runs.db"), create=False), None,
+                                                          page.parent / "ax.log"))}
+    for name, picture in pictures.items():
+        titles = [picture.figure.get_suptitle()] + [axes.get_title() for axes in picture.figure.axes]
+        if not name.startswith("digits-"):  # the data set's trace names its studies in the legend
+            assert any(picture.study in t and "hws" in t for t in titles), (name, titles)
+    per_class = pictures[f"{NAME}-per-class.png"]
+    zero = [i for i, value in enumerate(per_class.data["test_accuracy"]) if value < 1]
+    assert zero  # the synthetic results' template has classes at 0%
+    (markers,) = [line for line in per_class.figure.axes[0].lines if line.get_marker() == "^"]
+    assert list(markers.get_xdata()) == zero
+    ticks = [t.get_text() for t in pictures[f"{NAME}-compare.png"].figure.axes[0].get_xticklabels()]
+    assert any(t.startswith("tuned hws") for t in ticks), ticks
+    legend = pictures[f"{NAME}-trace.png"].figure.axes[0].get_legend()
+    assert legend.get_bbox_to_anchor().x0 > pictures[f"{NAME}-trace.png"].figure.axes[0].bbox.x1 - 1
+
+
+def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
+    from pipeline.config import DataConfig
+    from pipeline.params import Range
+    from pipeline.plots import MIN_SPAN, StudyData, trace_pictures
+    from pipeline.store import StudyRecord, TrialRecord
+    from pipeline.study_config import StudyConfig
+
+    config = StudyConfig(name="flat", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
+                         method="erm", fixed={}, search={"x": Range(0.0, 1.0)})
+    values = [0.94032, 0.94046, 0.94040, 0.94035]
+    trials = [TrialRecord(i, i, "completed", {"x": i / 4}, 0, {"val_accuracy": v}, None, 1.0, 0.0, None, [], [])
+              for i, v in enumerate(values)]
+    (trace,) = trace_pictures(StudyData(StudyRecord(1, "flat", "", config, None), trials))
+    low, high = trace.figure.axes[0].get_ylim()
+    assert high - low >= MIN_SPAN and low < 94.032 and high > 94.046
+    assert "flat (erm, small_cnn)" in trace.figure.axes[0].get_title()
