@@ -7,8 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean
 
+# The stamp is written last, so an interrupted install runs again; a venv left without a working pip
+# (an install interrupted while the venv was being made) is made again from scratch.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
 	$(PY) -m pip install --quiet -e '.[test]'
