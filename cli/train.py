@@ -12,7 +12,7 @@ from rich.table import Table
 from cli.app import app
 from cli.options import Db, Device, Precision, Threads
 from cli.render import batches_line, params_line, result_table, result_title, stderr, stdout, training_progress
-from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, resolve_device
+from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, default_image_size, resolve_device
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
@@ -54,7 +54,9 @@ def train(
              "image paths are relative to (instead of its root.txt).")] = None,
     manifest: Annotated[Optional[str], typer.Option(
         help="images: a manifest folder, as written by `robust-tune data prepare`.")] = None,
-    image_size: Annotated[int, typer.Option(help="images: resize every image to this many pixels a side.")] = 224,
+    image_size: Annotated[Optional[int], typer.Option(
+        help="images: resize every image to this many pixels a side (default: 32 for small_cnn, 224 for the "
+             "ResNets).")] = None,
     cache_dir: Annotated[str, typer.Option(
         help="images: where decoded, resized images are cached (\"\" turns the cache off).")] = "runs/cache",
     flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.")] = False,
@@ -82,7 +84,8 @@ def train(
         data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
                         imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
                         root=root, manifest=manifest,
-                        image_size=image_size, cache_dir=cache_dir, augment_flip=flip,
+                        image_size=default_image_size(backbone) if image_size is None else image_size,
+                        cache_dir=cache_dir, augment_flip=flip,
                         augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
