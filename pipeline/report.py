@@ -261,6 +261,11 @@ def _feasible_text(study: StudyRecord, trial: TrialRecord) -> str:
     return "yes" if feasible(study, trial) else "no"
 
 
+def _progress_text(completed: int, budget: int) -> str:
+    """`5 of 8` trials; `10 (budget 8)` when runs given `--trials N` went past the study's own budget."""
+    return f"{completed} of {budget}" if completed <= budget else f"{completed} (budget {budget})"
+
+
 def studies_table(store: Store) -> Table:
     """Every study in the database: what it trains, how far it has come, its best objective so far."""
     table = Table(f"Studies in {store.shown}", ["study", "method", "data set", "network", "trials", "failed",
@@ -272,7 +277,7 @@ def studies_table(store: Store) -> Table:
         completed = sum(t.status == "completed" for t in trials)
         running = sum(t.status == "running" for t in trials)
         table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
-                           f"{completed}/{config.budget.trials}" + (f" +{running} running" if running else ""),
+                           _progress_text(completed, config.budget.trials) + (f" +{running} running" if running else ""),
                            str(sum(t.status == "failed" for t in trials)),
                            "-" if best is None else percent(best.metrics[config.objective]),
                            objectives_label(config)
@@ -281,6 +286,8 @@ def studies_table(store: Store) -> Table:
                               "running": running, "budget": config.budget.trials,
                               "objective": config.objective,
                               "best": None if best is None else best.metrics[config.objective]})
+    if any(r["completed"] > r["budget"] for r in table.records):
+        table.notes.append("(budget N): the study file's budget; `run --trials` took this study past it")
     return table
 
 

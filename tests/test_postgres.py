@@ -73,7 +73,7 @@ def test_a_study_runs_reports_evaluates_and_is_deleted_on_postgresql(tmp_path, c
     best, *_, listing = json.loads(out)
     assert best["rows"][0]["study"] == "shared" and len(listing["rows"]) == 3
     code, out, _ = cli("studies", "--db", postgres_url)
-    assert code == 0 and "shared" in out and "3/3" in out
+    assert code == 0 and "shared" in out and "3 of 3" in out
     assert sa.engine.make_url(postgres_url).password not in out  # the password is never shown
     code, _, err = cli("report", "--db", postgres_url, "--plots", str(tmp_path / "pictures"))
     assert code == 0, err

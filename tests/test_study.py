@@ -69,7 +69,7 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
     assert best["rows"][0]["trial_index"] == max(trials, key=lambda t: t.metrics["val_accuracy"]).trial_index
     assert len(listing["rows"]) == 3
     code, out, _ = cli("studies", "--db", db)
-    assert code == 0 and "tiny" in out and "3/3" in out
+    assert code == 0 and "tiny" in out and "3 of 3" in out
 
 
 @pytest.fixture(scope="module")
