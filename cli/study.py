@@ -186,6 +186,11 @@ def run(
         [f"search_seed={search_seed}"] if search_seed is not None else []) + (
         [f"threads={threads}"] if threads is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
+    from pipeline.trial import dataset_for
+
+    with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
+        data = dataset_for(study.data, "cpu" if workers or scheduler else device)  # trials in this process reuse it
+    stderr.print("\n".join(["examples per split and class:", *data.split_summary()]), markup=False, highlight=False)
     view = StudyView(study.fixed.get("epochs"))
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     parallel = dict(runner=runner, precision=precision)

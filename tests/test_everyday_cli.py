@@ -64,7 +64,8 @@ def test_a_run_into_a_log_prints_one_line_per_trial_numbered_as_the_tables(tmp_p
                        "--log-file", str(tmp_path / "ax.log"))
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert lines[0] == "study tiny: budget 2 trials"
+    assert lines[0] == "examples per split and class:" and lines[1].startswith("train ")  # once, before the trials
+    lines = lines[lines.index("study tiny: budget 2 trials"):]
     assert lines[1].startswith("trial 0 (1 of 2) completed: objective ") and "T=" in lines[1] and " s, " in lines[1]
     assert lines[2].startswith("trial 1 (2 of 2) completed: ") and "best " in lines[2] and "(trial " in lines[2]
     listed = robust_tune("report", "--db", db, "--trials", "--format", "csv").stdout

@@ -37,4 +37,6 @@ def load_dataset(config: DataConfig, device: torch.device) -> Dataset:
     """Load, split and move a data set to `device`; an unknown name is a UserError."""
     if config.name not in LOADERS:
         raise UserError(f"unknown data set {config.name!r}; known: {', '.join(LOADERS)}")
-    return LOADERS[config.name](config).to(device)
+    dataset = LOADERS[config.name](config)
+    dataset.check_every_class_present()
+    return dataset.to(device)

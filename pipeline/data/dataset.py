@@ -8,6 +8,8 @@ from typing import Iterator
 
 import torch
 
+from pipeline.errors import UserError
+
 
 @dataclass
 class Split:
@@ -74,3 +76,35 @@ class Dataset:
     def to(self, device: torch.device) -> "Dataset":
         return Dataset(self.name, self.class_names, self.train.to(device), self.val.to(device), self.test.to(device),
                        self.pixel_mean, self.pixel_std)
+
+    def split_counts(self) -> dict[str, list[int]]:
+        """Examples per class in each split: {"train": [n_0, n_1, ...], "val": [...], "test": [...]}."""
+        return {name: split.class_counts(self.num_classes)
+                for name, split in (("train", self.train), ("val", self.val), ("test", self.test))}
+
+    def check_every_class_present(self) -> None:
+        """Refuse a split that lost a class: balanced and worst-class accuracy would silently leave it out. An
+        empty validation split (val_fraction = 0, the papers' protocol) is allowed: it has no accuracy at all."""
+        counts = self.split_counts()
+        checked = [split for split, per_class in counts.items() if split != "val" or sum(per_class)]
+        for index, name in enumerate(self.class_names):
+            missing = [split for split in checked if counts[split][index] == 0]
+            if missing:
+                total = sum(per_class[index] for per_class in counts.values())
+                raise UserError(f"class {name!r} ({total} example(s) in all) has none in the {' and '.join(missing)} "
+                                f"split{'s' if len(missing) > 1 else ''}, so its accuracy could not be measured "
+                                "there; add examples of it, or change val_fraction / test_fraction / imbalance_keep")
+
+    def split_summary(self) -> list[str]:
+        """What the splits hold, a line each, for the user to check once: counts per class (up to 10 classes),
+        else the total and the smallest class."""
+        lines = []
+        for split, counts in self.split_counts().items():
+            if len(counts) <= 10:
+                per_class = "  ".join(f"{name}:{count}" for name, count in zip(self.class_names, counts))
+                lines.append(f"{split:<5} {sum(counts):>6}  {per_class}")
+            else:
+                fewest = min(range(len(counts)), key=counts.__getitem__)
+                lines.append(f"{split:<5} {sum(counts):>6}  {min(counts)}-{max(counts)} per class "
+                             f"(fewest: {self.class_names[fewest]})")
+        return lines
