@@ -177,7 +177,7 @@ def run(
     from pipeline.parallel import trial_runner
     from pipeline.report import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, shown_database
-    from pipeline.study import StudyInterrupted, run_study
+    from pipeline.study import StudyInterrupted, StudyStarted, run_study
     from pipeline.study_config import check_trials, load_study
 
     check_trials(trials)
@@ -190,7 +190,14 @@ def run(
 
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
         data = dataset_for(study.data, "cpu" if workers or scheduler else device)  # trials in this process reuse it
-    stderr.print("\n".join(["examples per split and class:", *data.split_summary()]), markup=False, highlight=False)
+    split_lines = ["examples per split and class:", *data.split_summary()]
+
+    def show_splits(event: Any) -> None:
+        """The split sizes, once, when the study starts (after every check that could refuse it in one line)."""
+        if isinstance(event, StudyStarted) and split_lines:
+            stderr.print("\n".join(split_lines), markup=False, highlight=False)
+            split_lines.clear()
+
     view = StudyView(study.fixed.get("epochs"))
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     parallel = dict(runner=runner, precision=precision)
@@ -201,6 +208,7 @@ def run(
         if stderr.is_terminal:
             def on_live_event(event: Any) -> None:
                 ctrl_c.check()
+                show_splits(event)
                 if isinstance(event, SchemaUpgraded):
                     print_upgrade(event.message)
                 view.on_event(event)
@@ -212,6 +220,7 @@ def run(
         else:  # a log (nohup, CI): one plain line per study start and per trial end
             def on_event(event: Any) -> None:
                 ctrl_c.check()
+                show_splits(event)
                 line = view.on_event(event)
                 if line:
                     stderr.print(line, soft_wrap=True, markup=False, highlight=False)

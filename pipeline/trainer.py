@@ -93,6 +93,20 @@ def check_collapsed(val_predictions: torch.Tensor, val_labels: torch.Tensor, fin
                                "training is unstable: lower the learning rates, momentum or beta")
 
 
+@dataclass(frozen=True)
+class EpochMetrics:
+    """What one epoch ended with: its mean training loss, and the model's validation and test metrics then.
+    The run to E epochs passes through the state a run to E' < E ends in, so epoch E' here is that run's result."""
+
+    epoch: int
+    train_loss: float
+    val: SplitMetrics
+    test: SplitMetrics
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "train_loss": self.train_loss, "val": asdict(self.val), "test": asdict(self.test)}
+
+
 @dataclass
 class TrainResult:
     """Everything a run produced, with the exact settings that produced it."""
@@ -108,6 +122,7 @@ class TrainResult:
     # Mean number of different examples in a training batch: below the batch size when a sampler drew
     # an example twice (hardness-weighted sampling at a large beta). Stored with the trial's metrics.
     distinct_per_batch: float | None = None
+    epochs: list[EpochMetrics] = field(default_factory=list)  # every epoch's validation and test metrics
 
     def to_dict(self) -> dict[str, Any]:
         """Flat metric keys first (val_accuracy, test_accuracy, ...), then the details."""
@@ -117,6 +132,7 @@ class TrainResult:
                 "val_per_class_accuracy": self.val.per_class_accuracy,
                 "test_per_class_accuracy": self.test.per_class_accuracy,
                 "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
+                "epochs": [epoch.to_dict() for epoch in self.epochs],
                 "train_seconds": self.train_seconds, "distinct_per_batch": self.distinct_per_batch,
                 "seed": self.seed, "settings": self.settings.to_dict()}
 
@@ -223,6 +239,7 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> 
     epochs = run.params["epochs"]
     epoch_losses: list[float] = []
     epoch_val_accuracy: list[float | None] = []
+    epoch_metrics: list[EpochMetrics] = []
     start = time.perf_counter()
     for epoch in range(1, epochs + 1):
         epoch_start = time.perf_counter()
@@ -234,6 +251,7 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> 
         val_predictions = predict(run.model, dataset.val)
         val_metrics = split_metrics(val_predictions, dataset.val.labels, dataset.class_names)
         epoch_val_accuracy.append(val_metrics.accuracy)
+        epoch_metrics.append(EpochMetrics(epoch, loss, val_metrics, evaluate(run.model, dataset.test, dataset.class_names)))
         report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
     if run.device.type == "cuda":
         torch.cuda.synchronize()
@@ -243,7 +261,7 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> 
     settings = RunSettings(config.data, config.backbone, config.weights, parse_method(config.method).name, run.params,
                            config.seed, str(run.device), run.precision, config.threads, dict(library_versions()))
     return TrainResult(
-        val=val_metrics, test=evaluate(run.model, dataset.test, dataset.class_names),
+        val=val_metrics, test=epoch_metrics[-1].test,
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
         train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model,
-        distinct_per_batch=run.sampler.mean_distinct_per_batch())
+        distinct_per_batch=run.sampler.mean_distinct_per_batch(), epochs=epoch_metrics)

@@ -10,6 +10,7 @@ schema (upgrading one written by an earlier version); readers never change it.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import asdict
 import json
 import re
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, database_server, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
-from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
+from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
                                     TrialRecord)
 from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
@@ -217,8 +218,10 @@ class Store:
                 status="completed", metrics=metrics, settings=result["settings"], seed_runs=result.get("seed_runs"),
                 per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
                 train_seconds=result["train_seconds"], ended_at=now(), **_started_at(started)))
+            metrics_of = {e["epoch"]: e for e in result.get("epochs", [])}
             connection.execute(epochs.insert(), [
-                {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy}
+                {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy,
+                 "val": metrics_of.get(i + 1, {}).get("val"), "test": metrics_of.get(i + 1, {}).get("test")}
                 for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
 
     def save_predictions(self, study_id: int, predictions: dict[int, dict[str, float]],
@@ -280,7 +283,9 @@ class Store:
             rows = connection.execute(sa.select(*columns).where(trials.c.study_id == study_id)
                                       .order_by(trials.c.trial_index)).all()
             curves: dict[int, list] = {}
-            for e in connection.execute(sa.select(epochs).join(trials).where(trials.c.study_id == study_id)
+            present = {column["name"] for column in sa.inspect(connection).get_columns(epochs.name)}
+            for e in connection.execute(sa.select(*[c for c in epochs.columns if c.name in present]).join(trials)
+                                        .where(trials.c.study_id == study_id)
                                         .order_by(epochs.c.trial_id, epochs.c.epoch)):
                 curves.setdefault(e.trial_id, []).append(e)
         return [TrialRecord(r.id, r.trial_index, r.status, r.parameters, r.seed, r.metrics, r.per_class,
@@ -288,7 +293,9 @@ class Store:
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])],
                             None if r.settings is None else RunSettings.from_dict(r.settings),
-                            getattr(r, "seed_runs", None), getattr(r, "predicted", None))
+                            getattr(r, "seed_runs", None), getattr(r, "predicted", None),
+                            tuple(EpochRecord(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None))
+                                  for e in curves.get(r.id, [])))
                 for r in rows]
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
@@ -300,7 +307,8 @@ class Store:
         return self._insert_evaluation(
             lock, study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config, metrics=metrics,
             per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
-            train_class_counts=train_class_counts, settings=result["settings"], train_seconds=result["train_seconds"])
+            train_class_counts=train_class_counts, settings=result["settings"], train_seconds=result["train_seconds"],
+            epochs=result.get("epochs"))
 
     def copy_evaluation(self, study_id: int, variant: str, trial_index: int, run: EvaluationRecord,
                         lock: StudyLock | None = None) -> bool:
@@ -310,7 +318,8 @@ class Store:
         return self._insert_evaluation(
             lock, study_id=study_id, variant=variant, seed=run.seed, trial_index=trial_index, config=run.config,
             metrics=run.metrics, per_class=run.per_class, train_class_counts=run.train_class_counts,
-            settings=run.settings.to_dict(), train_seconds=run.train_seconds)
+            settings=run.settings.to_dict(), train_seconds=run.train_seconds,
+            epochs=[asdict(epoch) for epoch in run.epochs] or None)
 
     def _insert_evaluation(self, lock: StudyLock | None, **values: Any) -> bool:
         """One rt_evaluations row in its own transaction (fenced by `lock`, when given); False when its
@@ -331,7 +340,7 @@ class Store:
             return None
         with self.engine.connect() as connection:
             rows = connection.execute(
-                sa.select(evaluations, studies.c.name.label("study_name")).join(studies)
+                sa.select(*_present(connection, evaluations), studies.c.name.label("study_name")).join(studies)
                 .where(evaluations.c.seed == seed).order_by(evaluations.c.id)).all()
         for row in rows:
             if row.config == config and (row.study_id, row.variant) != (study_id, variant):
@@ -351,7 +360,7 @@ class Store:
         if not sa.inspect(self.engine).has_table(evaluations.name):  # readers create no table
             return []
         with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(evaluations).where(evaluations.c.study_id == study_id)
+            rows = connection.execute(sa.select(*_present(connection, evaluations)).where(evaluations.c.study_id == study_id)
                                       .order_by(evaluations.c.id)).all()
         return [_evaluation_record(r) for r in rows]
 
@@ -439,9 +448,17 @@ def _campaign_record(row: sa.Row) -> CampaignRecord:
                           config.get("replicates", 1), config.get("budget", {}), config)
 
 
+def _present(connection: sa.Connection, table: sa.Table) -> list[sa.Column]:
+    """The table's columns the database has: a database from before a column is read as it is, never altered."""
+    present = {column["name"] for column in sa.inspect(connection).get_columns(table.name)}
+    return [column for column in table.columns if column.name in present]
+
+
 def _evaluation_record(row: sa.Row) -> EvaluationRecord:
     return EvaluationRecord(row.variant, row.seed, row.trial_index, row.config, row.metrics, row.per_class,
-                            row.train_class_counts, RunSettings.from_dict(row.settings), row.train_seconds)
+                            row.train_class_counts, RunSettings.from_dict(row.settings), row.train_seconds,
+                            tuple(EpochRecord(e["epoch"], e["train_loss"], e["val"], e["test"])
+                                  for e in getattr(row, "epochs", None) or []))
 
 
 def _study_record(row: sa.Row) -> StudyRecord:

@@ -46,6 +46,17 @@ class CampaignRecord:
 
 
 @dataclass(frozen=True)
+class EpochRecord:
+    """One epoch of a stored run: its training loss, and its validation and test metrics as dicts (SplitMetrics:
+    accuracy, balanced_accuracy, worst_class_accuracy, per_class_accuracy, examples); None when stored before 0.5.0."""
+
+    epoch: int
+    train_loss: float | None
+    val: dict[str, Any] | None
+    test: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
 class TrialRecord:
     """One trial of a study as stored: proposed, then completed, failed or interrupted."""
 
@@ -66,6 +77,7 @@ class TrialRecord:
     seed_runs: list[dict[str, float]] | None = None
     # the study's GP's posterior of the objective here ({"mean", "sd", "fitted_on"}), when a run of the study ended
     predicted: dict[str, float] | None = None
+    epochs: tuple[EpochRecord, ...] = ()  # every epoch's metrics, in order
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,7 @@ class EvaluationRecord:
     train_class_counts: dict[str, int]
     settings: RunSettings
     train_seconds: float
+    epochs: tuple[EpochRecord, ...] = ()  # every epoch's metrics, in order; none for a run stored before 0.5.0
 
 
 IMPORTANCE_MIN_TRIALS = 8

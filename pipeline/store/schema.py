@@ -13,9 +13,10 @@ import sqlalchemy as sa
 # Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
 # 0.1.0 has the rt_ tables and no version table: it is at the baseline.
 BASELINE = "0001_baseline"
-HEAD = "0005_importance"
+HEAD = "0006_epoch_metrics"
 VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", "0003_campaigns": "0.3.0",
-            "0004_trial_seeds_and_predictions": "0.4.0", HEAD: "0.5.0"}
+            "0004_trial_seeds_and_predictions": "0.4.0", "0005_importance": "0.5.0",
+            HEAD: "0.5.0"}
 VERSION_TABLE = "rt_schema_version"
 
 metadata = sa.MetaData()
@@ -57,6 +58,8 @@ epochs = sa.Table(
     sa.Column("epoch", sa.Integer, primary_key=True),
     sa.Column("train_loss", sa.Float),
     sa.Column("val_accuracy", sa.Float),
+    sa.Column("val", sa.JSON),  # the epoch's validation metrics (SplitMetrics as a dict), from 0.5.0 on
+    sa.Column("test", sa.JSON),  # and its test metrics
 )
 
 # A study's best configuration re-trained over seeds, against baselines or with one parameter moved
@@ -75,6 +78,7 @@ evaluations = sa.Table(
     sa.Column("train_class_counts", sa.JSON, nullable=False),  # {class: training examples}
     sa.Column("settings", sa.JSON, nullable=False),  # the fully resolved settings the trainer ran with
     sa.Column("train_seconds", sa.Float, nullable=False),
+    sa.Column("epochs", sa.JSON),  # each epoch's loss, validation and test metrics (EpochMetrics dicts), from 0.5.0
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.UniqueConstraint("study_id", "variant", "seed"),
 )
@@ -130,7 +134,8 @@ schema_version = sa.Table(
 OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name,
             importance.name)
 # Columns a database from before them may lack: readers read such rows with the column empty.
-OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted")
+OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted", f"{epochs.name}.val", f"{epochs.name}.test",
+                    f"{evaluations.name}.epochs")
 
 
 def already_exists(error: sa.exc.DatabaseError) -> bool:
