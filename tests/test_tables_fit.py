@@ -11,11 +11,11 @@ from test_report import add_study
 LONG = "digits-{}-resnet18-imbalanced-class-3-seed-{}-a-long-study-name"
 
 
-def _result(accuracy: float) -> dict:
+def _result(accuracy: float, method: str) -> dict:
     test = {str(c): accuracy for c in range(10)} | {"3": accuracy / 2}
     return {"test_accuracy": accuracy, "test_balanced_accuracy": accuracy, "test_worst_class_accuracy": accuracy / 2,
             "val_per_class_accuracy": {}, "test_per_class_accuracy": test,
-            "settings": {"method": "x", "params": {"alpha": accuracy}}, "train_seconds": 1.0}
+            "settings": {"method": method, "params": {"alpha": accuracy}}, "train_seconds": 1.0}
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,8 @@ def db(tmp_path_factory) -> str:
         if i < 2:
             for variant, accuracy in (("tuned", 0.9), ("erm", 0.85)):
                 for seed in range(3):
-                    store.add_evaluation(study.id, variant, seed, 0, {}, _result(accuracy + i / 100 + seed / 50),
-                                         counts)
+                    result = _result(accuracy + i / 100 + seed / 50, method if variant == "tuned" else variant)
+                    store.add_evaluation(study.id, variant, seed, 0, {}, result, counts)
     with store.engine.begin() as connection:
         connection.exec_driver_sql("UPDATE rt_trials SET error = ? WHERE status = 'failed'",
                                    ("RuntimeError: " + "a very long message " * 20,))
