@@ -180,10 +180,13 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
     for i in flexible:
         widths[i] = min(widths[i], max(FLEXIBLE_WIDTH, room // len(flexible)))
     legend.update({h: PARAMETER_COLUMNS[h] for h in headers.values() if h in PARAMETER_COLUMNS})
-    shown_legend = [f"{short} = {meaning}" for short, meaning in legend.items()
-                    if short in (headers[i] for i in columns)]
-    if shown_legend:
-        notes.append("; ".join(shown_legend))
+    explained = [(short, meaning) for short, meaning in legend.items() if short in (headers[i] for i in columns)]
+    entries = [f"{short} = {meaning}" for short, meaning in explained if not short.startswith("Δ")]
+    if differences := [(short, meaning.split(": ", 1)) for short, meaning in explained if short.startswith("Δ")]:
+        entries.append(f"{', '.join(short for short, _ in differences)} = "  # one reference: said once
+                       f"{', '.join(metric for _, (_, metric) in differences)} minus {differences[0][1][0][3:]}'s")
+    if entries:
+        notes.append("; ".join(entries))
     if hidden:
         notes.append("not shown here (see --wide or --format markdown): "
                      + ", ".join(t.headers[i] for i in sorted(hidden)))
