@@ -13,7 +13,7 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept
-from cli.options import Db, Device, Precision, Threads
+from cli.options import Db, Device, Precision, Threads, Wide
 from cli.render import print_tables, print_upgrade, stderr
 from cli.study import StudyView
 from pipeline.errors import ServerLost
@@ -84,6 +84,7 @@ def compare(
     trials_per_gpu: Annotated[int, typer.Option(help="With --workers on a machine with GPUs: trials per GPU.")] = 1,
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
+    wide: Wide = False,
 ) -> None:
     """Tune every method of a campaign with the same budget, re-train each best on the same seeds as a tuned
     ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
@@ -129,4 +130,5 @@ def compare(
                  + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
                  soft_wrap=True, highlight=False)
     store = Store(db, create=False)
-    print_tables(verdict_tables(take_verdict(store, store.require_campaign(campaign.name))), "table", None)
+    print_tables(verdict_tables(take_verdict(store, store.require_campaign(campaign.name))), "table", None,
+                 wide=wide)

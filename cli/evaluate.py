@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept
-from cli.options import Db, Device, Precision, Threads
+from cli.options import Db, Device, Precision, Threads, Wide
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
@@ -114,6 +114,7 @@ def evaluate(
         help="With --workers on a machine with GPUs: how many runs share one GPU.")] = 1,
     log_file: Annotated[Path, typer.Option(help="Where Dask's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
+    wide: Wide = False,
 ) -> None:
     """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
     from pipeline.evaluate import pareto_note, plan_evaluation, run_evaluation
@@ -158,7 +159,7 @@ def evaluate(
         raise ServerLost(f"{lost}; {_stopped_runs(view, study)}; resume with {resume} once it is back") from None
     if not ran:
         stdout.print(f"study {study}: every run is already stored; nothing was changed.")
-    print_tables([compare_table(store, [study])], "table", None)
+    print_tables([compare_table(store, [study])], "table", None, wide=wide)
 
 
 def _stopped_runs(view: EvaluationView | None, study: str) -> str:

@@ -18,3 +18,6 @@ Threads = Annotated[Optional[int], typer.Option(
     min=1, max=MAX_THREADS,
     help="torch's CPU threads of every run (default: the stored study's or trial's count, else 1); on a CPU the "
          "same count gives the same numbers in this process and on Dask workers.")]
+Wide = Annotated[bool, typer.Option(
+    "--wide", help="Terminal tables with every column, long cells wrapped (default: the columns that fit one line "
+                   "per row; the rest is in --format markdown, csv or json).")]

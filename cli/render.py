@@ -1,19 +1,21 @@
 """Rich renderings shared by the commands: metric tables and progress bars."""
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from rich import box
 from rich.console import Console
-from rich.measure import Measurement
+from rich.cells import cell_len, set_cell_size
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from pipeline.formats import render_text
 from pipeline.output_file import write_output
-from pipeline.tables import FLEXIBLE, Table as ReportTable, fold_constant_columns, percent
+from pipeline.methods.declarations import ALL_PARAMS
+from pipeline.tables import DESCRIPTIVE, FLEXIBLE, Table as ReportTable, percent
 
 if TYPE_CHECKING:
     from pipeline.trainer import TrainResult
@@ -83,57 +85,185 @@ def print_upgrade(message: str | None) -> None:
         stderr.print(message, soft_wrap=True, markup=False, highlight=False)
 
 
-def grid(t: ReportTable, columns: list[int], flexible_width: int | None = None) -> Table:
-    """The table as a narrow Rich grid of the given columns; a FLEXIBLE column gets `flexible_width`
-    (errors are cut there, parameter lists wrapped)."""
-    grid = Table(title=t.title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
-                 pad_edge=False)  # no vertical rules and one space between columns: narrow
-    for i in columns:
-        header = t.headers[i]
-        if header == "error":  # cut, never wrapped: one failed trial must not widen the table
-            grid.add_column(header, no_wrap=True, overflow="ellipsis", max_width=flexible_width)
-        elif header in FLEXIBLE:  # wrapped within the room left
-            grid.add_column(header, overflow="fold", max_width=flexible_width)
-        else:
-            grid.add_column(header, no_wrap=True, justify="right" if i > 2 and header not in ("study", "verdict") else "left")
+# Terminal tables show one line per row from CARDS_BELOW columns up: `fit_columns` chooses what they show.
+CARDS_BELOW = 60  # narrower terminals get one block of `header value` lines per row
+NAME_WIDTH = 12  # a long cell (a study's name, a data set) is cut to no fewer characters than this
+FLEXIBLE_WIDTH = 10  # a FLEXIBLE column (errors, parameter lists) given less room than this is not shown
+# Results a terminal table always shows, even when every row has the same: the objective, test and worst class.
+RESULTS = ("best", "val acc", "test acc", "worst class", "val balanced", "test balanced", "val worst", "test worst")
+# Columns it never leaves out for room: the results and what names a row.
+KEPT = (*RESULTS, "study", "trial", "variant", "method", "metric", "verdict")
+# Short headers for a narrow terminal, each with the words the legend under the table gives it.
+ABBREVIATIONS = {
+    "val acc": ("val", "validation accuracy"), "test acc": ("test", "test accuracy"),
+    "worst class": ("worst", "lowest per-class test accuracy"),
+    "val balanced": ("vbal", "balanced validation accuracy"), "test balanced": ("tbal", "balanced test accuracy"),
+    "val worst": ("vworst", "lowest per-class validation accuracy"),
+    "test worst": ("tworst", "lowest per-class test accuracy"), "balanced": ("bal", "balanced test accuracy"),
+    "smallest class": ("small", "test accuracy of the class with the fewest training examples"),
+    "data set": ("data", "data set"), "network": ("net", "network"), "selected on": ("sel", "selected on"),
+    "train s": ("s", "training seconds"), "parameters": ("params", "parameters"),
+    "feasible": ("ok", "keeps every constraint"), "re-training": ("retrain", "re-training time"),
+    "mean ± 95%": ("mean", "mean ± 95% interval"),
+    "vs ERM (simult.)": ("vs ERM", "difference to tuned ERM with its simultaneous interval"),
+    "90% interval": ("90%", "90% interval"),
+}
+# The papers' short column names for parameters (IS, epoch), explained under every table showing one.
+PARAMETER_COLUMNS = {p.column: p.name for p in ALL_PARAMS if p.column and p.column != p.name}
+
+
+def _abbreviation(header: str) -> tuple[str, str] | None:
+    """A header's short form and its meaning; a difference column `vs X: metric` becomes `Δmetric`."""
+    if header.startswith("vs ") and ": " in header:
+        metric = header.split(": ", 1)[1]
+        return "Δ" + ABBREVIATIONS.get(metric, (metric, ""))[0], header
+    return ABBREVIATIONS.get(header)
+
+
+def _cut(text: str, width: int, middle: bool) -> str:
+    """`text` in at most `width` cells, an ellipsis where it was cut: in the middle for a name (whose end
+    often tells rows apart), at the end for free text."""
+    if cell_len(text) <= width:
+        return text
+    if not middle:
+        return set_cell_size(text, width - 1) + "…"
+    head = (width - 1) // 2
+    return set_cell_size(text, head) + "…" + text[len(text) - (width - 1 - head):]
+
+
+def fit_columns(t: ReportTable, width: int) -> ReportTable:
+    """The table as a terminal `width` columns wide shows it on one line per row: columns whose value every row
+    shares said once in a note, then as needed headers abbreviated (with a legend), long names cut, FLEXIBLE text
+    cut to the room left or left out, and the least needed columns left out (named in a note). The records, and
+    so markdown, csv and json, keep everything."""
+    columns = list(range(len(t.headers)))
+    notes: list[str] = []
+    constant = [i for i in columns if t.rows and len({row[i] for row in t.rows}) == 1 and t.headers[i] not in RESULTS
+                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE)]  # one row: only what describes a study
+    if said := [f"{t.headers[i]} {t.rows[0][i]}" for i in constant if t.rows[0][i].strip()]:
+        notes.append("all rows: " + ", ".join(said))  # an empty column (no errors) goes unsaid
+    columns = [i for i in columns if i not in constant]
+    headers = {i: t.headers[i] for i in columns}
+    widths = {i: max([cell_len(headers[i]), *(cell_len(row[i]) for row in t.rows)]) for i in columns}
+    flexible = [i for i in columns if t.headers[i] in FLEXIBLE]
+
+    def needed(flexible_at: int | None = FLEXIBLE_WIDTH) -> int:
+        """The grid's width: the columns, two spaces between them and one at each edge."""
+        return sum(min(widths[i], flexible_at) if i in flexible and flexible_at is not None else widths[i]
+                   for i in columns) + 2 * len(columns)
+
+    legend: dict[str, str] = {}
+    if needed(None) > width:
+        for i in columns:
+            if (short := _abbreviation(headers[i])) is not None and short[0] not in legend:
+                headers[i] = short[0]
+                legend[short[0]] = short[1]
+                widths[i] = max([cell_len(short[0]), *(cell_len(row[i]) for row in t.rows)])
+    cut = set()
+    for i in sorted((i for i in columns if i not in flexible), key=lambda i: -widths[i]):
+        if needed() <= width:
+            break
+        room = max(NAME_WIDTH, cell_len(headers[i]), widths[i] - (needed() - width))
+        if room < widths[i]:
+            widths[i], cut = room, cut | {i}
+    hidden = []
+    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT]
+    differences = [i for i in hideable if _abbreviation(t.headers[i]) and headers[i].startswith("Δ")]
+    for i in [*flexible, *(i for i in hideable if i not in differences), *differences]:  # differences last
+        if needed() <= width:
+            break
+        hidden.append(i)
+        columns.remove(i)
+        if i in flexible:
+            flexible.remove(i)
+    room = width - needed(0)  # what the flexible columns share
+    for i in flexible:
+        widths[i] = min(widths[i], max(FLEXIBLE_WIDTH, room // len(flexible)))
+    legend.update({h: PARAMETER_COLUMNS[h] for h in headers.values() if h in PARAMETER_COLUMNS})
+    explained = [(short, meaning) for short, meaning in legend.items() if short in (headers[i] for i in columns)]
+    entries = [f"{short} = {meaning}" for short, meaning in explained if not short.startswith("Δ")]
+    if differences := [(short, meaning.split(": ", 1)) for short, meaning in explained if short.startswith("Δ")]:
+        entries.append(f"{', '.join(short for short, _ in differences)} = "  # one reference: said once
+                       f"{', '.join(metric for _, (_, metric) in differences)} minus {differences[0][1][0][3:]}'s")
+    if entries:
+        notes.append("; ".join(entries))
+    if hidden:
+        notes.append("not shown here (see --wide or --format markdown): "
+                     + ", ".join(t.headers[i] for i in sorted(hidden)))
+    if cut or any(cell_len(row[i]) > widths[i] for i in flexible for row in t.rows):
+        notes.append("… marks text cut to fit; --wide shows it whole")
+    cells = {i: [row[i] for row in t.rows] for i in columns}
+    cells.update({i: _cut_names(cells[i], widths[i]) for i in columns if i not in flexible})
+    cells.update({i: [_cut(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible})
+    rows = [[cells[i][r] for i in columns] for r in range(len(t.rows))]
+    return ReportTable(t.title, [headers[i] for i in columns], rows, notes + t.notes, t.records)
+
+
+def _cut_names(names: list[str], width: int) -> list[str]:
+    """Names cut to `width` in the middle; when that makes two of them the same, what they all begin and end
+    with is cut instead (`digits-gils-…-study` and `digits-ls-…-study` become `…gils…` and `…ls…`)."""
+    cut = [_cut(name, width, middle=True) for name in names]
+    if len(set(cut)) == len(set(names)):
+        return cut
+    prefix = len(os.path.commonprefix(names))
+    suffix = len(os.path.commonprefix([name[prefix:][::-1] for name in names]))
+    return [name if cell_len(name) <= width else
+            ("…" if prefix else "") + _cut(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
+            + ("…" if suffix else "") for name in names]
+
+
+def grid(t: ReportTable, wrap: bool = False) -> Table:
+    """The table as a narrow Rich grid, one line per row (`wrap`: long cells wrapped instead)."""
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False)  # no rules: narrow
+    for i, header in enumerate(t.headers):
+        numeric = all(cell[:1].isdigit() or cell[:1] in "+-" for row in t.rows if (cell := row[i]))
+        grid.add_column(header, no_wrap=not wrap, overflow="fold" if wrap else "ellipsis",
+                        justify="right" if numeric else "left")
     for row in t.rows:
-        grid.add_row(*(row[i] for i in columns))
+        grid.add_row(*row)
     return grid
 
 
-def rich_table(t: ReportTable, console: Console) -> Table:
-    """The table as a grid that fits the terminal, a FLEXIBLE column (errors, parameter lists) given the room
-    left; one block of `header: value` lines per row only when even that does not fit. Nothing in the grid is
-    cut but errors."""
-    t = fold_constant_columns(t)
-    flexible = [i for i, header in enumerate(t.headers) if header in FLEXIBLE]
-    others = [i for i in range(len(t.headers)) if i not in flexible]
-    width = Measurement.get(console, console.options.update_width(10_000), grid(t, others)).maximum
-    room = console.width - width - 3 * len(flexible)  # each flexible column's padding and border
-    if width <= console.width and (not flexible or room >= 10):
-        return grid(t, list(range(len(t.headers))), flexible_width=room // max(1, len(flexible)))
-    if width <= console.width and t.headers[flexible[0]] == "error":
-        return grid(t, others)  # no room for the error text: the table without it
-    cards = Table(title=t.title, title_justify="left", show_header=False, box=None)
+def cards(t: ReportTable) -> Table:
+    """One block of `header value` lines per row, for a terminal too narrow for any grid."""
+    cards = Table(show_header=False, box=None)
     cards.add_column(style="dim")
     cards.add_column(overflow="fold")
     for row in t.rows:
         for header, cell in zip(t.headers, row):
             cards.add_row(header, cell)
-        cards.add_section()
         cards.add_row("", "")
     return cards
 
 
+def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
+    """A table on the terminal: its title, the table fitted to the width (`wide`: every column, long cells
+    wrapped; cards below CARDS_BELOW columns), its notes, a blank line."""
+    console.print(t.title, style="bold", markup=False, highlight=False)
+    if not t.rows:
+        shown, table = t, None
+    elif wide:
+        shown, table = t, grid(t, wrap=True)
+    elif console.width < CARDS_BELOW:
+        shown, table = t, cards(t)
+    else:
+        shown = fit_columns(t, console.width)
+        table = grid(shown)
+    if table is not None:
+        console.print(table)
+    for note in shown.notes:
+        console.print(note, style="dim", markup=False, highlight=False)
+    console.print()
+
+
 def print_tables(tables: list[ReportTable], fmt: str, out: Path | None, force: bool = False,
-                 database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None) -> None:
-    """Tables to the terminal, or to `out` (never over `database`, over an existing file only with `force`);
-    HTML also embeds `images`, (caption, PNG) pairs per study."""
+                 database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None,
+                 wide: bool = False) -> None:
+    """Tables to the terminal (`wide`: every column, see print_table), or to `out` (never over `database`, over
+    an existing file only with `force`); HTML also embeds `images`, (caption, PNG) pairs per study."""
     if fmt == "table" and out is None:
         for t in tables:
-            stdout.print(rich_table(t, stdout))
-            for note in t.notes:
-                stdout.print(note, style="dim")
+            print_table(t, stdout, wide)
         return
     text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
     if out is None:

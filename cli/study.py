@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
-from cli.options import Db, Device, Precision, Threads
+from cli.options import Db, Device, Precision, Threads, Wide
 from cli.render import print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
@@ -280,6 +280,7 @@ def report(
     verdict: Annotated[Optional[str], typer.Option(
         help="A campaign's verdict (robust-tune compare), from what is stored: every method against tuned ERM.")]
     = None,
+    wide: Wide = False,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     from pipeline.report import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
@@ -294,7 +295,7 @@ def report(
     if plots is not None:
         check_folder(plots, "--plots")
     if verdict is not None:
-        return _report_verdict(store, verdict, studies, compare, list_trials, fmt, out, force, plots)
+        return _report_verdict(store, verdict, studies, compare, list_trials, fmt, out, force, plots, wide)
     if not store.all_studies():
         raise UserError(f"no studies in {store.shown} yet; run one with `robust-tune run STUDY.toml`")
     if baseline and not compare:
@@ -328,11 +329,11 @@ def report(
     images: dict[str, list[tuple[str, bytes]]] = {}
     for picture in pictures:
         images.setdefault(picture.study, []).append((picture.file_name, picture.png))
-    print_tables(tables, fmt, out, force, sqlite_file(store.url), images or None)
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), images or None, wide)
 
 
 def _report_verdict(store: Store, name: str, studies: list[str] | None, compare: bool, list_trials: bool, fmt: str,
-                    out: Path | None, force: bool, plots: Path | None) -> None:
+                    out: Path | None, force: bool, plots: Path | None, wide: bool) -> None:
     """`report --verdict CAMPAIGN`: the verdict tables (and picture) from what is stored; nothing runs."""
     from pipeline.store import sqlite_file
     from pipeline.verdict import take_verdict
@@ -350,7 +351,7 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
             written = write_pictures([picture], plots, force, sqlite_file(store.url))
             stderr.print(f"wrote {len(written)} picture(s) to {plots}")
         images = {picture.study: [(picture.file_name, picture.png)]}
-    print_tables(verdict_tables(result), fmt, out, force, sqlite_file(store.url), images)
+    print_tables(verdict_tables(result), fmt, out, force, sqlite_file(store.url), images, wide)
 
 
 studies_app = typer.Typer(help="The studies in the database; `studies delete NAME` removes one.")
@@ -358,13 +359,13 @@ app.add_typer(studies_app, name="studies")
 
 
 @studies_app.callback(invoke_without_command=True)
-def list_studies(ctx: typer.Context, db: Db = None) -> None:
+def list_studies(ctx: typer.Context, db: Db = None, wide: Wide = False) -> None:
     """The studies in the database and how far each has come."""
     if ctx.invoked_subcommand is None:
         from pipeline.report import studies_table
         from pipeline.store import Store
 
-        print_tables([studies_table(Store(db, create=False))], "table", None)
+        print_tables([studies_table(Store(db, create=False))], "table", None, wide=wide)
 
 
 @studies_app.command("delete")

@@ -1,0 +1,91 @@
+"""Terminal tables fit the terminal: at 80 and 120 columns every table prints one line per row, keeps the
+results, and explains each abbreviation it shows (cli/render.py fit_columns)."""
+import re
+
+import pytest
+
+from cli.render import ABBREVIATIONS, RESULTS, fit_columns
+from pipeline.report import best_table, compare_table, studies_table, trials_table
+from pipeline.store import Store
+from test_everyday_cli import robust_tune
+from test_report import add_study
+
+LONG = "digits-{}-resnet18-imbalanced-class-3-seed-{}-a-long-study-name"
+
+
+def _result(accuracy: float, method: str) -> dict:
+    test = {str(c): accuracy for c in range(10)} | {"3": accuracy / 2}
+    return {"test_accuracy": accuracy, "test_balanced_accuracy": accuracy, "test_worst_class_accuracy": accuracy / 2,
+            "val_per_class_accuracy": {}, "test_per_class_accuracy": test,
+            "settings": {"method": method, "params": {"alpha": accuracy}}, "train_seconds": 1.0}
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    """Five studies (four methods, two networks, long names, a failed trial with a long error), two of them
+    evaluated on the same seeds: every terminal table of `report` and `studies` has something to fit."""
+    path = str(tmp_path_factory.mktemp("fit") / "fit.db")
+    store = Store(path)
+    counts = {str(c): 100 for c in range(10)} | {"3": 5}
+    for i, method in enumerate(("gils", "ls", "erm", "gils", "ls")):
+        study = add_study(store, LONG.format(method, i), method=method, backbone="resnet50" if i == 3 else "resnet18",
+                          runs=[({"alpha": 0.1 + i / 10, "T": 3, "eta": 2.0}, (0.8 + i / 100, 0.7)),
+                                ({"alpha": 0.2, "T": 5, "eta": 1.5}, (0.75, 0.72)), ({"alpha": 0.3}, None)])
+        if i < 2:
+            for variant, accuracy in (("tuned", 0.9), ("erm", 0.85)):
+                for seed in range(3):
+                    result = _result(accuracy + i / 100 + seed / 50, method if variant == "tuned" else variant)
+                    store.add_evaluation(study.id, variant, seed, 0, {}, result, counts)
+    with store.engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE rt_trials SET error = ? WHERE status = 'failed'",
+                                   ("RuntimeError: " + "a very long message " * 20,))
+    return path
+
+
+def _tables(store: Store, command: list[str]):
+    if command[0] == "studies":
+        return [studies_table(store)]
+    if "--compare" in command:
+        return [compare_table(store)]
+    if "--trials" in command:
+        return [trials_table(store, s.name) for s in store.all_studies()]
+    return [best_table(store)]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("command", [["report"], ["report", "--trials"], ["report", "--compare"], ["studies"]])
+def test_every_terminal_table_is_one_line_per_row_with_its_results_and_a_legend(db, command, width):
+    done = robust_tune(*command, "--db", db, env={"COLUMNS": str(width)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(map(len, lines)) <= width
+    store = Store(db, create=False)
+    for table in _tables(store, command):
+        start = next(i for i, line in enumerate(lines) if len(line) > 10 and table.title.startswith(line.strip()))
+        rule = next(i for i in range(start, len(lines)) if lines[i].startswith("─"))
+        shown = fit_columns(table, width)
+        assert lines[rule - 1].split() == " ".join(shown.headers).split()
+        printed = lines[rule + 1:rule + 1 + len(table.rows)]
+        assert [line.split() for line in printed] == [" ".join(row).split() for row in shown.rows]
+        assert not lines[rule + 1 + len(table.rows)].startswith(" ")  # no row goes on to a next line
+        for header in (h for h in table.headers if h in RESULTS):  # the objective, test and worst class stay
+            assert header in shown.headers or ABBREVIATIONS[header][0] in shown.headers
+        notes = " ".join(" ".join(lines[rule + 1 + len(table.rows):]).split())
+        for header in shown.headers:
+            if header not in table.headers:  # an abbreviation: explained under the table ("a = ..." or "a, b = ...")
+                assert re.search(rf"(^|; ){re.escape(header)} =|(^|; )[^;=]*\b{re.escape(header)}(, [^;=]+)? =", notes), \
+                    (header, notes)
+        if width == 120 and command == ["report"]:
+            assert "…" not in "\n".join(printed)  # the best table at 120 columns: names whole
+        key = next(h for h in ("study", "trial") if h in table.headers)  # cut names still tell rows apart
+        assert len({row[shown.headers.index(key)] for row in shown.rows}) == len(
+            {row[table.headers.index(key)] for row in table.rows})
+
+
+def test_columns_every_row_shares_are_said_once_and_wide_shows_them_all(db):
+    narrow = robust_tune("studies", "--db", db, env={"COLUMNS": "80"}).stdout
+    assert "all rows: data set digits, trials 2/20, failed 1" in narrow.replace("\n", " ")
+    wide = robust_tune("studies", "--db", db, "--wide", env={"COLUMNS": "80"}).stdout
+    assert "all rows" not in wide and "…" not in wide and "failed" in wide.splitlines()[1]  # names wrapped, not cut
+    cards = robust_tune("studies", "--db", db, env={"COLUMNS": "50"}).stdout
+    assert "─" not in cards and cards.count("data set") == 5  # below 60 columns: one block per study
