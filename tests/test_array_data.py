@@ -155,3 +155,11 @@ def test_train_on_a_medmnist_archive_and_bad_files_from_the_cli(cli, tmp_path, i
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert str(path) in cli("train", "--dataset", "medmnist", "--path", str(path), "--device", "cpu")[2]
+
+
+def test_gils_on_the_feature_map_of_wrn16_1_trains_on_idx_files(cli, idx_root):
+    code, out, err = cli("train", "--dataset", "idx", "--root", str(idx_root), "--backbone", "wrn16_1",
+                         "--method", "gils", "--param", "perturb=feature", "--param", "epochs=1", "--param", "T=1",
+                         "--device", "cpu", "--json")
+    assert code == 0, err
+    assert json.loads(out)["settings"]["backbone"] == "wrn16_1"
