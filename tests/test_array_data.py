@@ -163,3 +163,20 @@ def test_gils_on_the_feature_map_of_wrn16_1_trains_on_idx_files(cli, idx_root):
                          "--device", "cpu", "--json")
     assert code == 0, err
     assert json.loads(out)["settings"]["backbone"] == "wrn16_1"
+
+
+def test_a_two_trial_study_of_the_hardness_papers_mnist_file_on_generated_idx_files(cli, idx_root, tmp_path):
+    study = Path(__file__).resolve().parents[1] / "studies" / "paper" / "hws-mnist-wrn16-1.toml"
+    db = tmp_path / "runs.db"
+    code, _, err = cli("run", str(study), "--db", str(db), "--set", f"data.root={idx_root}",
+                       "--set", "budget.trials=2", "--set", "budget.initial=2", "--set", "params.epochs=1",
+                       "--set", "data.imbalance_keep=0.1", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    from pipeline.store import Store
+
+    store = Store(str(db), create=False)
+    trials = store.trials(store.study("hws-mnist-wrn16-1").id)
+    assert [t.status for t in trials] == ["completed", "completed"]
+    assert all(t.settings.backbone == "wrn16_1" and t.settings.data.name == "idx" for t in trials)
+    assert all(0.1 <= t.parameters["beta"] <= 100 and t.settings.params["momentum"] == 0 for t in trials)
+    assert all(set(t.per_class["test"]) == {str(d) for d in range(10)} for t in trials)
