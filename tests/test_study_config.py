@@ -160,3 +160,13 @@ def test_the_hardness_papers_mnist_set_up_uses_its_settings():
     fixed = study.fixed
     assert (fixed["lr_head"], fixed["lr_backbone"], fixed["momentum"], fixed["weight_decay"]) == (0.01, 0.01, 0, 0)
     assert fixed["importance_sampling"] is False and fixed["lr_decay"] == 1
+
+
+def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were():
+    """Campaigns are matched to the stored one by fingerprint: data.path at its default must not change it."""
+    from pipeline.campaign_config import load_campaign
+
+    assert load_campaign(STUDIES / "digits-campaign.toml").fingerprint() == "26d0f3b898a9f987"  # as 0.5.0 stored it
+    assert load_study(STUDIES / "quickstart.toml").fingerprint() == "664d5edae8b82a64"
+    medmnist = load_study(STUDIES / "quickstart.toml", ["data.name=medmnist", "data.path=derma.npz"])
+    assert medmnist.identity()["data"]["path"] == "derma.npz"
