@@ -91,9 +91,12 @@ def test_image_and_label_counts_that_disagree_or_a_cut_gzip_are_refused(tmp_path
     with pytest.raises(UserError, match="holds 50 images but .* holds 49 labels"):
         load_idx(DataConfig(name="idx", root=str(root)))
     images = root / "train-images-idx3-ubyte.gz"
-    images.write_bytes(images.read_bytes()[:100])
-    with pytest.raises(UserError, match=f"cannot read IDX file {images}"):
-        load_idx(DataConfig(name="idx", root=str(root)))
+    intact = images.read_bytes()
+    corrupt = intact[:40] + bytes(b ^ 0xFF for b in intact[40:80]) + intact[80:]
+    for damaged in (intact[:100], corrupt):  # cut off; its compressed data garbled
+        images.write_bytes(damaged)
+        with pytest.raises(UserError, match=f"cannot read IDX file {images}"):
+            load_idx(DataConfig(name="idx", root=str(root)))
 
 
 def write_medmnist(path: Path, rgb: bool, label_shape: str = "n1", drop: str | None = None) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
     try:
         with opener(path, "rb") as file:
             raw = file.read()
-    except (OSError, EOFError) as error:  # gzip raises these for a corrupt or cut-off archive
+    except (OSError, EOFError, zlib.error) as error:  # gzip's errors for a cut-off or corrupt archive
         raise UserError(f"cannot read IDX file {path}: {getattr(error, 'strerror', None) or error}") from None
     header = 4 + 4 * ndim
     if len(raw) < header or raw[:4] != bytes([0, 0, IDX_UBYTE, ndim]):
