@@ -23,8 +23,9 @@ from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
 @app.command()
 def train(
     ctx: typer.Context,
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="digits (built in) or images (your own: --root "
-                                                                 "and/or --manifest).")] = "digits",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="digits (built in); images (your own: --root "
+                                                                 "and/or --manifest); idx (MNIST-format files in "
+                                                                 "--root); medmnist (a .npz at --path).")] = "digits",
     method: Annotated[str, typer.Option("--method", "-m", help=f"Parts joined with +, for example {EXAMPLES}; "
                                                          "see `robust-tune methods`.")] = "erm",
     param: Annotated[Optional[list[str]], typer.Option(
@@ -51,11 +52,14 @@ def train(
         help="Share of the images held out for testing (not with --manifest: it names its test images).")] = 0.2,
     root: Annotated[Optional[str], typer.Option(
         help="images: a folder with one sub-folder of images per class; with --manifest, the folder its "
-             "image paths are relative to (instead of its root.txt).")] = None,
+             "image paths are relative to (instead of its root.txt); idx: the folder with the four "
+             "MNIST-format files.")] = None,
     manifest: Annotated[Optional[str], typer.Option(
         help="images: a manifest folder, as written by `robust-tune data prepare`.")] = None,
+    path: Annotated[Optional[str], typer.Option(
+        help="medmnist: the .npz archive (its own train, validation and test splits).")] = None,
     image_size: Annotated[Optional[int], typer.Option(
-        help="images: resize every image to this many pixels a side (default: 32 for small_cnn, 224 for the "
+        help="images: resize every image to this many pixels a side (default: 32 for small_cnn and wrn16_1, 224 for the "
              "ResNets).")] = None,
     cache_dir: Annotated[str, typer.Option(
         help="images: where decoded, resized images are cached (\"\" turns the cache off).")] = "runs/cache",
@@ -83,7 +87,7 @@ def train(
     config = TrainConfig(
         data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
                         imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
-                        root=root, manifest=manifest,
+                        root=root, manifest=manifest, path=path,
                         image_size=default_image_size(backbone) if image_size is None else image_size,
                         cache_dir=cache_dir, augment_flip=flip,
                         augment_crop_padding=crop_padding),

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import torch
 
 NORMALIZATIONS = ("auto", "imagenet", "dataset")
-BACKBONES = ("small_cnn", "resnet18", "resnet34", "resnet50")  # built by pipeline.models
+BACKBONES = ("small_cnn", "wrn16_1", "resnet18", "resnet34", "resnet50")  # built by pipeline.models
 # Where the imbalance applies. "train": the hardness paper's protocol, only training loses examples of
 # the rare class and validation and test keep the natural distribution (so a rare class can be seen
 # by the objective). "train+val": validation is skewed too, for data whose validation images come
@@ -37,7 +37,7 @@ MAX_THREADS = 1024
 # `train --image-size`'s default per backbone: the small CNN is made for small images (36 images of 24 px took
 # 2 min 18 s at 224 px), the ResNets for ImageNet's 224 px. Study files keep DataConfig's 224 (a stored study's
 # identity must not change with a default).
-SMALL_IMAGE_SIZE = {"small_cnn": 32}
+SMALL_IMAGE_SIZE = {"small_cnn": 32, "wrn16_1": 32}
 
 
 def default_image_size(backbone: str) -> int:
@@ -63,6 +63,10 @@ class DataConfig:
     # Image data sets (name "images"): one sub-folder per class under `root`, or a manifest folder.
     root: str | None = None  # the folder per class; with a manifest, the image root (overrides its root.txt)
     manifest: str | None = None  # a manifest folder as written by `robust-tune data prepare`
+    # name "idx": `root` holds the four MNIST-format files. name "medmnist": `path` is a MedMNIST .npz (its own
+    # validation and test splits; val_fraction and test_fraction are not used). Both keep their arrays' own
+    # size and channels: image_size, channels and cache_dir apply to image files only.
+    path: str | None = None
     image_size: int = 224  # every image is resized to image_size x image_size
     channels: int = 3  # 3: grayscale replicated (what ImageNet backbones expect); 1: luminance only
     normalize: str = "auto"  # imagenet | dataset (per-channel train statistics) | auto (imagenet iff pretrained)
@@ -81,6 +85,11 @@ class DataConfig:
         if self.name == "images" and not (self.root or self.manifest):
             raise UserError("data set images needs root (a folder with one sub-folder per class) or manifest "
                             "(a folder written by `robust-tune data prepare`)")
+        if self.name == "idx" and not self.root:
+            raise UserError("data set idx needs root (a folder with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                            "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each gzipped or not)")
+        if self.name == "medmnist" and not self.path:
+            raise UserError("data set medmnist needs path (a MedMNIST .npz archive)")
         if not _is_int(self.image_size) or not 8 <= self.image_size <= 4096:
             raise UserError(f"image_size must be an integer in [8, 4096], got {self.image_size!r}")
         if self.channels not in (1, 3) or not _is_int(self.channels):

@@ -1,6 +1,7 @@
 """Backbone + linear head, so methods can reach the feature map z = f(theta_r; x) and the head.
 
-Backbones: a small CNN for 8x8-32x32 inputs (CPU quickstart) and torchvision ResNet18/34/50.
+Backbones: a small CNN for 8x8-32x32 inputs (CPU quickstart), WRN-16-1 for 28x28-32x32 images (the hardness
+paper's MNIST network) and torchvision ResNet18/34/50.
 Weights: "none", "imagenet" (torchvision's weights, from its local cache) or a path to a state_dict.
 """
 from __future__ import annotations
@@ -70,12 +71,48 @@ def small_cnn(in_channels: int) -> tuple[nn.Module, int]:
     return trunk, 128
 
 
+class PreActBlock(nn.Module):
+    """A wide ResNet's basic block: BN-ReLU-conv3x3, BN-ReLU-conv3x3, added to the input (through a 1x1
+    convolution of the pre-activated input where the width or the stride changes)."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
+        super().__init__()
+        self.bn1, self.bn2 = nn.BatchNorm2d(in_channels), nn.BatchNorm2d(out_channels)
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
+        self.shortcut = (nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False)
+                         if stride != 1 or in_channels != out_channels else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        activated = torch.relu(self.bn1(x))
+        out = self.conv2(torch.relu(self.bn2(self.conv1(activated))))
+        return out + (x if self.shortcut is None else self.shortcut(activated))
+
+
+def wide_resnet(in_channels: int, depth: int = 16, width: int = 1) -> tuple[nn.Module, int]:
+    """WRN-depth-width (Zagoruyko & Komodakis 2016, section 2.3): a 3x3 conv to 16 channels, three groups of
+    (depth - 4) / 6 pre-activation blocks of 16k, 32k and 64k channels (strides 1, 2, 2), BN-ReLU and global
+    average pooling; 64k features. WRN-16-1, the hardness-weighted sampling paper's MNIST network, is (16, 1)."""
+    blocks = (depth - 4) // 6
+    widths = (16, 16 * width, 32 * width, 64 * width)
+    layers: list[nn.Module] = [nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)]
+    for group, stride in enumerate((1, 2, 2)):
+        for block in range(blocks):
+            layers.append(PreActBlock(widths[group] if block == 0 else widths[group + 1], widths[group + 1],
+                                      stride if block == 0 else 1))
+    layers += [nn.BatchNorm2d(widths[3]), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    return nn.Sequential(*layers), widths[3]
+
+
+# Networks trained from scratch on small images (no ImageNet weights): name -> (in_channels -> trunk, features).
+SMALL_NETWORKS: dict[str, Callable[[int], tuple[nn.Module, int]]] = {"small_cnn": small_cnn, "wrn16_1": wide_resnet}
+
 RESNETS: dict[str, tuple[Callable[..., torchvision.models.ResNet], torchvision.models.WeightsEnum]] = {
     "resnet18": (torchvision.models.resnet18, torchvision.models.ResNet18_Weights.IMAGENET1K_V1),
     "resnet34": (torchvision.models.resnet34, torchvision.models.ResNet34_Weights.IMAGENET1K_V1),
     "resnet50": (torchvision.models.resnet50, torchvision.models.ResNet50_Weights.IMAGENET1K_V1),
 }
-assert BACKBONES == ("small_cnn", *RESNETS), "pipeline.config.BACKBONES names every network built here"
+assert BACKBONES == (*SMALL_NETWORKS, *RESNETS), "pipeline.config.BACKBONES names every network built here"
 
 
 def imagenet_cache_path(backbone: str) -> Path:
@@ -145,10 +182,10 @@ def _load_into(module: nn.Module, state: dict[str, torch.Tensor], source: str) -
 
 def build_model(backbone: str, weights: str, in_channels: int, num_classes: int) -> Classifier:
     """A Classifier with the named backbone and weights; bad names or files are UserErrors."""
-    if backbone == "small_cnn":
-        trunk, feature_dim = small_cnn(in_channels)
+    if backbone in SMALL_NETWORKS:
+        trunk, feature_dim = SMALL_NETWORKS[backbone](in_channels)
         if weights == "imagenet":
-            raise UserError("small_cnn has no ImageNet weights; use a resnet backbone or weights=none")
+            raise UserError(f"{backbone} has no ImageNet weights; use a resnet backbone or weights=none")
         if weights != "none":
             _load_into(trunk, _file_state_dict(weights), weights)
         return Classifier(trunk, feature_dim, num_classes)

@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -23,7 +23,7 @@ from pipeline.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, best_trial
-from pipeline.store.records import feasible, pareto_set
+from pipeline.store.records import EvaluationRecord, feasible, pareto_set
 
 if TYPE_CHECKING:
     from pipeline.surrogate import Axis
@@ -386,6 +386,53 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     figure.suptitle(f"{_who(s)}: best configuration re-trained over seeds, against baselines\n"
                     "mean and 95% interval over seeds", fontsize=10)
     return [Picture(s.study.name, "compare", figure, data)]
+
+
+def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_class: str | None,
+                         who: str) -> Picture | None:
+    """The hardness paper's Figure 1 for any evaluation whose runs stored per-epoch test metrics (`evaluate --vary
+    beta=0.1,1,10,100 --against erm`): test accuracy per epoch of each variant, overall and on `rare_class`, the
+    mean over seeds drawn with the seeds' range shaded. None when no run has epochs."""
+    variants: dict[str, list[EvaluationRecord]] = {}
+    for run in runs:
+        if run.epochs:
+            variants.setdefault(run.variant, []).append(run)
+    if not variants:
+        return None
+    panels = [("test_accuracy", "test accuracy", lambda test: test.get("accuracy"))]
+    if rare_class is not None and any(rare_class in epoch.test.get("per_class_accuracy", {})
+                                      for group in variants.values() for run in group for epoch in run.epochs):
+        panels.append(("rare_class_accuracy", f"test accuracy of class {rare_class} (rare in training)",
+                       lambda test: test.get("per_class_accuracy", {}).get(rare_class)))
+    figure = Figure(figsize=(5 * len(panels) + 2, 4), layout="constrained")
+    data: dict[str, Any] = {"variants": list(variants), "seeds": {v: len(g) for v, g in variants.items()}}
+    for number, (key, label, value_of) in enumerate(panels):
+        axes = figure.add_subplot(1, len(panels), number + 1)
+        drawn: dict[str, dict[str, list[float]]] = {}
+        for colour, (variant, group) in enumerate(variants.items()):
+            per_epoch: dict[int, list[float]] = {}
+            for run in group:
+                for epoch in run.epochs:
+                    value = value_of(epoch.test)
+                    if value is not None:
+                        per_epoch.setdefault(epoch.epoch, []).append(100 * value)
+            epochs = sorted(per_epoch)
+            means = [float(np.mean(per_epoch[e])) for e in epochs]
+            name = f"{TUNED} {group[0].config.get('method', '')}".strip() if variant == TUNED else variant
+            axes.plot(epochs, means, "-", color=f"C{colour}", label=f"{name} ({len(group)} seeds)")
+            if len(group) > 1:
+                axes.fill_between(epochs, [min(per_epoch[e]) for e in epochs], [max(per_epoch[e]) for e in epochs],
+                                  color=f"C{colour}", alpha=0.15, linewidth=0)
+            drawn[variant] = {"epochs": epochs, "mean": means}
+        readable_ylim(axes, [m for d in drawn.values() for m in d["mean"]], low=0.0)
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.set(xlabel="epoch", ylabel=f"{label} (%)", title=label)
+        axes.title.set_fontsize(9)
+        data[key] = drawn
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.suptitle(f"{who}: test accuracy per epoch of each evaluated variant\nmean over seeds, their range shaded",
+                    fontsize=10)
+    return Picture(study, "epoch-curves", figure, data)
 
 
 def importance_pictures(s: StudyData) -> list[Picture]:

@@ -29,7 +29,8 @@ OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
 
 def dataset_label(data: DataConfig) -> str:
     """A short name for a data set as configured, with its imbalance and where it applies, if any."""
-    label = Path(data.manifest).name if data.manifest else Path(data.root).name if data.root else data.name
+    label = (Path(data.manifest).name if data.manifest else Path(data.root).name if data.root
+             else Path(data.path).stem if data.path else data.name)
     if data.imbalance_class is not None:
         label += f" (class {data.imbalance_class} at {100 * data.imbalance_keep:g}% in {data.imbalance_in})"
     return label

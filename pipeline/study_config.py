@@ -63,6 +63,7 @@ STRATEGIES = {
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
 ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": ()}
+DATA_ADDED_LATER = {"path": None}  # the same for DataConfig fields added after 0.5.0
 MAX_SEEDS_PER_TRIAL = 100
 # Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
 # its Gaussian process predicts best (store.model_pick).
@@ -217,6 +218,9 @@ class StudyConfig:
         for key, before in ADDED_LATER.items():
             if identity[key] == before:
                 del identity[key]
+        for key, before in DATA_ADDED_LATER.items():
+            if identity["data"][key] == before:
+                del identity["data"][key]
         return json.loads(json.dumps(identity, default=str))
 
     def fingerprint(self) -> str:

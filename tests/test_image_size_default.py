@@ -29,4 +29,4 @@ def test_train_resizes_for_the_small_cnn_by_default(cli, tmp_path):
 def test_the_resnets_keep_imagenets_size_and_help_says_so(cli):
     assert default_image_size("resnet18") == default_image_size("resnet50") == 224
     code, out, _ = cli("train", "--help")
-    assert code == 0 and "32 for small_cnn" in " ".join(out.split())
+    assert code == 0 and "32 for small_cnn and wrn16_1" in " ".join(out.split())

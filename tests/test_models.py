@@ -95,3 +95,19 @@ def test_a_zero_backbone_learning_rate_freezes_the_feature_extractor():
     optimizer, _ = make_optimizer(model, resolve(TRAINING_PARAMS, {"lr_backbone": 0}, "erm"))
     assert len(optimizer.param_groups) == 1
     assert not any(p.requires_grad for p in model.features.parameters())
+
+
+def test_wrn16_1_has_the_published_size_and_a_64_feature_head():
+    """WRN-16-1 at 10 classes on 3-channel images has 175,066 parameters, the layer-by-layer sum of
+    Zagoruyko & Komodakis (2016, section 2.3) at depth 16 and width 1: stem conv 432; group 1 (16 -> 16,
+    2 blocks) 9,344; group 2 (16 -> 32, stride 2, 1x1 shortcut) 32,992; group 3 (32 -> 64) 131,520; final
+    BN 128; head 64 x 10 + 10 = 650. Published as about 0.17 M; a grayscale stem (144) makes 174,778."""
+    model = build_model("wrn16_1", "none", in_channels=3, num_classes=10)
+    assert sum(p.numel() for p in model.parameters()) == 175_066
+    grayscale = build_model("wrn16_1", "none", in_channels=1, num_classes=10)
+    assert sum(p.numel() for p in grayscale.parameters()) == 174_778
+    images = torch.randn(4, 1, 28, 28)
+    assert grayscale.embed(images).shape == (4, 64) and grayscale(images).shape == (4, 10)
+    assert torch.equal(grayscale.head(grayscale.embed(images)), grayscale(images))
+    with pytest.raises(UserError, match="wrn16_1 has no ImageNet weights"):
+        build_model("wrn16_1", "imagenet", 1, 10)

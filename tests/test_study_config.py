@@ -135,7 +135,7 @@ def test_every_shipped_campaign_file_is_valid(path):
 
 
 def test_the_paper_set_ups_use_the_papers_settings():
-    paper = sorted((STUDIES / "paper").glob("*.toml"))
+    paper = sorted(p for p in (STUDIES / "paper").glob("*.toml") if p.stem != "hws-mnist-wrn16-1")
     # GI-LS and hws x MT-Defect, MT, Wood, Carpet, and Tables 5-7's 12 methods x MT-Defect, MT; x ResNet18/34/50
     assert len(paper) == 2 * 4 * 3 + 12 * 2 * 3
     for path in paper:
@@ -146,3 +146,27 @@ def test_the_paper_set_ups_use_the_papers_settings():
             assert study.search["T"] == Range(1, 15) and study.fixed["gamma"] == 1e-3
     baseline = load_study(STUDIES / "paper" / "gils-mt-resnet34.toml", ["name=erm-mt-resnet34", "method.name=erm"])
     assert baseline.method == "erm" and set(baseline.search) == {"epochs"}
+
+
+def test_the_hardness_papers_mnist_set_up_uses_its_settings():
+    """Section 4.1 and appendix 8.1: 1% of digit 3 in training only, WRN-16-1, SGD at 0.01 without momentum,
+    weight decay, augmentation or importance sampling, beta over [0.1, 100] on a log scale, ranked on validation."""
+    study = load_study(STUDIES / "paper" / "hws-mnist-wrn16-1.toml")
+    data = study.data
+    assert (data.name, data.imbalance_class, data.imbalance_keep, data.imbalance_in) == ("idx", "3", 0.01, "train")
+    assert data.val_fraction > 0 and not data.augment_flip and data.augment_crop_padding == 0
+    assert (study.backbone, study.weights, study.method, study.objective) == ("wrn16_1", "none", "hws", "val_accuracy")
+    assert study.search["beta"] == Range(0.1, 100, log=True)
+    fixed = study.fixed
+    assert (fixed["lr_head"], fixed["lr_backbone"], fixed["momentum"], fixed["weight_decay"]) == (0.01, 0.01, 0, 0)
+    assert fixed["importance_sampling"] is False and fixed["lr_decay"] == 1
+
+
+def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were():
+    """Campaigns are matched to the stored one by fingerprint: data.path at its default must not change it."""
+    from pipeline.campaign_config import load_campaign
+
+    assert load_campaign(STUDIES / "digits-campaign.toml").fingerprint() == "26d0f3b898a9f987"  # as 0.5.0 stored it
+    assert load_study(STUDIES / "quickstart.toml").fingerprint() == "664d5edae8b82a64"
+    medmnist = load_study(STUDIES / "quickstart.toml", ["data.name=medmnist", "data.path=derma.npz"])
+    assert medmnist.identity()["data"]["path"] == "derma.npz"

@@ -30,7 +30,20 @@ def _images(config: DataConfig) -> Dataset:
     return load_images(config)
 
 
-LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {"digits": _digits, "images": _images}
+def _idx(config: DataConfig) -> Dataset:
+    from pipeline.data.arrays import load_idx
+
+    return load_idx(config)
+
+
+def _medmnist(config: DataConfig) -> Dataset:
+    from pipeline.data.arrays import load_medmnist
+
+    return load_medmnist(config)
+
+
+LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {"digits": _digits, "images": _images, "idx": _idx,
+                                                       "medmnist": _medmnist}
 
 
 def load_dataset(config: DataConfig, device: torch.device) -> Dataset:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -39,24 +40,35 @@ class Listing:
 def load_images(config: DataConfig) -> Dataset:
     """Listing -> cached pixels -> uint8 splits with their normalisation (on the CPU; the caller moves them)."""
     listing = manifest_listing(config) if config.manifest else folder_listing(config)
-    train, val = apply_imbalance(config, listing.class_names, listing.labels, listing.train, listing.val)
-    for part, indices in (("training", train), ("validation", val), ("test", listing.test)):
-        if len(indices) == 0 and not (part == "validation" and config.val_fraction == 0):
-            raise UserError(f"the {part} split of {listing.name} is empty; the classes are too small for "
-                            f"val_fraction {config.val_fraction} (and test_fraction {config.test_fraction})")
     cache_dir = Path(config.cache_dir) if config.cache_dir else None
-    pixels = cached_pixels(listing.files, config.image_size, config.channels, cache_dir, listing.name)
+
+    def pixels() -> torch.Tensor:
+        return cached_pixels(listing.files, config.image_size, config.channels, cache_dir, listing.name)
+
+    return resident_dataset(config, listing.name, listing.class_names, pixels, listing.labels, listing.train,
+                            listing.val, listing.test)
+
+
+def resident_dataset(config: DataConfig, name: str, class_names: list[str], pixels: Callable[[], torch.Tensor],
+                     labels: torch.Tensor, train: torch.Tensor, val: torch.Tensor, test: torch.Tensor) -> Dataset:
+    """uint8 splits of any image data set, with the imbalance option applied and their normalisation: the
+    pixels (N, C, H, W), read by `pixels()` once the splits are known not to be empty, stay resident."""
+    train, val = apply_imbalance(config, class_names, labels, train, val)
+    for part, indices in (("training", train), ("validation", val), ("test", test)):
+        if len(indices) == 0 and not (part == "validation" and config.val_fraction == 0):
+            raise UserError(f"the {part} split of {name} is empty; the classes are too small for "
+                            f"val_fraction {config.val_fraction} (and test_fraction {config.test_fraction})")
+    images = pixels()
     if config.normalize == "imagenet":
         mean, std = torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)
     else:  # "dataset" (and "auto" outside a TrainConfig, which resolves it from the weights)
-        mean, std = channel_statistics(pixels, train)
+        mean, std = channel_statistics(images, train)
 
     def split(indices: torch.Tensor) -> Split:  # uint8 pixels, normalised per batch (Split.inputs)
-        return Split(pixels[indices], listing.labels[indices].contiguous(), mean.view(1, -1, 1, 1),
-                     std.view(1, -1, 1, 1))
+        return Split(images[indices], labels[indices].contiguous(), mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1))
 
-    return Dataset(listing.name, listing.class_names, split(train), split(val), split(listing.test),
-                   tuple(mean.tolist()), tuple(std.tolist()))
+    return Dataset(name, class_names, split(train), split(val), split(test), tuple(mean.tolist()),
+                   tuple(std.tolist()))
 
 
 def manifest_listing(config: DataConfig) -> Listing:
