@@ -58,6 +58,7 @@ class StudyData:
     model: Any = None  # surrogate.StudyModel, or None with too few trials or no Ax record
     comparison: list[dict[str, Any]] = field(default_factory=list)  # report.compare_table's records, if evaluated
     importance: ImportanceRecord | None = None  # as stored when a run of the study ended
+    runs: list[EvaluationRecord] = field(default_factory=list)  # its evaluation runs (`robust-tune evaluate`)
 
     @property
     def objective(self) -> str:
@@ -419,13 +420,17 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
             epochs = sorted(per_epoch)
             means = [float(np.mean(per_epoch[e])) for e in epochs]
             name = f"{TUNED} {group[0].config.get('method', '')}".strip() if variant == TUNED else variant
-            axes.plot(epochs, means, "-", color=f"C{colour}", label=f"{name} ({len(group)} seeds)")
+            axes.plot(epochs, means, "-o", markersize=3, color=f"C{colour}", label=f"{name} ({len(group)} seeds)")
             if len(group) > 1:
                 axes.fill_between(epochs, [min(per_epoch[e]) for e in epochs], [max(per_epoch[e]) for e in epochs],
                                   color=f"C{colour}", alpha=0.15, linewidth=0)
             drawn[variant] = {"epochs": epochs, "mean": means}
         readable_ylim(axes, [m for d in drawn.values() for m in d["mean"]], low=0.0)
-        axes.xaxis.get_major_locator().set_params(integer=True)
+        epochs_drawn = sorted({e for d in drawn.values() for e in d["epochs"]})
+        if len(epochs_drawn) <= 10:
+            axes.set_xticks(epochs_drawn)  # a tick per epoch: never fractions of one
+        else:
+            axes.xaxis.get_major_locator().set_params(integer=True)
         axes.set(xlabel="epoch", ylabel=f"{label} (%)", title=label)
         axes.title.set_fontsize(9)
         data[key] = drawn
@@ -561,10 +566,18 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
     return Picture("search-benchmark", "strategies", figure, data)
 
 
+def epoch_curves_pictures(s: StudyData) -> list[Picture]:
+    """The evaluated variants' test accuracy per epoch (the hardness paper's Figure 1), overall and on the class
+    made rare in training, when the study's evaluation runs stored their epochs."""
+    rare = s.study.study.data.imbalance_class
+    picture = epoch_curves_picture(s.study.name, s.runs, None if rare is None else str(rare), _who(s))
+    return [] if picture is None else [picture]
+
+
 # Every kind of picture drawn for each study, in the order files are written and shown.
 PICTURES: list[Callable[[StudyData], list[Picture]]] = [trace_pictures, importance_pictures, map_pictures,
                                                          curves_pictures, per_class_pictures, compare_pictures,
-                                                         front_pictures]
+                                                         epoch_curves_pictures, front_pictures]
 
 
 def load_studies(store: Store, names: list[str] | None, log_file: str | Path) -> list[StudyData]:
@@ -581,8 +594,9 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
         completed = sum(t.status == "completed" for t in trials)
         model = (load_study_model(study.name, store.url, study.study.objective)
                  if searched and completed >= MIN_TRIALS else None)
-        comparison = compare_table(store, [study.name]).records if store.evaluations(study.id) else []
-        loaded.append(StudyData(study, trials, model, comparison, store.importance(study.id)))
+        runs = store.evaluations(study.id)
+        comparison = compare_table(store, [study.name]).records if runs else []
+        loaded.append(StudyData(study, trials, model, comparison, store.importance(study.id), runs))
     return loaded
 
 

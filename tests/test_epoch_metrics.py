@@ -51,3 +51,7 @@ def test_trials_and_evaluation_runs_keep_every_epochs_metrics(tuned, cli, tmp_pa
     assert [e.epoch for e in run.epochs] == [1]
     assert run.epochs[0].test["accuracy"] == run.metrics["test_accuracy"]
     assert asdict(run.epochs[0])["val"]["examples"] == run.epochs[0].val["examples"] > 0
+    code, _, err = cli("report", "tiny", "--db", str(db), "--plots", str(tmp_path / "pictures"),
+                       "--log-file", str(tmp_path / "log.txt"))
+    assert code == 0, err
+    assert (tmp_path / "pictures" / "tiny-epoch-curves.png").stat().st_size > 0  # the paper's Figure 1, per variant
