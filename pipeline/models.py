@@ -162,7 +162,19 @@ def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
     if odd is not None:
         raise UserError(f"weights file {path} is not a state_dict: its entry {odd!r} is not a tensor but "
                         f"{type(state[odd]).__name__}")
-    return state
+    return _trunk_of_saved_classifier(state)
+
+
+def _trunk_of_saved_classifier(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Classifier's own state_dict (`train --save`: keys `features.*` and `head.*`) as its trunk's keys, so a
+    saved model starts a new run; any other state_dict is returned as it is. The head is trained anew, as with
+    ImageNet weights (the new run may have other classes)."""
+    if not state or not all(key.startswith(("features.", "head.")) for key in state):
+        return state
+    trunk = {key.removeprefix("features."): value for key, value in state.items() if key.startswith("features.")}
+    if trunk and all(key.startswith("1.") for key in trunk):  # a ResNet behind RepeatChannels (1-channel data)
+        trunk = {key.removeprefix("1."): value for key, value in trunk.items()}
+    return trunk
 
 
 def _load_into(module: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
