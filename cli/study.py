@@ -195,7 +195,7 @@ def run(
     def show_splits(event: Any) -> None:
         """The split sizes, once, when the study starts (after every check that could refuse it in one line)."""
         if isinstance(event, StudyStarted) and split_lines:
-            stderr.print("\n".join(split_lines), markup=False, highlight=False)
+            stderr.print("\n".join(split_lines), soft_wrap=True, markup=False, highlight=False)
             split_lines.clear()
 
     view = StudyView(study.fixed.get("epochs"))

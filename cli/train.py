@@ -121,7 +121,8 @@ def train(
     stdout.print(result_table(result))
     stdout.print(batches_line(result))
     stdout.print(params_line(result), style="dim")
-    stdout.print("\n".join(["examples per split and class:", *data.split_summary()]), markup=False, highlight=False)
+    stdout.print("\n".join(["examples per split and class:", *data.split_summary()]), soft_wrap=True, markup=False,
+                 highlight=False)
 
 
 # With --from-study the configuration is the study's: options that would change it are refused, not ignored.

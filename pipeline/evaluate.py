@@ -22,7 +22,7 @@ from pipeline.errors import TrainingFailed, UserError
 from pipeline.faults import kill_point
 from pipeline.methods import parse_method
 from pipeline.params import Value
-from pipeline.study_config import DEFAULT_PICK, PICKS
+from pipeline.study_config import DATA_ADDED_LATER, DEFAULT_PICK, PICKS
 from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, best_trial, picked_trial
 from pipeline.store.records import pareto_set
 
@@ -220,8 +220,12 @@ def _planned(config: TrainConfig) -> dict[str, Any]:
     """A run's identity as stored: the configuration less seed, device, precision and thread count (how it
     computes: the thread count is checked against the run's recorded settings, see same_threads), as JSON
     gives it back."""
-    return json.loads(json.dumps({k: v for k, v in config.to_dict().items()
-                                  if k not in ("seed", "device", "precision", "threads")}))
+    planned = json.loads(json.dumps({k: v for k, v in config.to_dict().items()
+                                     if k not in ("seed", "device", "precision", "threads")}))
+    for key, default in DATA_ADDED_LATER.items():  # a field added later, at its default: as runs stored before
+        if planned["data"].get(key, default) == default:
+            planned["data"].pop(key, None)
+    return planned
 
 
 def same_threads(run: EvaluationRecord, threads: int) -> bool:

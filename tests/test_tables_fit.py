@@ -84,7 +84,7 @@ def test_every_terminal_table_is_one_line_per_row_with_its_results_and_a_legend(
 
 def test_columns_every_row_shares_are_said_once_and_wide_shows_them_all(db):
     narrow = robust_tune("studies", "--db", db, env={"COLUMNS": "80"}).stdout
-    assert "all rows: data set digits, trials 2/20, failed 1" in narrow.replace("\n", " ")
+    assert "all rows: data set digits, trials 2 of 20, failed 1" in narrow.replace("\n", " ")
     wide = robust_tune("studies", "--db", db, "--wide", env={"COLUMNS": "80"}).stdout
     assert "all rows" not in wide and "…" not in wide and "failed" in wide.splitlines()[1]  # names wrapped, not cut
     cards = robust_tune("studies", "--db", db, env={"COLUMNS": "50"}).stdout

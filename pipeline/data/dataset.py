@@ -101,7 +101,7 @@ class Dataset:
         lines = []
         for split, counts in self.split_counts().items():
             if len(counts) <= 10:
-                per_class = "  ".join(f"{name}:{count}" for name, count in zip(self.class_names, counts))
+                per_class = " ".join(f"{name}:{count}" for name, count in zip(self.class_names, counts))
                 lines.append(f"{split:<5} {sum(counts):>6}  {per_class}")
             else:
                 fewest = min(range(len(counts)), key=counts.__getitem__)
