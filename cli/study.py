@@ -128,15 +128,19 @@ class StudyView:
                 self.ended_seconds.append(seconds)
                 self.ran += 1
             objective = "-" if event.objective is None else f"{100 * event.objective:.1f}%"
-            self.rows.append((str(event.trial_index), event.status, objective, f"{seconds:.1f}",
+            status = f"stopped at epoch {event.stopped_at}" if event.stopped_at else event.status
+            self.rows.append((str(event.trial_index), status, objective, f"{seconds:.1f}",
                               event.error or _params_text(trial["parameters"])))
             if event.best:
                 value, best_index, best_parameters = event.best
                 self.best = f"best so far: {100 * value:.1f}% (trial {best_index}: {_params_text(best_parameters)})"
             best = f"; best {100 * event.best[0]:.1f}% (trial {event.best[1]})" if event.best else ""
             where = f" on worker {trial['worker']}" if trial["worker"] else ""
-            return (f"trial {event.trial_index} ({trial['k']} of {self.budget}){where} {event.status}: "
-                    f"objective {objective}, {seconds:.1f} s, {event.error or _params_text(trial['parameters'])}{best}")
+            prefixes = (f" (+{event.prefixes} epoch prefix{'es' if event.prefixes > 1 else ''} told to Ax)"
+                        if event.prefixes else "")
+            return (f"trial {event.trial_index} ({trial['k']} of {self.budget}){where} {status}: "
+                    f"objective {objective}, {seconds:.1f} s, {event.error or _params_text(trial['parameters'])}"
+                    f"{prefixes}{best}")
         return None
 
 
@@ -239,8 +243,11 @@ def run(
         stdout.print(f"study {summary.name} already has its {summary.budget} trials; "
                      "--trials N runs more. Nothing was changed.")
     else:
-        stdout.print(f"study {summary.name}: {summary.completed} trial(s) completed now, {summary.failed} failed, "
-                     f"in {summary.seconds:.1f} s; proposing and storing took {overhead:.1f} s "
+        stdout.print(f"study {summary.name}: {summary.completed} trial(s) completed now"
+                     + (f" ({summary.early_stopped} stopped early)" if summary.early_stopped else "")
+                     + f", {summary.failed} failed"
+                     + (f", {summary.prefixes} epoch prefixes told to Ax" if summary.prefixes else "")
+                     + f", in {summary.seconds:.1f} s; proposing and storing took {overhead:.1f} s "
                      f"({100 * overhead / max(summary.seconds, 1e-9):.1f}%)"
                      + (f"; trials began training {sum(summary.start_delays) / len(summary.start_delays):.2f} s "
                         "after they were stored, on average" if workers or scheduler else "")

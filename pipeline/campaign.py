@@ -16,7 +16,7 @@ from typing import Callable
 
 from pipeline.campaign_config import REFERENCE, CampaignConfig
 from pipeline.errors import UserError
-from pipeline.store import CampaignRecord, SchemaUpgraded, Store
+from pipeline.store import CampaignRecord, SchemaUpgraded, Store, trials_ran
 from pipeline.trial import OnEvent, TrialRunner
 
 RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
@@ -112,7 +112,7 @@ def _searched(store: Store, name: str, budget: int) -> bool:
     if stored is None:
         return False
     trials = store.trials(stored.id)
-    return (sum(t.status in ("completed", "failed") for t in trials) >= budget
+    return (trials_ran(trials) >= budget
             and any(t.status == "completed" for t in trials))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
-from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick
+from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick, trials_ran
 from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.study_config import StudyConfig
 from pipeline.evaluate import TUNED, value_text
@@ -73,7 +73,7 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
             continue
         config = study.study
         key = (dataset_label(config.data), config.backbone, config.method)
-        completed = sum(t.status == "completed" for t in trials)
+        completed = trials_ran(trials)
         if key not in best or trial.metrics[config.objective] > best[key][1].metrics[best[key][0].study.objective]:
             best[key] = (study, trial, completed)
     # Every searched parameter, and the papers' columns (alpha, T, eta, epoch, beta, IS) where fixed,
@@ -163,8 +163,8 @@ def model_pick_table(store: Store, names: list[str] | None = None) -> Table | No
             continue
         objective = study.study.objective
         mean, sd = modelled.predicted["mean"], modelled.predicted["sd"]
-        table.rows.append([study.name, OBJECTIVE_LABELS.get(objective, objective), str(observed.trial_index),
-                           percent(observed.metrics[objective]), str(modelled.trial_index),
+        table.rows.append([study.name, OBJECTIVE_LABELS.get(objective, objective), trial_label(observed),
+                           percent(observed.metrics[objective]), trial_label(modelled),
                            f"{percent(mean)} [{percent(mean - 1.96 * sd)}, {percent(mean + 1.96 * sd)}]",
                            percent(modelled.metrics[objective])])
         table.records.append({"study": study.name, "objective": objective, "observed_trial": observed.trial_index,
@@ -239,7 +239,7 @@ def trials_table(store: Store, name: str) -> Table:
                   + (f"; each trial the mean of {seeds} seeds" if seeds > 1 else "") + ")", headers, [])
     for t in store.trials(study.id):
         m = t.metrics or {}
-        table.rows.append([str(t.trial_index), t.status, *[_value(t.parameters.get(p, "-")) for p in searched],
+        table.rows.append([str(t.trial_index), status_text(t), *[_value(t.parameters.get(p, "-")) for p in searched],
                            *[percent(m.get(o)) for o in ranked_on],
                            percent(m.get("val_accuracy")), percent(m.get("test_accuracy")),
                            percent(m.get("test_worst_class_accuracy")),
@@ -247,7 +247,24 @@ def trials_table(store: Store, name: str) -> Table:
                            *([_feasible_text(study, t)] if config.constraints else []),
                            (t.error or "").splitlines()[0][:80] if t.error else ""])
         table.records.append({k: v for k, v in asdict(t).items() if k not in ("id", "settings")})
+    if any(t.prefix_of is not None or t.status == "early_stopped" for t in store.trials(study.id)):
+        table.notes.append("stopped at E: stopped early after epoch E (budget.early_stopping); prefix of K: trial K's "
+                           "run at this epoch count, exact, told to Ax as a trial of its own (search.epoch_prefixes)")
     return table
+
+
+def trial_label(trial: TrialRecord) -> str:
+    """A trial's index, with the trial it is an epoch prefix of: `7 (prefix of 5)`."""
+    return str(trial.trial_index) + ("" if trial.prefix_of is None else f" (prefix of {trial.prefix_of})")
+
+
+def status_text(trial: TrialRecord) -> str:
+    """A trial's status for a table: `prefix of K` for an epoch prefix, `stopped at E` for an early-stopped trial."""
+    if trial.prefix_of is not None:
+        return f"prefix of {trial.prefix_of}"
+    if trial.status == "early_stopped":
+        return f"stopped at {len(trial.epochs)}"
+    return trial.status
 
 
 def pareto_tables(store: Store, names: list[str] | None = None) -> list[Table]:
@@ -275,7 +292,7 @@ def studies_table(store: Store) -> Table:
         trials = store.trials(study.id)
         config = study.study
         best = best_trial(study, trials)
-        completed = sum(t.status == "completed" for t in trials)
+        completed = trials_ran(trials)
         running = sum(t.status == "running" for t in trials)
         table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
                            _progress_text(completed, config.budget.trials) + (f" +{running} running" if running else ""),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from io import StringIO
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pandas as pd
 import sqlalchemy as sa
@@ -241,14 +241,15 @@ class Searcher:
         self.lock = lock
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
+    def _writing(self) -> Iterator[sa.Connection | None]:
         """Ax's writes inside the block: with the lock, in one transaction that commits only while this
-        process holds it (LockLost otherwise, and nothing stored); without one, as Ax makes them."""
+        process holds it (LockLost otherwise, and nothing stored), whose connection the block gets for writes of
+        its own; without one, as Ax makes them (None)."""
         if self.lock is None:
-            yield
+            yield None
             return
         with self.lock.fenced() as connection, ax_writes_through(connection):
-            yield
+            yield connection
 
     def ask(self, waiting: bool = False) -> tuple[int, dict[str, Any]] | str | None:
         """A new trial's index and parameters; None when every remaining proposal was tried already;
@@ -291,6 +292,29 @@ class Searcher:
         raw = {name: told(metrics, name) for name in self.metrics}
         with self._writing():
             self.client.complete_trial(trial_index=index, raw_data=raw)
+
+    def early_stop(self, index: int, metrics: dict[str, float]) -> None:
+        """A trial stopped early: Ax is told its metrics where it stopped, and that it stopped (Ax's early-stopped
+        status: the model fits that value, and the parameters are not proposed again)."""
+        raw = {name: told(metrics, name) for name in self.metrics}
+        with self._writing():
+            self.client.attach_data(trial_index=index, raw_data=raw)
+            self.client.mark_trial_early_stopped(trial_index=index)
+
+    def tell_prefixes(self, observations: list[tuple[dict[str, Any], dict[str, float]]],
+                      store_them: Callable[[sa.Connection | None, list[int]], None]) -> list[int]:
+        """Tell Ax each (parameters, metrics) as a completed trial of its own (an epoch prefix of a trained trial),
+        and have `store_them` write them with the indices Ax gave, in the same transaction: all are stored and
+        told, or none. Returns the indices."""
+        indices = []
+        with self._writing() as connection:
+            for parameters, metrics in observations:
+                index = self.client.attach_trial(parameters=parameters)
+                self.client.complete_trial(trial_index=index, raw_data={name: told(metrics, name)
+                                                                        for name in self.metrics})
+                indices.append(index)
+            store_them(connection, indices)
+        return indices
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""

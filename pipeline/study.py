@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pipeline.config import DEFAULT_THREADS, resolve_device
+from pipeline.epochs import StopRule, flat_epoch_metrics, objective_curve, prefix_epochs, stop_percentile
 from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial
+from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial, trials_ran
 from pipeline.study_config import StudyConfig
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -45,10 +46,12 @@ class TrialStarted:
 @dataclass(frozen=True)
 class TrialEnded:
     trial_index: int
-    status: str  # completed | failed | interrupted (its worker died; its parameters run again)
+    status: str  # completed | early_stopped | failed | interrupted (its worker died; its parameters run again)
     objective: float | None
     error: str | None
     best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
+    prefixes: int = 0  # epoch prefixes of this trial told to Ax as observations of their own
+    stopped_at: int | None = None  # the epoch early stopping ended it at
 
 
 @dataclass
@@ -56,7 +59,7 @@ class StudySummary:
     """How a `run_study` call went, with where its time went."""
 
     name: str
-    completed: int  # trials completed by this call
+    completed: int  # trials completed (or stopped early) by this call
     failed: int  # trials that raised in this call
     budget: int
     best: tuple[float, int, dict[str, Any]] | None = None
@@ -66,6 +69,8 @@ class StudySummary:
     storage_seconds: float = 0.0  # writing trials to the database (ours and Ax's)
     log_file: str = ""
     new_trials: list[int] = field(default_factory=list)
+    early_stopped: int = 0  # trials stopped early by this call (counted in `completed` too)
+    prefixes: int = 0  # epoch prefixes told to Ax by this call
     start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
 
 
@@ -96,6 +101,8 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
         row = rows.get(index)
         if row is not None and row.status == "completed":
             searcher.complete(index, {**row.metrics, "seed_runs": row.seed_runs})
+        elif row is not None and row.status == "early_stopped":
+            searcher.early_stop(index, row.metrics)
         elif row is not None and row.status == "failed":
             searcher.abandon(index)
         else:
@@ -107,8 +114,8 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
 def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
     """How many of the last trials, in trial order, failed in a row, and the last one's error line: the
     failure policy counts across runs of a study, not from zero at each. Interrupted trials, which run
-    again, neither count nor break the run."""
-    ended = [t for t in trials if t.status in ("completed", "failed")]
+    again, and epoch prefixes neither count nor break the run."""
+    ended = [t for t in trials if t.ran]
     count = 0
     for trial in reversed(ended):
         if trial.status != "failed":
@@ -221,7 +228,9 @@ class StudyLoop:
         self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
         self.requeued = reconcile(store, stored.id, searcher, lock)  # interrupted trials, run again first
         stored_trials = store.trials(stored.id)
-        self.ran = sum(t.status in ("completed", "failed") for t in stored_trials)
+        for trial in stored_trials:  # trained, and stopped before its prefixes were told
+            self.tell_prefixes(trial, stored_trials)
+        self.ran = trials_ran(stored_trials)
         self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
         self.failures_in_a_row, last_error = trailing_failures(stored_trials)
         if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
@@ -276,7 +285,18 @@ class StudyLoop:
         self.summary.storage_seconds += time.perf_counter() - tick
         self.summary.new_trials.append(index)
         self.on_event(TrialStarted(index, self.ran + len(self.running), self.summary.budget, parameters))
-        return TrialJob(self.study, index, parameters, self.study.seed, self.device, self.precision)
+        return TrialJob(self.study, index, parameters, self.study.seed, self.device, self.precision, self.stop_rule())
+
+    def stop_rule(self) -> StopRule | None:
+        """Early stopping for the next trial (budget.early_stopping), against the curves of the study's objective of
+        every trial trained before it; None when off."""
+        budget = self.study.budget
+        percentile = stop_percentile(budget.early_stopping, budget.early_stopping_percentile)
+        if percentile is None:
+            return None
+        curves = tuple(objective_curve([{"val": e.val, "test": e.test} for e in t.epochs], self.study.objective)
+                       for t in self.store.trials(self.stored.id) if t.ran and t.status != "failed")
+        return StopRule(percentile, budget.early_stopping_min_epochs, tuple(c for c in curves if c))
 
     def record(self, outcome: Outcome) -> None:
         """Store how a trial ended, then tell Ax (in that order: see `reconcile`)."""
@@ -293,15 +313,49 @@ class StudyLoop:
             self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started, lock=self.lock)
             self.searcher.abandon(outcome.trial_index)
         else:
-            status, objective, error = "completed", outcome.result[self.study.objective], None
+            stopped_at = outcome.result.get("stopped_at")
+            status, objective, error = "early_stopped" if stopped_at else "completed", outcome.result[self.study.objective], None
             self.store.complete_trial(row, outcome.result, outcome.started, lock=self.lock)
             kill_point("after-record")
-            self.searcher.complete(outcome.trial_index, outcome.result)
+            if stopped_at:
+                self.searcher.early_stop(outcome.trial_index, outcome.result)
+                self.summary.early_stopped += 1
+            else:
+                self.searcher.complete(outcome.trial_index, outcome.result)
+            kill_point("after-tell")
+            trials = self.store.trials(self.stored.id)
+            prefixes = self.tell_prefixes(next(t for t in trials if t.id == row), trials)
         self.summary.storage_seconds += time.perf_counter() - tick
         if status != "interrupted":
             self.ran += 1
             self.count(status, error)
-        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best()))
+        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(),
+                                 prefixes if status in ("completed", "early_stopped") else 0,
+                                 outcome.result.get("stopped_at") if outcome.result else None))
+
+    def tell_prefixes(self, trial: TrialRecord, trials: list[TrialRecord]) -> int:
+        """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
+        one `trial` trained to (and, stopped early, the count it stopped at), all in one transaction, unless they
+        were told already (a resumed study: the transaction left all or none). Returns how many were told."""
+        if not self.study.epoch_prefixes or trial.prefix_of is not None or trial.status not in ("completed",
+                                                                                               "early_stopped"):
+            return 0
+        if any(t.prefix_of == trial.trial_index for t in trials):
+            return 0
+        counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == "completed")
+        observed = [e for e in trial.epochs if e.epoch in counts and e.val is not None and e.test is not None]
+        if not observed:
+            return 0
+        observations = [({**trial.parameters, "epochs": e.epoch}, flat_epoch_metrics({"val": e.val, "test": e.test}))
+                        for e in observed]
+
+        def store_them(connection: Any, indices: list[int]) -> None:
+            for index, epoch in zip(indices, observed):
+                self.store.add_prefix(connection, self.stored.id, index, trial, epoch)
+
+        self.searcher.tell_prefixes(observations, store_them)
+        self.summary.prefixes += len(observed)
+        return len(observed)
 
     def requeue(self, index: int, row: int, reason: str) -> None:
         """A trial that lost its worker: interrupted, as after a killed run, and its parameters run again."""
@@ -312,7 +366,7 @@ class StudyLoop:
     def count(self, status: str, error: str | None) -> None:
         """The failure policy: budget.max_failures trials failing in a row stop the study, counted over
         every run of it (see `trailing_failures`)."""
-        if status == "completed":
+        if status != "failed":
             self.summary.completed, self.failures_in_a_row = self.summary.completed + 1, 0
             return
         self.summary.failed, self.failures_in_a_row = self.summary.failed + 1, self.failures_in_a_row + 1

@@ -16,8 +16,11 @@ A study names a data set, a network, a method and a search space:
               importance_sampling = { values = [false, true] }
               gamma = 1e-3                          # a bare value is fixed
     [search]  strategy = "gp"                       # or "sobol", "random" (the baselines; see STRATEGIES)
+              epoch_prefixes = false                # true: a trial to E epochs also tells Ax each E' < E searched
     [budget]  trials = 20; initial = 5; max_failures = 3
               seeds_per_trial = 1                   # training seeds per proposal: Ax is told their mean and SEM
+              early_stopping = "off"                # or "median", "percentile" (pipeline/epochs.py)
+              early_stopping_percentile = 25.0; early_stopping_min_epochs = 2
 
 Parameters the file does not mention keep the method's default search range (the papers'
 ranges) or, when they have none, their default value.
@@ -35,8 +38,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads
+from pipeline.epochs import EARLY_STOPPING
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
+from pipeline.methods.declarations import PARTS
 from pipeline.params import Choice, HParam, Range, Value
 
 OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
@@ -62,7 +67,7 @@ STRATEGIES = {
 }
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
-ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": ()}
+ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False}
 DATA_ADDED_LATER = {"path": None}  # the same for DataConfig fields added after 0.5.0
 MAX_SEEDS_PER_TRIAL = 100
 # Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
@@ -129,6 +134,11 @@ class Budget:
     # training seeds each proposal is trained on (the study's seed, seed + 1, ...); Ax is told their mean and its
     # standard error. Part of what the study is, unlike the rest of the budget.
     seeds_per_trial: int = 1
+    # Stop a trial that is behind earlier trials at the same epoch (pipeline/epochs.py: EARLY_STOPPING); a stopped
+    # trial counts toward `trials` and keeps its curve. Not before `early_stopping_min_epochs` epochs.
+    early_stopping: str = "off"
+    early_stopping_percentile: float = 25.0  # "percentile": the share of trials, in percent, stopped at each epoch
+    early_stopping_min_epochs: int = 2
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,8 @@ class StudyConfig:
     # `objective` is then the first of them, the one metric verdicts, sorting and "best" go by.
     objectives: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()  # Constraint.text of each: a trial that breaks one is never best
+    # A trial to E epochs also tells Ax the exact result of every shorter searched epoch count (pipeline/epochs.py).
+    epoch_prefixes: bool = False
 
     @property
     def multi_objective(self) -> bool:
@@ -207,7 +219,7 @@ class StudyConfig:
                                     for f in dataclasses.fields(Budget)}),
                    description=raw.get("description", ""), threads=raw.get("threads"),
                    strategy=raw.get("strategy", "gp"), objectives=tuple(raw.get("objectives") or ()),
-                   constraints=tuple(raw.get("constraints") or ()))
+                   constraints=tuple(raw.get("constraints") or ()), epoch_prefixes=raw.get("epoch_prefixes", False))
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
@@ -409,10 +421,12 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     strategy = search_fields.take("strategy", str, "gp")
     if strategy not in STRATEGIES:
         search_fields.fail("search.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    epoch_prefixes = search_fields.take("epoch_prefixes", bool, False)
     search_fields.done()
 
     budget_fields = _Fields(source, "budget", top.take("budget", dict, {}))
-    budget = Budget(**{f.name: budget_fields.take(f.name, int, f.default) for f in dataclasses.fields(Budget)})
+    budget = Budget(**{f.name: budget_fields.take(f.name, _BUDGET_TYPES[f.type], f.default)
+                       for f in dataclasses.fields(Budget)})
     budget_fields.done()
     for key in ("trials", "initial", "max_failures"):
         if not 1 <= getattr(budget, key) <= MAX_TRIALS:
@@ -421,12 +435,48 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     if not 1 <= budget.seeds_per_trial <= MAX_SEEDS_PER_TRIAL:
         budget_fields.fail("budget.seeds_per_trial", f"must be between 1 and {MAX_SEEDS_PER_TRIAL}, got "
                                                      f"{budget.seeds_per_trial} (each seed trains the network again)")
+    if epoch_prefixes and (refusal := epoch_prefixes_refusal(method.parts, search, budget.seeds_per_trial)):
+        search_fields.fail("search.epoch_prefixes", refusal)
+    _check_early_stopping(budget_fields, budget)
     top.done()
     return StudyConfig(name=name, data=data, backbone=backbone, weights=weights, method=method.name,
                        fixed=fixed, search=search, objective=objective, seed=seed,
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
-                       constraints=tuple(c.text for c in constraints))
+                       constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes)
+
+
+_BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}
+
+
+def epoch_prefixes_refusal(parts: tuple[str, ...], search: dict[str, Range | Choice], seeds_per_trial: int) -> str | None:
+    """Why a study cannot tell Ax its trials' epoch prefixes; None when it can: `epochs` is searched over a range,
+    each trial trains one seed, and no part of the method depends on the run's total epoch count."""
+    if not isinstance(search.get("epochs"), Range):
+        return "needs epochs searched over a range, e.g. [params] epochs = { low = 21, high = 60 }"
+    if seeds_per_trial > 1:
+        return (f"a trial trained on {seeds_per_trial} seeds (budget.seeds_per_trial) keeps one seed's epochs; set "
+                "seeds_per_trial = 1 to use epoch prefixes")
+    if dependent := [part for part in parts if PARTS[part].uses_total_epochs]:
+        return (f"part {dependent[0]} depends on the run's total epoch count, so a longer run does not pass "
+                "through a shorter one's result")
+    return None
+
+
+def _check_early_stopping(fields: _Fields, budget: Budget) -> None:
+    """budget.early_stopping and its settings, each in its range; a trial on several seeds reports no per-epoch
+    objective to stop on."""
+    if budget.early_stopping not in EARLY_STOPPING:
+        fields.fail("budget.early_stopping", f"must be one of {', '.join(EARLY_STOPPING)}, got {budget.early_stopping!r}")
+    if not 0 < budget.early_stopping_percentile < 100:
+        fields.fail("budget.early_stopping_percentile",
+                    f"must be between 0 and 100 (percent of trials), got {budget.early_stopping_percentile:g}")
+    if budget.early_stopping_min_epochs < 1:
+        fields.fail("budget.early_stopping_min_epochs", f"must be 1 or more, got {budget.early_stopping_min_epochs}")
+    if budget.early_stopping != "off" and budget.seeds_per_trial > 1:
+        fields.fail("budget.early_stopping", f"a trial trained on {budget.seeds_per_trial} seeds "
+                    "(budget.seeds_per_trial) reports no per-epoch value of its objective to stop on; set "
+                    "seeds_per_trial = 1 or early_stopping = \"off\"")
 
 
 def _objectives(top: _Fields) -> tuple[str, tuple[str, ...]]:

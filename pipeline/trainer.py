@@ -48,6 +48,8 @@ class BatchEnd:
 
 
 Progress = Callable[[EpochEnd | BatchEnd], None]
+# Asked after every epoch but the last with the epochs so far: True ends the run there (early stopping).
+StopEarly = Callable[[list["EpochMetrics"]], bool]
 
 
 class TrainingDiverged(TrainingFailed):
@@ -123,6 +125,7 @@ class TrainResult:
     # an example twice (hardness-weighted sampling at a large beta). Stored with the trial's metrics.
     distinct_per_batch: float | None = None
     epochs: list[EpochMetrics] = field(default_factory=list)  # every epoch's validation and test metrics
+    stopped_at: int | None = None  # the epoch an early-stopping rule ended the run at, before its planned end
 
     def to_dict(self) -> dict[str, Any]:
         """Flat metric keys first (val_accuracy, test_accuracy, ...), then the details."""
@@ -134,7 +137,7 @@ class TrainResult:
                 "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
                 "epochs": [epoch.to_dict() for epoch in self.epochs],
                 "train_seconds": self.train_seconds, "distinct_per_batch": self.distinct_per_batch,
-                "seed": self.seed, "settings": self.settings.to_dict()}
+                "seed": self.seed, "settings": self.settings.to_dict(), "stopped_at": self.stopped_at}
 
 
 @dataclass
@@ -222,17 +225,19 @@ def library_versions() -> dict[str, str]:
             "torchvision": str(torchvision.__version__), "robust-tune": tool}
 
 
-def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = None) -> TrainResult:
+def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = None,
+          stop: StopEarly | None = None) -> TrainResult:
     """Train `config.method` on `dataset` (already on the device) and evaluate on val and test.
 
     Deterministic on CPU for a given seed and thread count (`config.threads`, set for the run and restored
     after it, so the same run gives the same numbers in any process). Bad settings raise UserError before any work.
+    `stop`, asked after each epoch but the last, may end the run early; its result is then that epoch's.
     """
     with torch_threads(config.threads):
-        return _train(config, dataset, progress)
+        return _train(config, dataset, progress, stop)
 
 
-def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> TrainResult:
+def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, stop: StopEarly | None) -> TrainResult:
     """`train` at the thread count already set."""
     run = prepare(config, dataset)
     report = progress or (lambda event: None)
@@ -240,6 +245,7 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> 
     epoch_losses: list[float] = []
     epoch_val_accuracy: list[float | None] = []
     epoch_metrics: list[EpochMetrics] = []
+    stopped_at = None
     start = time.perf_counter()
     for epoch in range(1, epochs + 1):
         epoch_start = time.perf_counter()
@@ -253,6 +259,9 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> 
         epoch_val_accuracy.append(val_metrics.accuracy)
         epoch_metrics.append(EpochMetrics(epoch, loss, val_metrics, evaluate(run.model, dataset.test, dataset.class_names)))
         report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
+        if epoch < epochs and stop is not None and stop(epoch_metrics):
+            stopped_at = epoch
+            break
     if run.device.type == "cuda":
         torch.cuda.synchronize()
     train_seconds = time.perf_counter() - start
@@ -264,4 +273,4 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None) -> 
         val=val_metrics, test=epoch_metrics[-1].test,
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
         train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model,
-        distinct_per_batch=run.sampler.mean_distinct_per_batch(), epochs=epoch_metrics)
+        distinct_per_batch=run.sampler.mean_distinct_per_batch(), epochs=epoch_metrics, stopped_at=stopped_at)

@@ -14,9 +14,10 @@ from typing import Any, Callable, Protocol
 
 from pipeline.config import DataConfig, resolve_device
 from pipeline.data import Dataset, load_dataset
+from pipeline.epochs import StopRule, objective_curve
 from pipeline.errors import ServerLost, UserError
 from pipeline.study_config import StudyConfig
-from pipeline.trainer import Progress, train
+from pipeline.trainer import EpochMetrics, Progress, StopEarly, train
 
 OnEvent = Callable[[Any], None]
 
@@ -31,6 +32,7 @@ class TrialJob:
     seed: int
     device: str = "auto"
     precision: str = "auto"
+    stop_rule: StopRule | None = None  # early stopping on the study's objective (budget.early_stopping)
 
 
 @dataclass(frozen=True)
@@ -69,14 +71,28 @@ def dataset_for(data: DataConfig, device: str) -> Dataset:
 
 
 def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device: str = "auto",
-              progress: Progress | None = None, precision: str = "auto") -> dict[str, Any]:
+              progress: Progress | None = None, precision: str = "auto",
+              stop_rule: StopRule | None = None) -> dict[str, Any]:
     """Train one proposed configuration, the same code path as `robust-tune train`: once, or on each of
-    the study's budget.seeds_per_trial seeds (seed, seed + 1, ...), the results averaged (`over_seeds`)."""
+    the study's budget.seeds_per_trial seeds (seed, seed + 1, ...), the results averaged (`over_seeds`).
+    With `stop_rule` (one seed only: the study file refuses it with several), the run may stop early."""
     runs = []
+    stop = stopping(stop_rule, study.objective) if study.budget.seeds_per_trial == 1 else None
     for run_seed in range(seed, seed + study.budget.seeds_per_trial):
         config = study.train_config(parameters, run_seed, device, precision)
-        runs.append(train(config, dataset_for(config.data, str(resolve_device(device))), progress).to_dict())
+        runs.append(train(config, dataset_for(config.data, str(resolve_device(device))), progress, stop).to_dict())
     return runs[0] if len(runs) == 1 else over_seeds(runs)
+
+
+def stopping(rule: StopRule | None, objective: str) -> StopEarly | None:
+    """The trainer's early-stopping question for `rule` on the study's objective; None without a rule."""
+    if rule is None:
+        return None
+
+    def stop(epochs: list[EpochMetrics]) -> bool:
+        return rule.should_stop(objective_curve([epoch.to_dict() for epoch in epochs], objective))
+
+    return stop
 
 
 def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -104,7 +120,7 @@ def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
     `progress`) propagates."""
     started = time.time()
     try:
-        result = run_trial(job.study, job.parameters, job.seed, job.device, progress, job.precision)
+        result = run_trial(job.study, job.parameters, job.seed, job.device, progress, job.precision, job.stop_rule)
     except (UserError, ServerLost, KeyboardInterrupt):
         raise
     except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on

@@ -192,10 +192,11 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
         best = picked_trial(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
         for t in stored:
-            if t.status in ("completed", "failed"):
-                trials += t.status == "completed"
+            if t.ran:  # trained: an epoch prefix cost nothing more, an early-stopped trial its epochs run
+                trials += t.status != "failed"
                 seconds += t.train_seconds or 0.0
-                epochs += int(t.parameters.get("epochs", study.study.fixed.get("epochs", 0)))
+                epochs += len(t.epochs) if t.status == "early_stopped" else int(
+                    t.parameters.get("epochs", study.study.fixed.get("epochs", 0)))
         if best is None:
             missing = f"study {name} has no completed trial"
     per_replicate = [sum(1 for (r, _) in runs if r == replicate) for replicate in range(campaign.replicates)]

@@ -55,3 +55,14 @@ def test_trials_and_evaluation_runs_keep_every_epochs_metrics(tuned, cli, tmp_pa
                        "--log-file", str(tmp_path / "log.txt"))
     assert code == 0, err
     assert (tmp_path / "pictures" / "tiny-epoch-curves.png").stat().st_size > 0  # the paper's Figure 1, per variant
+
+
+def test_every_part_said_to_be_independent_of_the_total_epochs_is_proved_so_above():
+    """Epoch prefixes are allowed for every part whose declaration says it does not depend on the run's total epoch
+    count (Part.uses_total_epochs); each such part is in a method the exactness test above trains."""
+    from pipeline.methods import parse_method
+    from pipeline.methods.declarations import PARTS
+
+    covered = {part for method in EVERY_METHOD for part in parse_method(method).parts}
+    independent = {name for name in PARTS if not PARTS[name].uses_total_epochs}
+    assert independent and independent <= covered, independent - covered

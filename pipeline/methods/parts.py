@@ -49,6 +49,10 @@ class Part:
     implies_why: str = ""  # why, in that refusal
     stage: Stage | None = None  # a generator's place in a chain
     when_followed: Requirement | None = None  # what a generator needs for another to follow it in a chain
+    # Whether the part behaves differently with a run's total epoch count (a schedule over the whole run, a
+    # deferred re-weighting at a share of it): a run through such a part holds no exact shorter runs, and a
+    # study searching epochs with it is refused epoch prefixes (pipeline/epochs.py). No part does so today.
+    uses_total_epochs: bool = False
 
     def load(self) -> Callable[..., Any]:
         """The part's constructor, imported now (once per process), with the declaration's options bound."""

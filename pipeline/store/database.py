@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import sqlalchemy as sa
 
+from pipeline.epochs import flat_epoch_metrics
 from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, database_server, now, take_campaign_lock, take_lock
@@ -210,12 +211,14 @@ class Store:
 
     def complete_trial(self, trial_id: int, result: dict[str, Any], started: float | None = None,
                        lock: StudyLock | None = None) -> None:
-        """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once;
-        `started` (a time.time()) replaces the start time by when training really began (on a worker)."""
-        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
+        """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once; early-stopped
+        when its result says where it stopped. `started` (a time.time()) replaces the start time by when training
+        really began (on a worker)."""
+        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k not in ("seed", "stopped_at")}
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status="completed", metrics=metrics, settings=result["settings"], seed_runs=result.get("seed_runs"),
+                status="early_stopped" if result.get("stopped_at") else "completed", metrics=metrics,
+                settings=result["settings"], seed_runs=result.get("seed_runs"),
                 per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
                 train_seconds=result["train_seconds"], ended_at=now(), **_started_at(started)))
             metrics_of = {e["epoch"]: e for e in result.get("epochs", [])}
@@ -223,6 +226,22 @@ class Store:
                 {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy,
                  "val": metrics_of.get(i + 1, {}).get("val"), "test": metrics_of.get(i + 1, {}).get("test")}
                 for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
+
+    @staticmethod
+    def add_prefix(connection: sa.Connection, study_id: int, trial_index: int, source: TrialRecord,
+                   epoch: EpochRecord) -> None:
+        """Store epoch `epoch.epoch` of trained trial `source` as a completed trial of its own (Ax's index
+        `trial_index`): its parameters at that epoch count, its metrics then, settings that reproduce it. In the
+        caller's transaction, which tells Ax of it too (Searcher.tell_prefixes)."""
+        settings = source.settings.to_dict() if source.settings is not None else None
+        if settings is not None:
+            settings["params"] = {**settings["params"], "epochs": epoch.epoch}
+        connection.execute(trials.insert().values(
+            study_id=study_id, trial_index=trial_index, status="completed",
+            parameters={**source.parameters, "epochs": epoch.epoch}, seed=source.seed,
+            metrics=flat_epoch_metrics({"val": epoch.val, "test": epoch.test}), settings=settings,
+            per_class={split: (getattr(epoch, split) or {}).get("per_class_accuracy") for split in ("val", "test")},
+            started_at=now(), ended_at=now(), prefix_of=source.trial_index))
 
     def save_predictions(self, study_id: int, predictions: dict[int, dict[str, float]],
                          lock: StudyLock | None = None) -> None:
@@ -295,7 +314,7 @@ class Store:
                             None if r.settings is None else RunSettings.from_dict(r.settings),
                             getattr(r, "seed_runs", None), getattr(r, "predicted", None),
                             tuple(EpochRecord(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None))
-                                  for e in curves.get(r.id, [])))
+                                  for e in curves.get(r.id, [])), getattr(r, "prefix_of", None))
                 for r in rows]
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],

@@ -56,9 +56,14 @@ class EpochRecord:
     test: dict[str, Any] | None
 
 
+# How a trained trial may end and count toward its study's budget (an interrupted one runs again and does not).
+RAN = ("completed", "early_stopped", "failed")
+
+
 @dataclass(frozen=True)
 class TrialRecord:
-    """One trial of a study as stored: proposed, then completed, failed or interrupted."""
+    """One trial of a study as stored: proposed, then completed, early-stopped, failed or interrupted; or an epoch
+    prefix of another trial (`prefix_of`), completed when that trial was stored."""
 
     id: int
     trial_index: int  # Ax's index of the trial
@@ -78,6 +83,22 @@ class TrialRecord:
     # the study's GP's posterior of the objective here ({"mean", "sd", "fitted_on"}), when a run of the study ended
     predicted: dict[str, float] | None = None
     epochs: tuple[EpochRecord, ...] = ()  # every epoch's metrics, in order
+    prefix_of: int | None = None  # an epoch prefix: the index of the trial whose run holds this result
+
+    @property
+    def ran(self) -> bool:
+        """Whether this trial trained to an end and counts toward the budget (a prefix was not trained apart)."""
+        return self.prefix_of is None and self.status in RAN
+
+    @property
+    def origin(self) -> str:
+        """How the trial came to be, for reports: "" for a trained one, "prefix of trial K" for a prefix."""
+        return "" if self.prefix_of is None else f"prefix of trial {self.prefix_of}"
+
+
+def trials_ran(trials: list[TrialRecord]) -> int:
+    """How many trials trained to an end (completed, early-stopped or failed): what a study's budget counts."""
+    return sum(t.ran for t in trials)
 
 
 @dataclass(frozen=True)

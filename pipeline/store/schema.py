@@ -13,10 +13,10 @@ import sqlalchemy as sa
 # Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
 # 0.1.0 has the rt_ tables and no version table: it is at the baseline.
 BASELINE = "0001_baseline"
-HEAD = "0006_epoch_metrics"
+HEAD = "0007_epoch_prefixes"
 VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", "0003_campaigns": "0.3.0",
-            "0004_trial_seeds_and_predictions": "0.4.0", "0005_importance": "0.5.0",
-            HEAD: "0.5.0"}
+            "0004_trial_seeds_and_predictions": "0.4.0", "0005_importance": "0.5.0", "0006_epoch_metrics": "0.5.0",
+            HEAD: "0.6.0"}
 VERSION_TABLE = "rt_schema_version"
 
 metadata = sa.MetaData()
@@ -33,7 +33,7 @@ trials = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
     sa.Column("trial_index", sa.Integer, nullable=False),  # Ax's index of the trial
-    sa.Column("status", sa.String(16), nullable=False),  # running | completed | failed | interrupted
+    sa.Column("status", sa.String(16), nullable=False),  # running | completed | early_stopped | failed | interrupted
     sa.Column("parameters", sa.JSON, nullable=False),  # the proposed values
     sa.Column("seed", sa.Integer, nullable=False),
     sa.Column("metrics", sa.JSON),  # flat: val_accuracy, test_accuracy, test_worst_class_accuracy, ...
@@ -49,6 +49,9 @@ trials = sa.Table(
     # the study's GP's posterior of this trial's objective, fitted on every completed trial when a run of the
     # study ended: {"mean", "sd", "fitted_on"}; the trial it predicts best is the model's pick
     sa.Column("predicted", sa.JSON),
+    # an epoch prefix: the Ax index of the trial whose run holds this result at a smaller epoch count (not trained
+    # apart, so it counts toward no budget); NULL for a trained trial
+    sa.Column("prefix_of", sa.Integer),
     sa.UniqueConstraint("study_id", "trial_index"),
     sa.Index("ix_rt_trials_study_status", "study_id", "status"),  # a study's running trials, at every resume
 )
@@ -134,7 +137,7 @@ schema_version = sa.Table(
 OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name,
             importance.name)
 # Columns a database from before them may lack: readers read such rows with the column empty.
-OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted", f"{epochs.name}.val", f"{epochs.name}.test",
+OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted", f"{trials.name}.prefix_of", f"{epochs.name}.val", f"{epochs.name}.test",
                     f"{evaluations.name}.epochs")
 
 
