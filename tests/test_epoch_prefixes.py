@@ -178,3 +178,21 @@ def test_the_stop_rule_is_the_percentile_of_earlier_best_values_at_the_same_epoc
     assert stop_percentile("median", 10.0) == 50.0 and stop_percentile("off", 10.0) is None
     assert list(prefix_epochs({"epochs": Range(21, 60)}, 24, True)) == [21, 22, 23]
     assert list(prefix_epochs({"epochs": Range(21, 60)}, 23, False)) == [21, 22, 23]  # stopped after epoch 23
+
+
+def test_prefixes_and_early_stopping_on_two_dask_workers(tmp_path):
+    """The stop rule travels to the workers with each trial, and the run process alone tells Ax and stores the
+    prefixes: the budget exact, every prefix exact, a stopped trial shorter than planned."""
+    from pipeline.parallel import trial_runner
+
+    db, log = tmp_path / "runs.db", str(tmp_path / "ax.log")
+    study = load_study(study_file(tmp_path, stopping="median", trials=6))
+    run_study(study, str(db), "cpu", log_file=log, runner=trial_runner(workers=2, device="cpu", log_file=log))
+    trials = stored(db)
+    assert sum(t.ran for t in trials) == 6
+    check_prefixes(trials, study)
+    for trial in trials:
+        if trial.status == "early_stopped":
+            assert len(trial.epochs) < trial.parameters["epochs"]
+        elif trial.prefix_of is None:
+            assert len(trial.epochs) == trial.parameters["epochs"]
