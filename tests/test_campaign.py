@@ -1,6 +1,7 @@
 """`compare` and `report --verdict`: a real campaign of three methods on the digits (real Ax, real PyTorch,
 real SQLite, real processes), killed and resumed; the verdict's statistics and stopping rule by simulation."""
 import json
+import re
 import os
 import random
 import shutil
@@ -305,3 +306,23 @@ def test_with_replicated_searches_each_search_is_paired_with_erms_of_the_same_se
     comparison = sequential_comparisons(values, ["erm", "a"], [3], replicates=2)[("a", METRICS[0])]
     assert comparison.seeds == 6 and comparison.difference.mean == pytest.approx(0.5)
     assert sequential_comparisons(values, ["erm", "a"], [4], replicates=2) == {}  # seed 3 not run: no look yet
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_verdict_fits_the_terminal_with_one_line_per_method_and_metric(campaign, width):
+    """`report --verdict` at 80 and 120 columns: no line wider than the terminal, and in the verdict table each
+    (method, metric) row is one line holding its difference and its word."""
+    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), env={"COLUMNS": str(width)})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(map(len, lines)) <= width
+    start = next(i for i, line in enumerate(lines) if line.startswith("Verdict of campaign trio"))
+    rule = next(i for i in range(start, len(lines)) if lines[i].startswith("─"))
+    assert lines[rule - 1].split()[:2] == ["method", "metric"]
+    rows_ = lines[rule + 1:rule + 1 + 3 * 4]  # 3 methods x 4 metrics
+    assert all("±" in row for row in rows_), rows_
+    assert [row.split()[0] for row in rows_[::4]] == ["erm", "ls", "cb"]
+    for row in rows_[4:]:  # every method but the reference: its difference and its word on the row's one line
+        assert re.search(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", row) and re.search(
+            r"(better|worse|none detected)\s*$", row), row
+    assert lines[rule + 13].startswith("Accuracies")  # no row went on to a next line
