@@ -18,6 +18,7 @@ from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.tables import DESCRIPTIVE, FLEXIBLE, Table as ReportTable, percent
 
 if TYPE_CHECKING:
+    from pipeline.metrics import SplitMetrics
     from pipeline.trainer import TrainResult
 
 stdout = Console()
@@ -33,17 +34,22 @@ def result_title(result: "TrainResult") -> str:
 
 
 def result_table(result: "TrainResult") -> Table:
-    """Accuracy per split, then per class, so a gain in the mean cannot hide a lost class."""
+    """Accuracy on the validation and test splits, then per class, so a gain in the mean cannot hide a lost class."""
+    return metrics_table({"validation": result.val, "test": result.test})
+
+
+def metrics_table(splits: dict[str, "SplitMetrics"]) -> Table:
+    """Accuracy per split (a column each, named by the keys), then per class of the last split."""
     table = Table()
     table.add_column("top-1 accuracy (%)")
-    table.add_column("validation", justify="right")
-    table.add_column("test", justify="right")
+    for name in splits:
+        table.add_column(name, justify="right")
     for label, key in (("mean", "accuracy"), ("balanced", "balanced_accuracy"),
                        ("worst class", "worst_class_accuracy")):
-        table.add_row(label, percent(getattr(result.val, key)), percent(getattr(result.test, key)))
+        table.add_row(label, *(percent(getattr(metrics, key)) for metrics in splits.values()))
     table.add_section()
-    for name, test_accuracy in result.test.per_class_accuracy.items():
-        table.add_row(f"class {name}", percent(result.val.per_class_accuracy.get(name)), percent(test_accuracy))
+    for name in list(splits.values())[-1].per_class_accuracy:
+        table.add_row(f"class {name}", *(percent(metrics.per_class_accuracy.get(name)) for metrics in splits.values()))
     return table
 
 
@@ -120,7 +126,7 @@ def _abbreviation(header: str) -> tuple[str, str] | None:
     return ABBREVIATIONS.get(header)
 
 
-def _cut(text: str, width: int, middle: bool) -> str:
+def cut_text(text: str, width: int, middle: bool) -> str:
     """`text` in at most `width` cells, an ellipsis where it was cut: in the middle for a name (whose end
     often tells rows apart), at the end for free text."""
     if cell_len(text) <= width:
@@ -194,7 +200,7 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
         notes.append("… marks text cut to fit; --wide shows it whole")
     cells = {i: [row[i] for row in t.rows] for i in columns}
     cells.update({i: _cut_names(cells[i], widths[i]) for i in columns if i not in flexible})
-    cells.update({i: [_cut(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible})
+    cells.update({i: [cut_text(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible})
     rows = [[cells[i][r] for i in columns] for r in range(len(t.rows))]
     return ReportTable(t.title, [headers[i] for i in columns], rows, notes + t.notes, t.records)
 
@@ -202,13 +208,13 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
 def _cut_names(names: list[str], width: int) -> list[str]:
     """Names cut to `width` in the middle; when that makes two of them the same, what they all begin and end
     with is cut instead (`digits-gils-…-study` and `digits-ls-…-study` become `…gils…` and `…ls…`)."""
-    cut = [_cut(name, width, middle=True) for name in names]
+    cut = [cut_text(name, width, middle=True) for name in names]
     if len(set(cut)) == len(set(names)):
         return cut
     prefix = len(os.path.commonprefix(names))
     suffix = len(os.path.commonprefix([name[prefix:][::-1] for name in names]))
     return [name if cell_len(name) <= width else
-            ("…" if prefix else "") + _cut(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
+            ("…" if prefix else "") + cut_text(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
             + ("…" if suffix else "") for name in names]
 
 
