@@ -137,15 +137,26 @@ def cut_text(text: str, width: int, middle: bool) -> str:
     return set_cell_size(text, head) + "…" + text[len(text) - (width - 1 - head):]
 
 
-def fit_columns(t: ReportTable, width: int) -> ReportTable:
+def pick_columns(t: ReportTable, names: list[str]) -> ReportTable | None:
+    """The table with only the columns `names` (headers as --format csv writes them), in that order; None when
+    it has none of them."""
+    picked = [t.headers.index(name) for name in names if name in t.headers]
+    if not picked:
+        return None
+    return ReportTable(t.title, [t.headers[i] for i in picked], [[row[i] for i in picked] for row in t.rows],
+                       t.notes, t.records)
+
+
+def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable:
     """The table as a terminal `width` columns wide shows it on one line per row: columns whose value every row
     shares said once in a note, then as needed headers abbreviated (with a legend), long names cut, FLEXIBLE text
     cut to the room left or left out, and the least needed columns left out (named in a note). The records, and
-    so markdown, csv and json, keep everything."""
+    so markdown, csv and json, keep everything. `chosen`: the user picked the columns (--columns), so every one
+    is shown, abbreviated and cut as needed but never said in a note or left out."""
     columns = list(range(len(t.headers)))
     notes: list[str] = []
     constant = [i for i in columns if t.rows and len({row[i] for row in t.rows}) == 1 and t.headers[i] not in RESULTS
-                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE)]  # one row: only what describes a study
+                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE) and not chosen]  # one row: only what describes a study
     if said := [f"{t.headers[i]} {t.rows[0][i]}" for i in constant if t.rows[0][i].strip()]:
         notes.append("all rows: " + ", ".join(said))  # an empty column (no errors) goes unsaid
     columns = [i for i in columns if i not in constant]
@@ -173,9 +184,10 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
         if room < widths[i]:
             widths[i], cut = room, cut | {i}
     hidden = []
-    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT]
+    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT and not chosen]
     differences = [i for i in hideable if _abbreviation(t.headers[i]) and headers[i].startswith("Δ")]
-    for i in [*flexible, *(i for i in hideable if i not in differences), *differences]:  # differences last
+    for i in [*(flexible if not chosen else []), *(i for i in hideable if i not in differences),
+              *differences]:  # differences last
         if needed() <= width:
             break
         hidden.append(i)
@@ -242,9 +254,10 @@ def cards(t: ReportTable) -> Table:
     return cards
 
 
-def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
+def print_table(t: ReportTable, console: Console, wide: bool = False, chosen: bool = False) -> None:
     """A table on the terminal: its title, the table fitted to the width (`wide`: every column, long cells
-    wrapped; cards below CARDS_BELOW columns), its notes, a blank line."""
+    wrapped; cards below CARDS_BELOW columns; `chosen`: columns the user picked, see fit_columns), its notes,
+    a blank line."""
     console.print(t.title, style="bold", markup=False, highlight=False)
     if not t.rows:
         shown, table = t, None
@@ -253,7 +266,7 @@ def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
     elif console.width < CARDS_BELOW:
         shown, table = t, cards(t)
     else:
-        shown = fit_columns(t, console.width)
+        shown = fit_columns(t, console.width, chosen)
         table = grid(shown)
     if table is not None:
         console.print(table)
@@ -264,12 +277,13 @@ def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
 
 def print_tables(tables: list[ReportTable], fmt: str, out: Path | None, force: bool = False,
                  database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None,
-                 wide: bool = False) -> None:
-    """Tables to the terminal (`wide`: every column, see print_table), or to `out` (never over `database`, over
-    an existing file only with `force`); HTML also embeds `images`, (caption, PNG) pairs per study."""
+                 wide: bool = False, chosen: list[ReportTable] | None = None) -> None:
+    """Tables to the terminal (`wide`: every column, see print_table; `chosen`: those whose columns the user
+    picked), or to `out` (never over `database`, over an existing file only with `force`); HTML also embeds
+    `images`, (caption, PNG) pairs per study."""
     if fmt == "table" and out is None:
         for t in tables:
-            print_table(t, stdout, wide)
+            print_table(t, stdout, wide, any(t is c for c in chosen or []))
         return
     text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
     if out is None:
