@@ -95,8 +95,9 @@ def _print_predictions(predictions: list["Prediction"], class_names: list[str]) 
     predicted_width = max(len("predicted"), *(len(c) for c in class_names))
     per_class = [f"p_{c}" for c in class_names]
     longest = max(len(str(p.path)) for p in predictions[:SHOWN_ROWS])
-    room = stdout.width - 3 - (predicted_width + 2 + 5 + 2)  # what the path and the per-class columns share
-    classes_width = sum(max(5, len(header)) + 2 for header in per_class)
+    gap = 3  # between two columns: padding, the box's blank divider, padding
+    room = stdout.width - 1 - (predicted_width + gap + 5 + gap)  # what the path and the per-class columns share
+    classes_width = sum(max(5, len(header)) + gap for header in per_class)
     show_all = room - classes_width >= min(longest, MIN_PATH_WIDTH)
     path_width = max(MIN_PATH_WIDTH, min(longest, room - (classes_width if show_all else 0)))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)

@@ -101,7 +101,8 @@ def test_terminal_table_fits_80_columns_and_counts_the_rest(trained):
     from test_everyday_cli import robust_tune
 
     root, saved, _ = trained
-    done = robust_tune("predict", "--weights", str(saved), str(root), "--device", "cpu", env={"COLUMNS": "80"})
+    done = robust_tune("predict", "--weights", str(saved), root.name, "--device", "cpu", env={"COLUMNS": "80"},
+                       cwd=root.parent)  # paths as a user in that folder types them
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
