@@ -18,6 +18,7 @@ from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.tables import DESCRIPTIVE, FLEXIBLE, Table as ReportTable, percent
 
 if TYPE_CHECKING:
+    from pipeline.metrics import SplitMetrics
     from pipeline.trainer import TrainResult
 
 stdout = Console()
@@ -33,17 +34,22 @@ def result_title(result: "TrainResult") -> str:
 
 
 def result_table(result: "TrainResult") -> Table:
-    """Accuracy per split, then per class, so a gain in the mean cannot hide a lost class."""
+    """Accuracy on the validation and test splits, then per class, so a gain in the mean cannot hide a lost class."""
+    return metrics_table({"validation": result.val, "test": result.test})
+
+
+def metrics_table(splits: dict[str, "SplitMetrics"]) -> Table:
+    """Accuracy per split (a column each, named by the keys), then per class of the last split."""
     table = Table()
     table.add_column("top-1 accuracy (%)")
-    table.add_column("validation", justify="right")
-    table.add_column("test", justify="right")
+    for name in splits:
+        table.add_column(name, justify="right")
     for label, key in (("mean", "accuracy"), ("balanced", "balanced_accuracy"),
                        ("worst class", "worst_class_accuracy")):
-        table.add_row(label, percent(getattr(result.val, key)), percent(getattr(result.test, key)))
+        table.add_row(label, *(percent(getattr(metrics, key)) for metrics in splits.values()))
     table.add_section()
-    for name, test_accuracy in result.test.per_class_accuracy.items():
-        table.add_row(f"class {name}", percent(result.val.per_class_accuracy.get(name)), percent(test_accuracy))
+    for name in list(splits.values())[-1].per_class_accuracy:
+        table.add_row(f"class {name}", *(percent(metrics.per_class_accuracy.get(name)) for metrics in splits.values()))
     return table
 
 
@@ -120,7 +126,7 @@ def _abbreviation(header: str) -> tuple[str, str] | None:
     return ABBREVIATIONS.get(header)
 
 
-def _cut(text: str, width: int, middle: bool) -> str:
+def cut_text(text: str, width: int, middle: bool) -> str:
     """`text` in at most `width` cells, an ellipsis where it was cut: in the middle for a name (whose end
     often tells rows apart), at the end for free text."""
     if cell_len(text) <= width:
@@ -131,15 +137,26 @@ def _cut(text: str, width: int, middle: bool) -> str:
     return set_cell_size(text, head) + "…" + text[len(text) - (width - 1 - head):]
 
 
-def fit_columns(t: ReportTable, width: int) -> ReportTable:
+def pick_columns(t: ReportTable, names: list[str]) -> ReportTable | None:
+    """The table with only the columns `names` (headers as --format csv writes them), in that order; None when
+    it has none of them."""
+    picked = [t.headers.index(name) for name in names if name in t.headers]
+    if not picked:
+        return None
+    return ReportTable(t.title, [t.headers[i] for i in picked], [[row[i] for i in picked] for row in t.rows],
+                       t.notes, t.records)
+
+
+def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable:
     """The table as a terminal `width` columns wide shows it on one line per row: columns whose value every row
     shares said once in a note, then as needed headers abbreviated (with a legend), long names cut, FLEXIBLE text
     cut to the room left or left out, and the least needed columns left out (named in a note). The records, and
-    so markdown, csv and json, keep everything."""
+    so markdown, csv and json, keep everything. `chosen`: the user picked the columns (--columns), so every one
+    is shown, abbreviated and cut as needed but never said in a note or left out."""
     columns = list(range(len(t.headers)))
     notes: list[str] = []
     constant = [i for i in columns if t.rows and len({row[i] for row in t.rows}) == 1 and t.headers[i] not in RESULTS
-                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE)]  # one row: only what describes a study
+                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE) and not chosen]  # one row: only what describes a study
     if said := [f"{t.headers[i]} {t.rows[0][i]}" for i in constant if t.rows[0][i].strip()]:
         notes.append("all rows: " + ", ".join(said))  # an empty column (no errors) goes unsaid
     columns = [i for i in columns if i not in constant]
@@ -167,9 +184,10 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
         if room < widths[i]:
             widths[i], cut = room, cut | {i}
     hidden = []
-    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT]
+    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT and not chosen]
     differences = [i for i in hideable if _abbreviation(t.headers[i]) and headers[i].startswith("Δ")]
-    for i in [*flexible, *(i for i in hideable if i not in differences), *differences]:  # differences last
+    for i in [*(flexible if not chosen else []), *(i for i in hideable if i not in differences),
+              *differences]:  # differences last
         if needed() <= width:
             break
         hidden.append(i)
@@ -194,7 +212,7 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
         notes.append("… marks text cut to fit; --wide shows it whole")
     cells = {i: [row[i] for row in t.rows] for i in columns}
     cells.update({i: _cut_names(cells[i], widths[i]) for i in columns if i not in flexible})
-    cells.update({i: [_cut(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible})
+    cells.update({i: [cut_text(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible})
     rows = [[cells[i][r] for i in columns] for r in range(len(t.rows))]
     return ReportTable(t.title, [headers[i] for i in columns], rows, notes + t.notes, t.records)
 
@@ -202,13 +220,13 @@ def fit_columns(t: ReportTable, width: int) -> ReportTable:
 def _cut_names(names: list[str], width: int) -> list[str]:
     """Names cut to `width` in the middle; when that makes two of them the same, what they all begin and end
     with is cut instead (`digits-gils-…-study` and `digits-ls-…-study` become `…gils…` and `…ls…`)."""
-    cut = [_cut(name, width, middle=True) for name in names]
+    cut = [cut_text(name, width, middle=True) for name in names]
     if len(set(cut)) == len(set(names)):
         return cut
     prefix = len(os.path.commonprefix(names))
     suffix = len(os.path.commonprefix([name[prefix:][::-1] for name in names]))
     return [name if cell_len(name) <= width else
-            ("…" if prefix else "") + _cut(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
+            ("…" if prefix else "") + cut_text(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
             + ("…" if suffix else "") for name in names]
 
 
@@ -236,9 +254,10 @@ def cards(t: ReportTable) -> Table:
     return cards
 
 
-def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
+def print_table(t: ReportTable, console: Console, wide: bool = False, chosen: bool = False) -> None:
     """A table on the terminal: its title, the table fitted to the width (`wide`: every column, long cells
-    wrapped; cards below CARDS_BELOW columns), its notes, a blank line."""
+    wrapped; cards below CARDS_BELOW columns; `chosen`: columns the user picked, see fit_columns), its notes,
+    a blank line."""
     console.print(t.title, style="bold", markup=False, highlight=False)
     if not t.rows:
         shown, table = t, None
@@ -247,7 +266,7 @@ def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
     elif console.width < CARDS_BELOW:
         shown, table = t, cards(t)
     else:
-        shown = fit_columns(t, console.width)
+        shown = fit_columns(t, console.width, chosen)
         table = grid(shown)
     if table is not None:
         console.print(table)
@@ -258,12 +277,13 @@ def print_table(t: ReportTable, console: Console, wide: bool = False) -> None:
 
 def print_tables(tables: list[ReportTable], fmt: str, out: Path | None, force: bool = False,
                  database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None,
-                 wide: bool = False) -> None:
-    """Tables to the terminal (`wide`: every column, see print_table), or to `out` (never over `database`, over
-    an existing file only with `force`); HTML also embeds `images`, (caption, PNG) pairs per study."""
+                 wide: bool = False, chosen: list[ReportTable] | None = None) -> None:
+    """Tables to the terminal (`wide`: every column, see print_table; `chosen`: those whose columns the user
+    picked), or to `out` (never over `database`, over an existing file only with `force`); HTML also embeds
+    `images`, (caption, PNG) pairs per study."""
     if fmt == "table" and out is None:
         for t in tables:
-            print_table(t, stdout, wide)
+            print_table(t, stdout, wide, any(t is c for c in chosen or []))
         return
     text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
     if out is None:

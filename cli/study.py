@@ -16,12 +16,12 @@ from rich.text import Text
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import print_tables, print_upgrade, stderr, stdout
+from cli.render import pick_columns, print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
-from pipeline.tables import percent
+from pipeline.tables import Table as ReportTable, percent
 
 if TYPE_CHECKING:  # the store and the report import SQLAlchemy: each command that reads imports them
     from pipeline.store import Store
@@ -288,6 +288,9 @@ def report(
         help="A campaign's verdict (robust-tune compare), from what is stored: every method against tuned ERM.")]
     = None,
     wide: Wide = False,
+    columns: Annotated[Optional[str], typer.Option(
+        help="The terminal's best and trials tables show only these columns, in this order: names as in "
+             "--format csv's header, joined with commas (for example \"method,test acc,worst class\").")] = None,
 ) -> None:
     """The best combination of hyper-parameters per (data set, network, method), paper-style."""
     from pipeline.report import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
@@ -301,6 +304,9 @@ def report(
         check_extension(out)
     if plots is not None:
         check_folder(plots, "--plots")
+    if columns is not None and (verdict is not None or compare or fmt != "table" or out is not None):
+        raise UserError("--columns picks the columns of the terminal's best and trials tables; it goes without "
+                        "--verdict, --compare, --format and --out (files keep every column)")
     if verdict is not None:
         return _report_verdict(store, verdict, studies, compare, list_trials, fmt, out, force, plots, wide)
     if not store.all_studies():
@@ -314,14 +320,15 @@ def report(
         started = time.perf_counter()
         pictures = page_pictures(store, studies, verdicts, log_file)
     else:
-        tables = ([compare_table(store, studies, baseline)] if compare
-                  else [best_table(store, studies), *pareto_tables(store, studies)])
+        best = best_table(store, studies)
+        tables = ([compare_table(store, studies, baseline)] if compare else [best, *pareto_tables(store, studies)])
         if not compare and (picks := model_pick_table(store, studies)) is not None:
             tables.append(picks)
         if not compare and (importance := importance_table(store, studies)) is not None:
             tables.append(importance)
-        if list_trials:
-            tables += [trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
+        trials = ([trials_table(store, s.name) for s in store.all_studies() if not studies or s.name in studies]
+                  if list_trials else [])
+        tables += trials
         pictures = []
         if plots is not None:
             from pipeline.plots import draw, load_studies  # matplotlib and Ax only when drawing
@@ -336,7 +343,29 @@ def report(
     images: dict[str, list[tuple[str, bytes]]] = {}
     for picture in pictures:
         images.setdefault(picture.study, []).append((picture.file_name, picture.png))
-    print_tables(tables, fmt, out, force, sqlite_file(store.url), images or None, wide)
+    chosen = []
+    if columns is not None:
+        tables, chosen = _pick_columns(tables, [best, *trials], columns)
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), images or None, wide, chosen)
+
+
+def _pick_columns(tables: list[ReportTable], pickable: list[ReportTable],
+                  names_text: str) -> tuple[list[ReportTable], list[ReportTable]]:
+    """`tables` with the `pickable` ones (best, trials) showing only the columns named in `names_text` (a table
+    with none of them is shown whole), and the tables picked; a name no pickable table has is a UserError."""
+    names = [name.strip() for name in names_text.split(",") if name.strip()]
+    known = list(dict.fromkeys(header for t in pickable for header in t.headers))
+    if not names:
+        raise UserError(f"--columns names no column; known: {', '.join(known)}")
+    if unknown := [name for name in names if name not in known]:
+        raise UserError(f"unknown column {unknown[0]!r} for --columns; known: {', '.join(known)}")
+    shown, chosen = [], []
+    for t in tables:
+        picked = pick_columns(t, names) if any(t is p for p in pickable) else None
+        shown.append(t if picked is None else picked)
+        if picked is not None:
+            chosen.append(picked)
+    return shown, chosen
 
 
 def _report_verdict(store: Store, name: str, studies: list[str] | None, compare: bool, list_trials: bool, fmt: str,

@@ -74,7 +74,8 @@ def train(
         help="With --from-study: this trial instead of the best.")] = None,
     db: Db = None,
     save: Annotated[Optional[Path], typer.Option(
-        help="Write the trained weights and the settings that produced them (torch.save; loads with --weights).")]
+        help="Write the trained weights, the settings that produced them and what applying them needs (class names, "
+             "normalisation, image size): torch.save; loads with --weights and robust-tune predict.")]
     = None,
 ) -> None:
     """Train and evaluate one configuration; the same code path a study trial runs."""
@@ -112,7 +113,10 @@ def train(
     if save is not None:
         import torch
 
-        torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict()}, save)
+        from pipeline.predict import CARD_KEY, model_card
+
+        torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict(),
+                    CARD_KEY: model_card(data, config.data.name, config.backbone)}, save)
         stderr.print(f"wrote {save}")
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))

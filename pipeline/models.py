@@ -135,10 +135,15 @@ def _imagenet_state_dict(backbone: str) -> dict[str, torch.Tensor]:
                         f"downloaded ({type(error).__name__}); copy the file there or pass weights=<path>") from None
 
 
-def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
-    """The state_dict in a file written by torch.save; anything else is a UserError saying what the file is."""
+STATE_DICT_FILE = "a state_dict saved with torch.save(model.state_dict(), path)"
+
+
+def read_torch_file(path: str, expected: str = STATE_DICT_FILE) -> object:
+    """What a file written by torch.save holds, read with weights_only (tensors and plain types, never code);
+    a missing, empty or foreign file is a UserError saying what it is and what was `expected` instead."""
     if not Path(path).is_file():
-        raise UserError(f"weights file not found: {path} (use none, imagenet or a path to a state_dict)")
+        choices = "use none, imagenet or a path to a state_dict" if expected == STATE_DICT_FILE else f"give {expected}"
+        raise UserError(f"weights file not found: {path} ({choices})")
     if Path(path).stat().st_size == 0:
         raise UserError(f"weights file {path} is empty")
     try:
@@ -151,8 +156,13 @@ def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
         if "Unsupported global" in str(error):  # torch.save(model) rather than torch.save(model.state_dict())
             raise UserError(f"weights file {path} holds Python objects, not only tensors (a whole pickled "
                             "model?); save model.state_dict() instead") from None
-        raise UserError(f"weights file {path} is not a file written by torch.save; "
-                        "give a state_dict saved with torch.save(model.state_dict(), path)") from None
+        raise UserError(f"weights file {path} is not a file written by torch.save; give {expected}") from None
+    return state
+
+
+def _file_state_dict(path: str) -> dict[str, torch.Tensor]:
+    """The state_dict in a file written by torch.save; anything else is a UserError saying what the file is."""
+    state = read_torch_file(path)
     for key in ("state_dict", "model"):  # common checkpoint wrappers
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]

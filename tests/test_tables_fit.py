@@ -89,3 +89,24 @@ def test_columns_every_row_shares_are_said_once_and_wide_shows_them_all(db):
     assert "all rows" not in wide and "…" not in wide and "failed" in wide.splitlines()[1]  # names wrapped, not cut
     cards = robust_tune("studies", "--db", db, env={"COLUMNS": "50"}).stdout
     assert "─" not in cards and cards.count("data set") == 5  # below 60 columns: one block per study
+
+
+def test_columns_picks_the_terminal_tables_columns_at_80(db):
+    done = robust_tune("report", "--db", db, "--trials", "--columns", "study,method,test acc,trial,status",
+                       env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    best_header = lines[lines.index("Best combination of hyper-parameters") + 1].split()
+    assert best_header == ["study", "method", "test"]  # in the order asked, abbreviated to fit; alpha, val acc gone
+    assert sum(" erm " in line for line in lines) == 1  # method, the same in no two rows here, is shown
+    trials_headers = [line.split() for line in lines if line.startswith("test acc ")]  # what a trials table has
+    assert len(trials_headers) == 5 and all(header == ["test", "acc", "trial", "status"] for header in trials_headers)
+    assert "RuntimeError" not in done.stdout  # the trials' error column was not asked for
+    assert max(len(line) for line in lines if line.startswith(("digits-", "test acc", "    "))) <= 80
+
+
+def test_columns_unknown_name_is_one_line_listing_the_known(db):
+    done = robust_tune("report", "--db", db, "--columns", "method,nope", env={"COLUMNS": "80"})
+    assert done.returncode == 2
+    assert "unknown column 'nope'" in done.stderr and "test acc" in done.stderr and "study" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -93,6 +93,15 @@ def refuse_dangling_links(paths: list[Path]) -> None:
             raise UserError(f"cannot read image {path}: it is a link to {path.readlink()}, which does not exist")
 
 
+def image_files(folder: Path, root: Path) -> list[Path]:
+    """The image files under `folder`, searched recursively and sorted, as a data set reads them: hidden files
+    and folders (a name starting with a dot, below `root`) are skipped and a dangling link is refused."""
+    members = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES
+                     and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    refuse_dangling_links(members)
+    return [p for p in members if p.is_file()]
+
+
 def folder_listing(config: DataConfig) -> Listing:
     """root/<class>/**/<image>: classes in name order; test and validation carved stratified and seeded."""
     root = Path(config.root)
@@ -105,10 +114,7 @@ def folder_listing(config: DataConfig) -> Listing:
     files: list[Path] = []
     labels: list[int] = []
     for label, folder in enumerate(class_folders):
-        members = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES
-                         and not any(part.startswith(".") for part in p.relative_to(root).parts))
-        refuse_dangling_links(members)
-        members = [p for p in members if p.is_file()]
+        members = image_files(folder, root)
         if not members:
             raise UserError(f"class folder {folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
         files += members
