@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
-from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick, trials_ran
+from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick, trials_completed
 from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.study_config import StudyConfig
 from pipeline.evaluate import TUNED, value_text
@@ -73,7 +73,7 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
             continue
         config = study.study
         key = (dataset_label(config.data), config.backbone, config.method)
-        completed = trials_ran(trials)
+        completed = trials_completed(trials)
         if key not in best or trial.metrics[config.objective] > best[key][1].metrics[best[key][0].study.objective]:
             best[key] = (study, trial, completed)
     # Every searched parameter, and the papers' columns (alpha, T, eta, epoch, beta, IS) where fixed,
@@ -292,7 +292,7 @@ def studies_table(store: Store) -> Table:
         trials = store.trials(study.id)
         config = study.study
         best = best_trial(study, trials)
-        completed = trials_ran(trials)
+        completed = trials_completed(trials)
         running = sum(t.status == "running" for t in trials)
         table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
                            _progress_text(completed, config.budget.trials) + (f" +{running} running" if running else ""),

@@ -10,7 +10,7 @@ that a database written by an earlier version is upgraded to (see upgrade.py).
 from pipeline.store.database import DEFAULT_DB, Store, database_url, shown_database, sqlite_file
 from pipeline.store.lock import LOCK_STALE_SECONDS, LockLost, StudyLock
 from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
-                                    TrialRecord, best_trial, model_pick, picked_trial, trials_ran)
+                                    TrialRecord, best_trial, model_pick, picked_trial, trials_completed, trials_ran)
 from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import SchemaUpgraded
 

@@ -101,6 +101,11 @@ def trials_ran(trials: list[TrialRecord]) -> int:
     return sum(t.ran for t in trials)
 
 
+def trials_completed(trials: list[TrialRecord]) -> int:
+    """How many trials trained and gave a result (completed or early-stopped; not failed, not an epoch prefix)."""
+    return sum(t.ran and t.status != "failed" for t in trials)
+
+
 @dataclass(frozen=True)
 class EvaluationRecord:
     """One run of `robust-tune evaluate`: a variant of a study's best trial, on one seed."""
