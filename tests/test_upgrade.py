@@ -234,3 +234,31 @@ def test_every_study_file_reads_back_from_its_stored_json_as_the_same_study(path
     stored = json.loads(json.dumps(study.to_dict(), default=str))  # as the database's JSON column gives it back
     assert StudyConfig.from_dict(stored) == study
     assert StudyConfig.from_dict(stored).differences(study) == [] and study.differences(study) == []
+
+
+def test_a_0_5_0_database_keeps_its_trials_and_resumes_with_epoch_prefixes_after_the_upgrade(tmp_path, cli):
+    """A database in the 0.5.0 layout (no rt_trials.prefix_of): a reader reads it unchanged; the next `run`
+    upgrades it to this version, keeps every trial (each its own run), and goes on storing prefixes."""
+    from test_epoch_prefixes import study_file
+
+    path, db, log = study_file(tmp_path, trials=2), tmp_path / "v050.db", str(tmp_path / "ax.log")
+    code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", log)
+    assert code == 0, err
+    trained = rows(db, "select trial_index, parameters, metrics from rt_trials where prefix_of is null")
+    with sqlite3.connect(db) as connection:  # back to what 0.5.0 left: no prefixes, no prefix_of, its version
+        connection.execute("delete from rt_trials where prefix_of is not null")
+        connection.execute("alter table rt_trials drop column prefix_of")
+        connection.execute("update rt_schema_version set version_num = '0006_epoch_metrics'")
+    before = digest(db)
+    code, out, err = cli("studies", "--db", str(db))
+    assert code == 0 and "pf" in out and digest(db) == before
+    code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--trials", "3", "--log-file", log)
+    assert code == 0, err
+    assert f"from robust-tune 0.5.0 to {VERSIONS[HEAD]}" in err and backups(db) == [db.with_name("v050.db.bak-0.5.0")]
+    assert rows(db, "select trial_index, parameters, metrics from rt_trials where trial_index in "
+                    f"({', '.join(str(t[0]) for t in trained)})") == trained
+    store = Store(str(db), create=False)
+    trials = store.trials(store.require_study("pf").id)
+    assert sum(t.ran for t in trials) == 3
+    new = max((t for t in trials if t.prefix_of is None), key=lambda t: t.trial_index)
+    assert len([t for t in trials if t.prefix_of == new.trial_index]) == new.parameters["epochs"] - 1
