@@ -114,9 +114,12 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     for i, s in enumerate(studies):
         color, marker, style = f"C{i % 10}", "osD^v<>P*X"[i % 10], ("-", "--", "-.", ":")[i % 4]
         done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
-                if t.status == "completed" and t.metrics and s.objective in t.metrics]
+                if t.ran and t.status != "failed" and t.metrics and s.objective in t.metrics]
         failed = [t.trial_index for t in s.trials if t.status == "failed"]
-        best_so_far = list(itertools.accumulate((v for _, v in done), max))
+        # the best so far when each trained trial ended: its epoch prefixes (search.epoch_prefixes) count from then
+        prefixes = {i: [100 * t.metrics[s.objective] for t in s.trials if t.prefix_of == i and t.metrics
+                        and s.objective in t.metrics] for i, _ in done}
+        best_so_far = list(itertools.accumulate((max([v, *prefixes[i]]) for i, v in done), max))
         offset = 0.25 * (i / (len(studies) - 1) - 0.5) if shared else 0.0
         axes.plot([x + offset for x, _ in done], [v for _, v in done], marker, color=color,
                   alpha=0.6 if shared else 1.0, markersize=5 if shared else 6, linestyle="none",
@@ -132,11 +135,15 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
         plotted += [v for _, v in done]
         data[s.study.name] = {"trial_index": [x for x, _ in done], "objective": [v for _, v in done],
                               "failed": failed, "best_so_far": best_so_far}
-    initial = {s.study.study.budget.initial for s in studies}
-    last = max((t.trial_index for s in studies for t in s.trials), default=0)
-    if len(initial) == 1:
-        sobol = min(initial.pop(), last + 1)
-        axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {sobol} trials)")
+    last = max((t.trial_index for s in studies for t in s.trials if t.prefix_of is None), default=0)
+    bounds = set()  # per study: (Sobol trials, the index the GP's first trial has); prefixes have indices of their own
+    for s in studies:
+        own = sorted(t.trial_index for t in s.trials if t.prefix_of is None)
+        count = s.study.study.budget.initial
+        bounds.add((min(count, len(own)), own[count] if count < len(own) else (own[-1] + 1 if own else 0)))
+    if len(bounds) == 1:
+        count, sobol = bounds.pop()
+        axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {count} trials)")
         if sobol <= last:  # some trials came from the Gaussian process: say where they start, inside the plot
             axes.text(sobol - 0.4, 0.98, "Gaussian process →", transform=axes.get_xaxis_transform(),
                       va="top", fontsize=8, color="grey")
