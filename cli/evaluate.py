@@ -247,7 +247,9 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
             log = ", log = true" if space.log else ""
             lines.append(f"{name} = {{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log} }}"
                          f"  # best: {_toml_value(value)}")
-    lines += ["", "[budget]"] + [f"{k} = {v}" for k, v in asdict(stored.budget).items()]
+    lines += ["", "[search]", f"strategy = {_toml_value(stored.strategy)}",
+              f"epoch_prefixes = {_toml_value(stored.epoch_prefixes)}"]
+    lines += ["", "[budget]"] + [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.budget).items()]
     return "\n".join(lines) + "\n"
 
 

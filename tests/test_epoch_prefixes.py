@@ -113,7 +113,7 @@ def test_a_study_killed_before_its_prefixes_resumes_without_duplicating_them(tmp
     assert completed == {t.trial_index for t in trials}
 
 
-def test_early_stopping_stops_trials_behind_the_median_and_stores_each_once_with_its_curve(tmp_path):
+def test_early_stopping_stops_trials_behind_the_median_and_stores_each_once_with_its_curve(tmp_path, cli):
     """With early_stopping = "median", a trial whose best objective so far falls below the median of the earlier
     trials' at the same epoch stops there: stored once as early_stopped with the epochs it ran, counted toward the
     budget, early-stopped in Ax; no trial that ran on was below the rule's threshold. Its prefixes are exact."""
@@ -139,6 +139,12 @@ def test_early_stopping_stops_trials_behind_the_median_and_stores_each_once_with
     ax = ax_trials(study, db)
     assert {t.trial_index for t in stopped} == {i for i, (status, _) in ax.items() if status == "early_stopped"}
     check_prefixes(trials, study)
+
+    code, out, err = cli("best", "pf", "--db", str(db))  # `best` writes a study that prefixes and stops the same way
+    assert code == 0, err
+    (tmp_path / "best.toml").write_text(out)
+    tuned = load_study(tmp_path / "best.toml")
+    assert tuned.epoch_prefixes and tuned.budget == study.budget and tuned.search == study.search
 
 
 @pytest.mark.parametrize("edit, problem", [
