@@ -74,7 +74,7 @@ def bench(
                                                               "real per-epoch curves (plain, prefix, stop, both).")]
     = False,
     budget: Annotated[int, typer.Option(min=10, max=100_000, help="With --prefixes: the epochs each search "
-                                                                  "trains in all.")] = 220,
+                                                                  "trains in all.")] = 240,
     min_epochs: Annotated[int, typer.Option(min=1, help="With --prefixes: the first epoch at which a trial may "
                                                         "be stopped.")] = 3,
     variant: Annotated[Optional[list[str]], typer.Option(help="With --prefixes: only this variant (repeat; "
