@@ -69,6 +69,16 @@ def bench(
                                                               "time and with --workers 1 and 2 (CPU).")] = False,
     threads: Annotated[int, typer.Option(min=1, max=64, help="With --parallel: torch's CPU threads of each "
                                                               "trial.")] = 1,
+    prefixes: Annotated[bool, typer.Option("--prefixes", help="Instead: what epoch prefixes and early stopping "
+                                                              "save in a search that tunes epochs, replayed from "
+                                                              "real per-epoch curves (plain, prefix, stop, both).")]
+    = False,
+    budget: Annotated[int, typer.Option(min=10, max=100_000, help="With --prefixes: the epochs each search "
+                                                                  "trains in all.")] = 240,
+    min_epochs: Annotated[int, typer.Option(min=1, help="With --prefixes: the first epoch at which a trial may "
+                                                        "be stopped.")] = 3,
+    variant: Annotated[Optional[list[str]], typer.Option(help="With --prefixes: only this variant (repeat; "
+                                                              "default all four).")] = None,
 ) -> None:
     """Measure the step time of every method as a ratio to ERM, side by side in one process."""
     if startup:
@@ -76,6 +86,9 @@ def bench(
         return
     if parallel:
         _print_parallel(epochs or 10, threads, rounds, trials or 4, tuple(workers or (1, 2)))
+        return
+    if prefixes:
+        _print_prefixes(tuple(variant or ()), seeds, budget, initial, min_epochs, processes, plot, force, markdown)
         return
     if search:
         _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials or 20, initial, processes, plot,
@@ -302,3 +315,84 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
             table.add_row(*row)
         stdout.print(table)
     stdout.print(escape(note))
+
+
+def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial: int, min_epochs: int,
+                    processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
+    """The epochs benchmark: per variant, the true value of the recommendation at quarters of the budget, and
+    the epochs each needs to reach plain search's final median."""
+    from pipeline.epochs_bench import CURVES_TABLE, LOW_EPOCHS, PROBLEM, VARIANTS
+
+    for name in variants:
+        if name not in VARIANTS:
+            raise UserError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
+    if not CURVES_TABLE.is_file():
+        raise UserError(f"no curves to replay at {CURVES_TABLE}: make them with tools/replay_curves.py")
+    if plot is not None:
+        if plot.suffix.lower() != ".png":
+            raise UserError(f"--plot {plot}: name a .png file")
+        from pipeline.output_file import check_output
+
+        check_output(plot, force, option="--plot")  # before the work, not after it
+    from rich.markup import escape
+
+    from pipeline.library_logs import quiet_libraries
+
+    log_file = quiet_libraries("runs/robust-tune.log")
+    from pipeline.epochs_bench import epochs_benchmark
+
+    chosen = tuple(name for name in VARIANTS if not variants or name in variants)
+    with stderr.status("searching") as status:
+        runs, summaries, checkpoints = epochs_benchmark(chosen, seeds, budget, initial, min_epochs, processes,
+                                                        str(log_file), report=lambda message: status.update(message))
+    if plot is not None:
+        from pipeline.output_file import write_output
+        from pipeline.plots import epochs_picture
+
+        write_output(plot, epochs_picture(runs, budget, PROBLEM).png, force, option="--plot")
+
+    def percent(value: float) -> str:
+        return "–" if value != value else f"{100 * value:.1f}"
+
+    values = (["variant", *[f"{k} epochs" for k in checkpoints]],
+              [[s.variant, *[f"{percent(s.quartiles[k][1])} ({percent(s.quartiles[k][0])}–"
+                             f"{percent(s.quartiles[k][2])})" for k in checkpoints]] for s in summaries])
+    plain = next((s for s in summaries if s.variant == "plain"), None)
+    target = "" if plain is None else f" ({percent(plain.quartiles[checkpoints[-1]][1])})"
+    savings = (["variant", f"epochs to plain's final{target}", "trials", "told to Ax"],
+               [[s.variant, "not reached" if s.epochs_to_plain == float("inf") else f"{s.epochs_to_plain:.0f}",
+                 f"{s.trials:.0f}", f"{s.observations:.0f}"] for s in summaries])
+    title = (f"{PROBLEM}: true value (%) of the recommendation after k epochs trained in all, median "
+             f"(interquartile range) over {seeds} search seeds")
+    note = ("Epochs to plain's final: the epochs trained in all at which the median over search seeds of the "
+            "recommendation's true value first reaches plain search's median at the full budget; trials and "
+            "observations told to Ax: medians over search seeds. "
+            + "; ".join(f"{k}: {v}" for k, v in VARIANTS.items() if k in chosen) + f" (from epoch {min_epochs}).")
+    if markdown:
+        print(f"**{title}**\n")
+        for header, rows in (values, savings):
+            print("| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1))
+            print("\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n")
+        print(note)
+    else:
+        stdout.print(escape(title))
+        for header, rows in (values, savings):
+            table = Table(box=None, pad_edge=False, header_style="bold")
+            for i, column in enumerate(header):
+                table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)
+            for row in rows:
+                table.add_row(*row)
+            stdout.print(table)
+            stdout.print()
+        stdout.print(escape(note))
+    from pipeline.epochs_bench import read_curves, surrogate_checks
+
+    table = read_curves()
+    checks = surrogate_checks(table, (LOW_EPOCHS, table.top_epochs // 2, table.top_epochs))
+    stdout.print(escape(
+        f"The replay's surrogates on configurations they were not fitted on (5-fold, {len(table.points)} "
+        f"configurations x {table.values.shape[1]} seeds), root-mean-square error in points at "
+        + ", ".join(f"{e} epochs {100 * c['surrogate_rmse']:.1f} (mean of the rest {100 * c['constant_rmse']:.1f}, "
+                    f"seed noise {100 * c['noise_floor']:.1f})" for e, c in checks.items()) + "."))
+    if plot is not None:
+        stderr.print(f"picture: {plot}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import io
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -633,3 +634,33 @@ def write_pictures(pictures: list[Picture], folder: Path, force: bool = False,
         raise UserError(f"--plots: {taken[0]} already exists; pass --force to replace it")
     make_folder(folder, "--plots")
     return [write_output(target, p.png, force, database, option="--plots") for target, p in zip(targets, pictures)]
+
+
+def epochs_picture(runs: list[Any], budget: int, problem: str) -> Picture:
+    """The epochs benchmark (epochs_bench.EpochsRun): the true value of each variant's recommendation against the
+    epochs trained so far, median and interquartile band over search seeds (higher is better)."""
+    figure = Figure(figsize=(6.4, 3.8), layout="constrained")
+    axes = figure.add_subplot(1, 1, 1)
+    grid = np.arange(0, budget + 1)
+    variants = list(dict.fromkeys(r.variant for r in runs))
+    seeds = len({r.seed for r in runs})
+    data: dict[str, Any] = {"epochs": grid.tolist()}
+    for i, variant in enumerate(variants):
+        values = 100 * np.array([[r.value_at(x) for x in grid] for r in runs if r.variant == variant])
+        shown = ~np.isnan(values).any(axis=0)  # from the epoch every seed has a recommendation
+        if not shown.any():
+            continue
+        low, median, high = np.percentile(values[:, shown], [25, 50, 75], axis=0)
+        axes.plot(grid[shown], median, color=f"C{i}", label=variant)
+        axes.fill_between(grid[shown], low, high, color=f"C{i}", alpha=0.12)
+        data[variant] = {"median": [None] * int((~shown).sum()) + median.tolist()}
+    axes.set_xlabel("total epochs trained", fontsize=8)
+    axes.set_ylabel("true value of the recommendation (%)", fontsize=8)
+    axes.set_xlim(0, budget)
+    settled = [value for variant in variants if variant in data for value in data[variant]["median"][budget // 8:]
+               if value is not None]
+    if settled:  # the first trials' values would squash the part where the variants differ
+        axes.set_ylim(bottom=math.floor(min(settled)) - 3)
+    axes.legend(fontsize=8, loc="lower right")
+    axes.set_title(f"{problem}: median and interquartile range over {seeds} search seeds", fontsize=9)
+    return Picture("epochs-benchmark", "variants", figure, data)
