@@ -317,6 +317,10 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
     stdout.print(escape(note))
 
 
+CAPTIONS = ("The best observed (what the best table shows):", "The GP's pick (what --pick model re-trains):",
+            "What it cost:")
+
+
 def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial: int, min_epochs: int,
                     processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
     """The epochs benchmark: per variant, the true value of the recommendation at quarters of the budget, and
@@ -362,21 +366,29 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
     savings = (["variant", f"epochs to plain's final{target}", "trials", "told to Ax"],
                [[s.variant, "not reached" if s.epochs_to_plain == float("inf") else f"{s.epochs_to_plain:.0f}",
                  f"{s.trials:.0f}", f"{s.observations:.0f}"] for s in summaries])
+    def quartiles(q: tuple[float, float, float] | None) -> str:
+        return "–" if q is None or q[1] != q[1] else f"{percent(q[1])} ({percent(q[0])}–{percent(q[2])})"
+
+    picks = (["variant", *[f"{k} epochs" for k in checkpoints]],
+             [[s.variant, *[quartiles(s.model_quartiles.get(k)) for k in checkpoints]] for s in summaries])
     title = (f"{PROBLEM}: true value (%) of the recommendation after k epochs trained in all, median "
              f"(interquartile range) over {seeds} search seeds")
-    note = ("Epochs to plain's final: the epochs trained in all at which the median over search seeds of the "
+    note = ("GP's pick: the tried configuration the GP fitted on every observation predicts best (what "
+            "`--pick model` re-trains), measured after the trial that brings the epochs trained to k or past it. "
+            "Epochs to plain's final: the epochs trained in all at which the median over search seeds of the "
             "recommendation's true value first reaches plain search's median at the full budget; trials and "
             "observations told to Ax: medians over search seeds. "
             + "; ".join(f"{k}: {v}" for k, v in VARIANTS.items() if k in chosen) + f" (from epoch {min_epochs}).")
     if markdown:
         print(f"**{title}**\n")
-        for header, rows in (values, savings):
-            print("| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1))
+        for caption, (header, rows) in zip(CAPTIONS, (values, picks, savings)):
+            print(f"{caption}\n\n| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1))
             print("\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n")
         print(note)
     else:
         stdout.print(escape(title))
-        for header, rows in (values, savings):
+        for caption, (header, rows) in zip(CAPTIONS, (values, picks, savings)):
+            stdout.print(caption, style="bold")
             table = Table(box=None, pad_edge=False, header_style="bold")
             for i, column in enumerate(header):
                 table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)

@@ -1,4 +1,4 @@
-"""`robust-tune bench --epochs`: what epoch prefixes and early stopping save in a search that tunes `epochs`,
+"""`robust-tune bench --prefixes`: what epoch prefixes and early stopping save in a search that tunes `epochs`,
 on a problem replayed from real per-epoch curves (pipeline/replay/digits-hws-curves.csv, made by
 tools/replay_curves.py) whose true value at every epoch count is known.
 
@@ -14,7 +14,9 @@ pipeline/epochs.prefix_epochs, as an attached completed trial; same cost), stop 
 pipeline/epochs.py; a stopped trial costs the epochs it trained and is told to Ax as early stopped with its value
 at the epoch it stopped: Client.attach_data + mark_trial_early_stopped) and both. After each trial the
 recommendation is the best observed configuration (prefixes and a stopped trial's last epoch included, each at
-the epochs it was trained), and what counts is its true value. Import this module only after `quiet_libraries`.
+the epochs it was trained), and what counts is its true value. At each checkpoint of epochs trained, the study's
+GP's pick is measured too: the tried configuration (completed observations) with the highest posterior mean of a GP
+fitted on every observation, the recommendation `--pick model` makes. Import this module only after `quiet_libraries`.
 """
 from __future__ import annotations
 
@@ -148,6 +150,8 @@ class EpochsRun:
     trained: list[int] = field(default_factory=list)  # the epochs each trial trained (fewer: stopped early)
     best_observed: list[float] = field(default_factory=list)  # the recommendation's observed value (NaN: none)
     best_epochs: list[int] = field(default_factory=list)  # the recommendation's epochs (0: none)
+    # checkpoint -> the true value of the GP's pick after the trial that brought the epochs trained to it or past it
+    model_values: dict[int, float] = field(default_factory=dict)
 
     def value_at(self, epochs: float) -> float:
         """The true value of the recommendation once `epochs` epochs were trained (NaN: no trial ended by then)."""
@@ -160,8 +164,9 @@ class EpochsRun:
 
 
 def run_variant(problem: EpochsProblem, variant: str, seed: int, budget: int, initial: int,
-                min_epochs: int) -> EpochsRun:
-    """`variant` from search seed `seed` until `budget` epochs are trained (the last trial may run past it)."""
+                min_epochs: int, checkpoints: tuple[int, ...] = ()) -> EpochsRun:
+    """`variant` from search seed `seed` until `budget` epochs are trained (the last trial may run past it), with
+    the GP's pick measured once the epochs trained reach each of `checkpoints`."""
     from ax.api.client import Client
 
     from pipeline.search import generation_strategy, range_and_choice_configs
@@ -214,7 +219,23 @@ def run_variant(problem: EpochsProblem, variant: str, seed: int, budget: int, in
         run.true_values.append(math.nan if best is None else problem.truth(best[1]))
         run.best_observed.append(math.nan if best is None else best[0])
         run.best_epochs.append(0 if best is None else int(best[1]["epochs"]))
+        for checkpoint in (c for c in checkpoints if c <= total and c not in run.model_values):
+            run.model_values[checkpoint] = _model_pick_value(client, problem)
     return run
+
+
+def _model_pick_value(client: Any, problem: EpochsProblem) -> float:
+    """The true value of the tried configuration the GP (the study's, pipeline/surrogate.fit_gp) predicts best;
+    NaN when it cannot be fitted yet."""
+    from pipeline.surrogate import fit_gp
+
+    experiment = client._experiment
+    model = fit_gp(experiment, experiment.lookup_data(), "value")
+    if model is None:
+        return math.nan
+    tried = model.completed_trials()
+    means, _ = model.predict([parameters for _, parameters in tried])
+    return problem.truth(dict(tried[int(np.argmax(means))][1]))
 
 
 @dataclass(frozen=True)
@@ -227,6 +248,7 @@ class Summary:
     epochs_to_plain: float  # the epochs at which the median over seeds first reaches plain's final median (inf: not)
     trials: float  # median trials run
     observations: float  # median observations told to Ax
+    model_quartiles: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # the same for the GP's pick
 
 
 def summarise(runs: list[EpochsRun], checkpoints: tuple[int, ...]) -> list[Summary]:
@@ -245,8 +267,14 @@ def summarise(runs: list[EpochsRun], checkpoints: tuple[int, ...]) -> list[Summa
 
     by_variant = {v: mine for v, mine in by_variant.items() if mine}
     target = quartiles(by_variant["plain"], checkpoints[-1])[1] if "plain" in by_variant else math.nan
+    def model_quartiles(mine: list[EpochsRun], epochs: int) -> tuple[float, float, float]:
+        values = np.array([r.model_values.get(epochs, math.nan) for r in mine])
+        values = values[~np.isnan(values)]
+        return tuple(float(q) for q in np.percentile(values, [25, 50, 75])) if len(values) else (math.nan,) * 3
+
     return [Summary(variant, len(mine), {k: quartiles(mine, k) for k in checkpoints}, epochs_to_reach(mine, target),
-                    float(np.median([r.trials for r in mine])), float(np.median([r.observations[-1] for r in mine])))
+                    float(np.median([r.trials for r in mine])), float(np.median([r.observations[-1] for r in mine])),
+                    {k: model_quartiles(mine, k) for k in checkpoints if any(k in r.model_values for r in mine)})
             for variant, mine in by_variant.items()]
 
 
@@ -265,14 +293,14 @@ def replay_problem() -> EpochsProblem:
     return epochs_problem(read_curves())
 
 
-def _run_job(job: tuple[str, int, int, int, int, str]) -> EpochsRun:
+def _run_job(job: tuple[str, int, int, int, int, tuple[int, ...], str]) -> EpochsRun:
     """One search run in a worker process, its libraries' output routed to the log first."""
     from pipeline.library_logs import quiet_libraries
 
     *arguments, log_file = job
     quiet_libraries(log_file)
-    variant, seed, budget, initial, min_epochs = arguments
-    return run_variant(replay_problem(), variant, seed, budget, initial, min_epochs)
+    variant, seed, budget, initial, min_epochs, checkpoints = arguments
+    return run_variant(replay_problem(), variant, seed, budget, initial, min_epochs, checkpoints)
 
 
 def _one_thread() -> None:
@@ -290,7 +318,8 @@ def epochs_benchmark(variants: tuple[str, ...], seeds: int, budget: int, initial
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     checkpoints = tuple(sorted({max(1, round(budget * share)) for share in (0.25, 0.5, 0.75, 1.0)}))
-    jobs = [(variant, seed, budget, initial, min_epochs, log_file) for seed in range(seeds) for variant in variants]
+    jobs = [(variant, seed, budget, initial, min_epochs, checkpoints, log_file) for seed in range(seeds)
+            for variant in variants]
     report(f"0/{len(jobs)} search runs")
     runs: list[EpochsRun] = []
     if processes <= 1:

@@ -75,3 +75,13 @@ def test_bench_prefixes_prints_the_table_within_80_columns_and_draws_the_picture
     assert picture.read_bytes()[:4] == b"\x89PNG"
     code, _, err = cli("bench", "--prefixes", "--variant", "nope")
     assert code == 2 and "unknown variant 'nope'" in err and "Traceback" not in err
+
+
+def test_the_gps_pick_is_measured_once_at_each_checkpoint_reached(problem):
+    """At each checkpoint the epochs trained reach, the GP's pick is measured once: a true value in the problem's
+    range (none for a checkpoint past the budget)."""
+    from pipeline.epochs_bench import run_variant
+
+    run = run_variant(problem, "prefix", 0, budget=30, initial=3, min_epochs=2, checkpoints=(15, 30, 500))
+    assert sorted(run.model_values) == [15, 30]
+    assert all(0.0 < value <= problem.best for value in run.model_values.values())
