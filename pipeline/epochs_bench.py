@@ -303,35 +303,16 @@ def _run_job(job: tuple[str, int, int, int, int, tuple[int, ...], str]) -> Epoch
     return run_variant(replay_problem(), variant, seed, budget, initial, min_epochs, checkpoints)
 
 
-def _one_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def epochs_benchmark(variants: tuple[str, ...], seeds: int, budget: int, initial: int = 5, min_epochs: int = 3,
                      processes: int = 1, log_file: str = "runs/robust-tune.log",
                      report: Callable[[str], None] = lambda message: None
                      ) -> tuple[list[EpochsRun], list[Summary], tuple[int, ...]]:
     """Every variant from search seeds 0 .. seeds-1 until `budget` epochs are trained, the runs spread over
     `processes` processes (one thread each; a run's result does not depend on where it ran)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     checkpoints = tuple(sorted({max(1, round(budget * share)) for share in (0.25, 0.5, 0.75, 1.0)}))
     jobs = [(variant, seed, budget, initial, min_epochs, checkpoints, log_file) for seed in range(seeds)
             for variant in variants]
-    report(f"0/{len(jobs)} search runs")
-    runs: list[EpochsRun] = []
-    if processes <= 1:
-        for job in jobs:
-            runs.append(_run_job(job))
-            report(f"{len(runs)}/{len(jobs)} search runs (last: {job[0]}, seed {job[1]})")
-    else:
-        import multiprocessing
+    from pipeline.search_bench import run_jobs
 
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_one_thread) as pool:
-            for future in as_completed([pool.submit(_run_job, job) for job in jobs]):
-                runs.append(future.result())
-                report(f"{len(runs)}/{len(jobs)} search runs")
+    runs = run_jobs(_run_job, jobs, processes, report, lambda job: f"{job[0]}, seed {job[1]}")
     return runs, summarise(runs, checkpoints), checkpoints

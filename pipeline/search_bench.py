@@ -245,27 +245,35 @@ def search_benchmark(problem_names: tuple[str, ...], strategy_names: tuple[str, 
                      ) -> tuple[list[SearchRun], list[Summary], tuple[int, ...]]:
     """Every strategy from search seeds 0 .. seeds-1 on every problem at `trainings` trainings, the runs
     spread over `processes` processes (one thread each; a run's result does not depend on where it ran)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     checkpoints = tuple(k for k in (5, 10, 15, 20, 30, 40, 50) if k < trainings) + (trainings,)
     jobs = [(name, strategy, seed, trainings, initial, checkpoints, log_file) for name in problem_names
             for strategy in strategy_names for seed in range(seeds)]
+    runs = run_jobs(_run_job, jobs, processes, report, lambda job: f"{job[0]}, {job[1]}, seed {job[2]}")
+    best = {name: _problem(name).best for name in problem_names}
+    return runs, summarise(runs, checkpoints, best), checkpoints
+
+
+def run_jobs(run_job: Callable[[Any], Any], jobs: list[Any], processes: int, report: Callable[[str], None],
+             describe: Callable[[Any], str]) -> list[Any]:
+    """`run_job` of every job, here or spread over `processes` spawned processes of one torch thread each (a search
+    run's result does not depend on where it ran), reporting how many are done."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     report(f"0/{len(jobs)} search runs")
     runs = []
     if processes <= 1:
         for job in jobs:
-            runs.append(_run_job(job))
-            report(f"{len(runs)}/{len(jobs)} search runs (last: {job[0]}, {job[1]}, seed {job[2]})")
-    else:
-        import multiprocessing
+            runs.append(run_job(job))
+            report(f"{len(runs)}/{len(jobs)} search runs (last: {describe(job)})")
+        return runs
+    import multiprocessing
 
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_one_thread) as pool:
-            for future in as_completed([pool.submit(_run_job, job) for job in jobs]):
-                runs.append(future.result())
-                report(f"{len(runs)}/{len(jobs)} search runs")
-    best = {name: _problem(name).best for name in problem_names}
-    return runs, summarise(runs, checkpoints, best), checkpoints
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_thread) as pool:
+        for future in as_completed([pool.submit(run_job, job) for job in jobs]):
+            runs.append(future.result())
+            report(f"{len(runs)}/{len(jobs)} search runs")
+    return runs
 
 
 def _one_thread() -> None:

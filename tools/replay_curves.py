@@ -1,4 +1,4 @@
-"""Train the table of real per-epoch curves that `robust-tune bench --epochs` replays (pipeline/replay/).
+"""Train the table of real per-epoch curves that `robust-tune bench --prefixes` replays (pipeline/replay/).
 
 The problem is the hws study of studies/digits-campaign.toml (digits with digit 3 rare in training, the
 small CNN, plain SGD, importance sampling off) with `epochs` searched as well: the space is beta (log,
@@ -19,19 +19,14 @@ import argparse
 import csv
 import multiprocessing
 import platform
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# The same study, box and metrics as the search benchmark's table of final results (tools/replay_trials.py).
+from replay_trials import METRICS, ROOT, SPACE, _study
 
-CAMPAIGN = ROOT / "studies" / "digits-campaign.toml"
 TABLE = ROOT / "pipeline" / "replay" / "digits-hws-curves.csv"
-SPACE = {"beta": (0.1, 1000.0), "lr_head": (0.01, 0.2), "lr_backbone": (0.01, 0.2)}  # all log-scaled
 TOP_EPOCHS = 20
-METRICS = tuple(f"{split}_{metric}" for split in ("val", "test")
-                for metric in ("accuracy", "balanced_accuracy", "worst_class_accuracy"))
 COLUMNS = ("config", "beta", "lr_head", "lr_backbone", "seed", "epoch", "status", *METRICS, "train_seconds", "error")
 
 
@@ -42,12 +37,6 @@ def configurations(count: int) -> list[dict]:
     points = qmc.Sobol(d=len(SPACE), scramble=True, seed=0).random(count)
     return [{**{name: float(low * (high / low) ** u) for (name, (low, high)), u in zip(SPACE.items(), point)},
              "importance_sampling": False} for point in points]
-
-
-def _study():
-    from pipeline.campaign_config import load_campaign
-
-    return load_campaign(CAMPAIGN).study("hws")
 
 
 def _run(job: tuple[int, dict, int, int]) -> list[dict]:
