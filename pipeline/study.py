@@ -305,6 +305,7 @@ class StudyLoop:
             self.summary.start_delays.append(max(0.0, outcome.started - stored_at))
         tick = time.perf_counter()
         self.lock.check()
+        prefixes, stopped_at = 0, None  # epoch prefixes told, and where early stopping ended the trial
         if outcome.lost is not None:
             status, objective, error = "interrupted", None, outcome.lost
             self.requeue(outcome.trial_index, row, f"{INTERRUPTED} ({outcome.lost})")
@@ -314,7 +315,8 @@ class StudyLoop:
             self.searcher.abandon(outcome.trial_index)
         else:
             stopped_at = outcome.result.get("stopped_at")
-            status, objective, error = "early_stopped" if stopped_at else "completed", outcome.result[self.study.objective], None
+            status, error = "early_stopped" if stopped_at else "completed", None
+            objective = outcome.result[self.study.objective]
             self.store.complete_trial(row, outcome.result, outcome.started, lock=self.lock)
             kill_point("after-record")
             if stopped_at:
@@ -323,15 +325,14 @@ class StudyLoop:
             else:
                 self.searcher.complete(outcome.trial_index, outcome.result)
             kill_point("after-tell")
-            trials = self.store.trials(self.stored.id)
-            prefixes = self.tell_prefixes(next(t for t in trials if t.id == row), trials)
+            if self.study.epoch_prefixes:  # reads the study's trials: only where there are prefixes to tell
+                trials = self.store.trials(self.stored.id)
+                prefixes = self.tell_prefixes(next(t for t in trials if t.id == row), trials)
         self.summary.storage_seconds += time.perf_counter() - tick
         if status != "interrupted":
             self.ran += 1
             self.count(status, error)
-        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(),
-                                 prefixes if status in ("completed", "early_stopped") else 0,
-                                 outcome.result.get("stopped_at") if outcome.result else None))
+        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at))
 
     def tell_prefixes(self, trial: TrialRecord, trials: list[TrialRecord]) -> int:
         """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
