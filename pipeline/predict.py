@@ -156,7 +156,10 @@ def class_logits(saved: SavedModel, files: list[Path], device: torch.device, bat
 
 def predict_images(saved: SavedModel, files: list[Path], device: torch.device, batch_size: int) -> list[Prediction]:
     """One Prediction per file, in order: the class of the largest output (as `train` scores), its softmax."""
-    logits = class_logits(saved, files, device, batch_size)
+    return _predictions(saved, files, class_logits(saved, files, device, batch_size))
+
+
+def _predictions(saved: SavedModel, files: list[Path], logits: torch.Tensor) -> list[Prediction]:
     return [Prediction(path, saved.class_names[int(row.argmax())], tuple(row.softmax(dim=0).tolist()))
             for path, row in zip(files, logits)]
 
@@ -174,7 +177,6 @@ class LabelledResult:
 def predict_labelled(saved: SavedModel, folder: Path, device: torch.device, batch_size: int) -> LabelledResult:
     """The model applied to every image of a folder with one sub-folder per class, and its metrics there."""
     files, labels = labelled_images(folder, saved.class_names)
-    predictions = predict_images(saved, files, device, batch_size)
-    predicted = torch.tensor([saved.class_names.index(p.predicted) for p in predictions], dtype=torch.int64)
-    return LabelledResult(predictions, [saved.class_names[i] for i in labels.tolist()],
-                          split_metrics(predicted, labels, saved.class_names))
+    logits = class_logits(saved, files, device, batch_size)
+    return LabelledResult(_predictions(saved, files, logits), [saved.class_names[i] for i in labels.tolist()],
+                          split_metrics(logits.argmax(dim=1), labels, saved.class_names))
