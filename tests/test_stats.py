@@ -5,8 +5,9 @@ import math
 import pytest
 from scipy import stats as scipy_stats
 
-from pipeline.stats import (holm, look_alphas, mean_interval, paired_difference, simultaneous_confidence,
-                            spent_alpha)
+from pipeline.replicate_simulation import false_positive_rates
+from pipeline.stats import (Improvement, clustered_difference, holm, look_alphas, mean_interval, paired_difference,
+                            probability_of_improvement, simultaneous_confidence, spent_alpha)
 
 
 def test_holm_against_a_hand_computation():
@@ -73,3 +74,39 @@ def test_obrien_fleming_spending_against_its_formula():
     assert spent_alpha(0.5) == pytest.approx(0.005575, abs=1e-6)
     assert spent_alpha(0.25) == pytest.approx(2 - 2 * scipy_stats.norm.cdf(1.959964 * 2), rel=1e-5)
     assert look_alphas([5, 10]) == pytest.approx([0.005575, 0.05 - 0.005575], abs=1e-6)
+
+
+def test_clustered_difference_against_a_hand_computation():
+    # two searches: differences 1, 2, 3 in the first (mean 2) and -1, 1 in the second (mean 0); the test is the
+    # one-sample t test of the two cluster means, 2 and 0: mean 1, sd sqrt(2), se 1, t 1 on 1 degree of freedom
+    a, b, clusters = [1.0, 2.0, 3.0, -1.0, 1.0], [0.0] * 5, [0, 0, 0, 1, 1]
+    d = clustered_difference(a, b, clusters)
+    assert d.n == 2 and d.mean == pytest.approx(1.0) and d.standard_error == pytest.approx(1.0)
+    assert d.p_value == pytest.approx(2 * scipy_stats.t.sf(1.0, 1)) == pytest.approx(0.5)
+    assert d.p_value == pytest.approx(scipy_stats.ttest_1samp([2.0, 0.0], 0.0).pvalue)
+
+
+def test_probability_of_improvement_is_the_paired_share_with_ties_half_and_a_scipy_bootstrap_interval():
+    from scipy.stats import bootstrap
+    import numpy as np
+
+    a, b = [0.9, 0.8, 0.7, 0.6, 0.5], [0.8, 0.8, 0.9, 0.5, 0.4]  # wins, tie, loss, win, win
+    i = probability_of_improvement(a, b)
+    assert i.probability == pytest.approx((1 + 0.5 + 0 + 1 + 1) / 5) and i.units == 5
+    expected = bootstrap((np.array([1, 0.5, 0, 1, 1]),), np.mean, method="percentile", n_resamples=4000,
+                         random_state=0).confidence_interval
+    assert (i.low, i.high) == pytest.approx((expected.low, expected.high))
+    assert i.low <= i.probability <= i.high and i == probability_of_improvement(a, b)  # the same every time
+    clustered = probability_of_improvement(a, b, [0, 0, 1, 1, 1])  # shares 0.75 and 2/3, averaged
+    assert clustered.probability == pytest.approx((0.75 + 2 / 3) / 2) and clustered.units == 2
+    assert probability_of_improvement([1.0, 1.0], [0.0, 0.0]) == Improvement(1.0, 1.0, 1.0, 2)
+
+
+def test_with_search_luck_the_pooled_test_declares_false_differences_and_the_clustered_one_does_not():
+    # no true difference; each search's luck as large as the run-to-run noise: counting the runs of one search as
+    # independent pairs declares a difference far more often than 5%, the search as the unit does not
+    rates = false_positive_rates(replicates=3, seeds=5, search_sd=1.0, campaigns=1500, seed=1)
+    assert rates.pooled > 0.15
+    assert rates.clustered <= 0.05 + 3 * (0.05 * 0.95 / 1500) ** 0.5
+    without_luck = false_positive_rates(replicates=3, seeds=5, search_sd=0.0, campaigns=1500, seed=2)
+    assert without_luck.pooled <= 0.05 + 3 * (0.05 * 0.95 / 1500) ** 0.5
