@@ -194,6 +194,12 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
         columns.remove(i)
         if i in flexible:
             flexible.remove(i)
+    for i in sorted(cut & set(columns), key=lambda i: widths[i]):  # a column left out made room: uncut what fits
+        whole = max([cell_len(headers[i]), *(cell_len(row[i]) for row in t.rows)])
+        widths[i] = min(whole, widths[i] + max(0, width - needed()))
+        if widths[i] == whole:
+            cut.discard(i)
+    cut -= set(hidden)
     room = width - needed(0)  # what the flexible columns share
     for i in flexible:
         widths[i] = min(widths[i], max(FLEXIBLE_WIDTH, room // len(flexible)))
