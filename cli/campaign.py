@@ -45,7 +45,9 @@ class CampaignView:
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
             stderr.print(f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
                          f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                         f", then {event.looks[0]} seeds each{rounds}", soft_wrap=True, highlight=False)
+                         f", then {event.looks[0]} seeds each{rounds}"
+                         + (", pair k on split seed base + k" if event.resplit else ", all on the search's split"),
+                         soft_wrap=True, highlight=False)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
                 line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"

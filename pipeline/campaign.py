@@ -29,6 +29,7 @@ class CampaignStarted:
     budget: int  # trials per method and search replicate
     replicates: int
     looks: list[int]  # seed counts at which the verdict is taken
+    resplit: bool = False  # confirmation runs draw the split again with each seed
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
                                                           for m, s in campaign.studies.items()})
     check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set fails before any write
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    campaign = campaign.settle_resplit(store.campaign(campaign.name))
     for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
         study = campaign.study(method, replicate)
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
@@ -83,7 +85,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     looks = campaign.evaluation.looks()
     with store.reporting_loss(), store.lock_campaign(record):  # a lost database server: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
-                                 campaign.replicates, looks))
+                                 campaign.replicates, looks, bool(campaign.evaluation.resplit)))
         studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
         start = time.perf_counter()
         for number, (method, replicate) in enumerate(studies, start=1):
@@ -133,5 +135,7 @@ def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, loo
         for number, (method, replicate) in enumerate(steps, start=1):
             name = campaign.study(method, replicate).name
             on_event(CampaignStage("re-train", method, name, number, len(steps), seeds))
-            plan = plan_evaluation(store, name, seeds, pick=campaign.evaluation.pick)
+            plan = plan_evaluation(store, name, seeds, pick=campaign.evaluation.pick,
+                                   resplit=bool(campaign.evaluation.resplit),
+                                   split_base=store.require_study(name).study.data.split_seed)
             summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())

@@ -12,10 +12,16 @@ A campaign file is a study file with `methods` instead of `[method]`:
               epochs = 20
     [budget]  trials = 8; initial = 4      # each method's, the same for all
     [method_params.hws]  beta = { low = 0.1, high = 1000, log = true }  # a method's own ranges (default: the papers')
-    [evaluate]     seeds = 5; max_seeds = 10; seeds_per_round = 5
+    [evaluate]     seeds = 5; max_seeds = 10; seeds_per_round = 5; resplit = true
 
 Each method becomes an ordinary study named `<campaign>.<method>` (`.r<k>` appended for the k-th extra
 search replicate), built by the study file's own parser, so every study rule holds for each of them.
+
+With `resplit` (the default for a new campaign) the verdict is about the method, not about one split:
+confirmation pair k trains on training seed k and split seed `split_seed + k`, the same pairs for every
+method, and search replicate r searches on split seed `split_seed + r` with search seed `search_seed + r`
+(DomainBed's trial seed). Without it (`resplit = false`, and every campaign stored before 0.7.0) all runs
+use the search's one split, as before.
 """
 from __future__ import annotations
 
@@ -25,11 +31,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, parse_study, read_toml
+
+if TYPE_CHECKING:
+    from pipeline.store import CampaignRecord
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -45,6 +54,9 @@ class Evaluation:
     max_seeds: int = 5
     seeds_per_round: int = 5
     pick: str = DEFAULT_PICK  # which trial of each study is re-trained: the best observed, or the model's pick
+    # Confirmation runs and search replicates draw the split again (see the module's docstring). None: the file
+    # does not say; a new campaign then resplits and a stored one keeps what it was stored with (settle_resplit).
+    resplit: bool | None = False
 
     def looks(self) -> list[int]:
         """The seed counts at which the verdict is taken: seeds, seeds + per round, ..., max_seeds."""
@@ -69,7 +81,18 @@ class CampaignConfig:
         base = self.studies[method]
         if replicate == 0:
             return base
-        return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate)
+        data = (dataclasses.replace(base.data, split_seed=base.data.split_seed + replicate) if self.evaluation.resplit
+                else base.data)
+        return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate,
+                                   data=data)
+
+    def settle_resplit(self, stored: CampaignRecord | None) -> CampaignConfig:
+        """The campaign with `resplit` decided where its file does not say: as stored (a campaign stored before
+        0.7.0 did not resplit), else on for a new campaign."""
+        if self.evaluation.resplit is not None:
+            return self
+        resplit = stored.evaluation.resplit if stored is not None else True
+        return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
 
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
@@ -79,8 +102,10 @@ class CampaignConfig:
                 "studies": {m: self.studies[m].identity() for m in self.methods}}
 
     def identity(self) -> dict[str, Any]:
-        """What the campaign is: its methods and their studies' identities, not what may grow (NOT_IDENTITY)."""
-        return {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY}
+        """What the campaign is: its methods and their studies' identities, not what may grow (NOT_IDENTITY), and
+        `resplit` where on (so a campaign stored before it keeps its fingerprint)."""
+        identity = {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY}
+        return {**identity, "resplit": True} if self.evaluation.resplit else identity
 
     def fingerprint(self) -> str:
         """A short hash of `identity`, stored beside the campaign."""
@@ -113,10 +138,13 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     pick = table.pop("pick", DEFAULT_PICK)
     if pick not in PICKS:
         raise _fail(source, "evaluate.pick", f"must be one of {', '.join(PICKS)}, got {pick!r}")
+    resplit = table.pop("resplit", None)
+    if resplit is not None and not isinstance(resplit, bool):
+        raise _fail(source, "evaluate.resplit", f"must be true or false, got {resplit!r}")
     if table:
         raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round, "
-                                                            "pick")
-    return Evaluation(seeds, max_seeds, per_round, pick)
+                                                            "pick, resplit")
+    return Evaluation(seeds, max_seeds, per_round, pick, resplit)
 
 
 def _method_list(source: str, raw: Any) -> tuple[str, ...]:

@@ -53,10 +53,12 @@ class Plan:
     variants: list[Variant]
     seeds: list[int]
     resplit: bool
+    split_base: int = 0  # with `resplit`, seed k trains on split seed split_base + k
 
     def config(self, variant: Variant, seed: int, device: str = "auto", precision: str = "auto") -> TrainConfig:
-        """The TrainConfig of one run; with `resplit` the split is drawn again with the seed."""
-        data = replace(self.base.data, split_seed=seed) if self.resplit else self.base.data
+        """The TrainConfig of one run; with `resplit` the split is drawn again with the seed (split seed
+        split_base + seed: `evaluate --resplit` counts from 0, a campaign from its study's own split seed)."""
+        data = replace(self.base.data, split_seed=self.split_base + seed) if self.resplit else self.base.data
         return replace(self.base, data=data, method=variant.method, params=variant.params, seed=seed, device=device,
                        precision=precision)
 
@@ -184,11 +186,12 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
 def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
                     vary: str | None = None, params: dict[str, str] | None = None,
                     resplit: bool = False, threads: int | None = None, pick: str = DEFAULT_PICK,
-                    trial: int | None = None) -> Plan:
+                    trial: int | None = None, split_base: int | None = None) -> Plan:
     """Which runs an evaluate of study `name` needs; every bad option is a UserError before any work.
     A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant). The tuned
     configuration is the best trial's, or trial `trial`'s (another of a Pareto set, say). Every run trains with
-    that trial's thread count, or `threads` when given."""
+    that trial's thread count, or `threads` when given. With `resplit`, seed k trains on split seed
+    `split_base + k` (default 0: the training seed itself, as `evaluate --resplit` always has)."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise UserError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds} (each seed trains every "
                         "variant once; a few seeds to a few dozen give the interval)")
@@ -213,7 +216,7 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
         moved, values = parse_vary(vary, base.method)
         variants += [Variant(f"{moved}={v:g}" if isinstance(v, float) else f"{moved}={v}", base.method,
                              parse_method(base.method).resolve({**base.params, moved: v})) for v in values]
-    return Plan(study, chosen.trial_index, base, variants, list(range(seeds)), resplit)
+    return Plan(study, chosen.trial_index, base, variants, list(range(seeds)), resplit, split_base or 0)
 
 
 def _planned(config: TrainConfig) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """The verdict of a campaign: does any method, each tuned on equal footing, beat a tuned ERM, on which
 metric, and how sure is that.
 
-Every method's tuned configuration is re-trained on the same seeds (and the same split) as ERM's, so each
-difference is paired on seeds: a paired t test per (method, metric), Holm's correction over the whole
-family of methods x metrics, and simultaneous (Bonferroni) intervals. Seeds may come in rounds (looks):
+Every method's tuned configuration is re-trained on the same (split, seed) pairs as ERM's (pair k: training
+seed k, split seed base + k with `resplit`; the search's split for all without), so each difference is
+paired: a paired t test per (method, metric), Holm's correction over the whole family of methods x metrics,
+and simultaneous (Bonferroni) intervals. With several search replicates the replicate is the unit of the
+test (stats.clustered_difference): the runs of one search share its luck. Beside each difference, the
+probability of improvement P(method > ERM) over the same pairs, with a bootstrap interval. Seeds may come in rounds (looks):
 look k spends its share of the 5% error rate (O'Brien-Fleming-type alpha spending, pipeline/stats.look_alphas) on
 Holm over the whole family, a comparison is decided once its adjusted p falls below that share, or set
 aside as futile once
@@ -16,13 +19,15 @@ Reads only the tool's own tables: no torch, no Ax.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from pipeline.campaign_config import REFERENCE
+from pipeline.methods import parse_method
 from pipeline.report import COMPARE_METRICS, run_metrics
-from pipeline.stats import (CONFIDENCE, PairedDifference, holm, look_alphas, mean_interval, paired_difference,
-                            simultaneous_confidence, t_quantile)
+from pipeline.stats import (CONFIDENCE, Improvement, PairedDifference, clustered_difference, holm, look_alphas,
+                            mean_interval, paired_difference, probability_of_improvement, simultaneous_confidence,
+                            t_quantile)
 from pipeline.store import CampaignRecord, EvaluationRecord, Store, picked_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
@@ -52,6 +57,7 @@ class Comparison:
     label: str  # better | worse | no detectable difference | open
     seeds: int  # paired values the decision rests on
     how: str  # "boundary", "futility", "last look" or "open"
+    improvement: Improvement | None = None  # P(method > ERM) on the same pairs (take_verdict fills it in)
 
 
 def _keys(replicates: int, seeds: int) -> list[Key]:
@@ -60,6 +66,22 @@ def _keys(replicates: int, seeds: int) -> list[Key]:
 
 def _has(values: Mapping[str, Mapping[Key, float]], keys: Sequence[Key]) -> bool:
     return all(key in values[metric] for metric in METRICS for key in keys)
+
+
+def compare_runs(a: Mapping[Key, float], b: Mapping[Key, float], keys: Sequence[Key],
+                 replicates: int = 1) -> PairedDifference:
+    """The paired difference a - b on `keys`: over the pairs with one search, over the searches' mean
+    differences with several (the replicate is the unit: runs of one search are not independent pairs)."""
+    if replicates > 1:
+        return clustered_difference([a[k] for k in keys], [b[k] for k in keys], [k[0] for k in keys])
+    return paired_difference([a[k] for k in keys], [b[k] for k in keys])
+
+
+def improvement(a: Mapping[Key, float], b: Mapping[Key, float], keys: Sequence[Key],
+                replicates: int = 1) -> Improvement:
+    """P(a > b) over the pairs `keys`, each search's share first with several searches (stats)."""
+    clusters = [k[0] for k in keys] if replicates > 1 else None
+    return probability_of_improvement([a[k] for k in keys], [b[k] for k in keys], clusters)
 
 
 def _futile(difference: PairedDifference, final_pairs: int, level: float, family: int) -> bool:
@@ -93,8 +115,7 @@ def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequen
         tested = [c for c in open_ if _has(reference, keys) and _has(values[c[0]], keys)]
         if not tested:
             break
-        differences = {c: paired_difference([values[c[0]][c[1]][k] for k in keys], [reference[c[1]][k] for k in keys])
-                       for c in tested}
+        differences = {c: compare_runs(values[c[0]][c[1]], reference[c[1]], keys, replicates) for c in tested}
         p_values = [1.0 if c not in differences or differences[c].p_value is None else differences[c].p_value
                     for c in family]
         adjusted = dict(zip(family, holm(p_values)))
@@ -107,7 +128,7 @@ def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequen
                 label, how = (BETTER if difference.mean > 0 else WORSE), "boundary"
             elif last:
                 label, how = NO_DIFFERENCE, "last look"
-            elif _futile(difference, replicates * looks[-1], shares[-1], len(family)):
+            elif _futile(difference, replicates if replicates > 1 else looks[-1], shares[-1], len(family)):
                 label, how = NO_DIFFERENCE, "futility"
             else:
                 label, how = OPEN, "open"
@@ -150,6 +171,9 @@ class Verdict:
     comparisons: dict[tuple[str, str], Comparison]
     pairs: list[dict] = field(default_factory=list)  # the pairwise ranking, per metric
     reading: str = ""
+    resplit: bool = False  # confirmation pair k on split seed base + k
+    varies: str = ""  # what varies between the paired runs, so what the intervals contain (in words)
+    same_as_erm: dict[str, str] = field(default_factory=dict)  # method -> why it is ERM here, in words
 
 
 def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key, EvaluationRecord]]:
@@ -217,11 +241,58 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     looks = campaign.evaluation.looks()
     values = run_values(runs)
     comparisons = sequential_comparisons(values, campaign.methods, looks, campaign.replicates)
+    for key, c in comparisons.items():
+        keys = _keys(campaign.replicates, c.seeds // campaign.replicates)
+        comparisons[key] = replace(c, improvement=improvement(values[c.method][c.metric], values[REFERENCE][c.metric],
+                                                              keys, campaign.replicates))
     verdict = Verdict(campaign.name, looks, campaign.replicates,
-                      [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons)
+                      [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons,
+                      resplit=bool(campaign.evaluation.resplit), varies=variation(campaign))
+    verdict.same_as_erm = {m.method: _same_as_erm(m, values) for m in verdict.methods
+                           if m.method != REFERENCE and _same_as_erm(m, values)}
     verdict.pairs = pairwise_ranking(values, [m.method for m in verdict.methods if m.seeds > 0], campaign.replicates)
     verdict.reading = reading(verdict)
     return verdict
+
+
+FIXED_TEST_SETS = ("idx",)  # data sets whose test split is their own: resplit draws the validation carve again
+FIXED_SPLITS = ("medmnist",)  # data sets whose three splits are their own: nothing to draw again
+
+
+def variation(campaign: CampaignRecord) -> str:
+    """What varies between a campaign's paired runs, so what its intervals contain, in words."""
+    data = campaign.config.get("studies", {}).get(REFERENCE, {}).get("data", {})
+    fixed_test = data.get("name") in FIXED_TEST_SETS or data.get("manifest") is not None
+    if not campaign.evaluation.resplit or data.get("name") in FIXED_SPLITS:
+        why = ("MedMNIST's splits are its own and fixed" if data.get("name") in FIXED_SPLITS
+               else "every run uses the search's split (resplit = false)")
+        varies = f"the training seed only ({why})"
+    else:
+        part = "the validation carve (the test set is the data set's own)" if fixed_test else "the whole split"
+        varies = f"the training seed and {part}: pair k trains on seed k and split seed base + k"
+    if campaign.replicates > 1:
+        varies += (f"; and the search's luck: {campaign.replicates} searches per method, "
+                   + ("each on a split of its own, " if campaign.evaluation.resplit else "")
+                   + "the search the unit of the test")
+    else:
+        varies += "; not the search's luck (one search per method; replicates = 2 or more counts it)"
+    return varies
+
+
+def _same_as_erm(result: MethodResult, values: Values) -> str:
+    """Why `result`'s method is ERM here when its re-trained runs equal ERM's exactly on every pair and metric
+    (ls tuned to alpha = 0, say); empty otherwise."""
+    mine, reference = values.get(result.method), values.get(REFERENCE)
+    if not mine or not reference:
+        return ""
+    keys = [k for k in mine[METRICS[0]] if all(k in reference[m] for m in METRICS)]
+    if len(keys) < 2 or any(mine[m][k] != reference[m][k] for m in METRICS for k in keys):
+        return ""
+    shared = {p.name for p in parse_method(REFERENCE).params}  # lr_head and the like: ERM takes them too
+    own = [f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+           for p in result.parameters[:1] for k, v in p.items() if k not in shared]
+    return (f"{result.method} tuned to {', '.join(own) or 'its tuned values'}: it is ERM here (its re-trained runs "
+            f"equal ERM's on all {len(keys)} pairs)")
 
 
 def pairwise_ranking(values: Values, methods: Sequence[str], replicates: int = 1,
@@ -235,8 +306,7 @@ def pairwise_ranking(values: Values, methods: Sequence[str], replicates: int = 1
     if len(common) < 2:
         return []
     pairs = [(a, b, metric) for metric in METRICS for i, a in enumerate(methods) for b in methods[i + 1:]]
-    differences = [paired_difference([values[a][metric][k] for k in common], [values[b][metric][k] for k in common])
-                   for a, b, metric in pairs]
+    differences = [compare_runs(values[a][metric], values[b][metric], common, replicates) for a, b, metric in pairs]
     adjusted = holm([1.0 if d.p_value is None else d.p_value for d in differences])
     ranking = []
     for metric in METRICS:
@@ -274,15 +344,21 @@ def reading(verdict: Verdict) -> str:
                 if not any(c.metric == metric and c.label == BETTER for c in verdict.comparisons.values())]
     if unbeaten and verdict.comparisons:
         sentences.append(f"no method beats ERM on {_join(unbeaten, 'or')}")
+    sentences += list(verdict.same_as_erm.values())
     same = [m.method for m in verdict.methods if m.method != REFERENCE and not m.missing
+            and m.method not in verdict.same_as_erm
             and all(verdict.comparisons.get((m.method, k)) is not None
                     and verdict.comparisons[(m.method, k)].label == NO_DIFFERENCE for k in METRICS)]
     if same:
-        sentences.append(f"{_join(same)} {'differs' if len(same) == 1 else 'differ'} from ERM by nothing these seeds "
-                         "can detect")
+        sentences.append(f"{_join(same)} {'differs' if len(same) == 1 else 'differ'} from ERM by nothing these runs "
+                         "can detect (the intervals say how large a difference they could have missed)")
+    behind = [m for m in CONTAINS_ERM if any(c.method == m and c.label == WORSE for c in verdict.comparisons.values())]
+    if behind:
+        sentences.append(f"{_join(behind)} {'contains' if len(behind) == 1 else 'contain'} ERM "
+                         f"({'; '.join(f'{m} at {CONTAINS_ERM[m]}' for m in behind)}), so behind ERM after tuning "
+                         "means its search chose badly, not that the method hurts: widen its range or repeat the "
+                         "search (replicates)")
     text = "".join(f"{s}. " for s in sentences)
-    if sentences and len(same) == len(verdict.methods) - 1:
-        text += "On this data, plain training tuned as carefully does as well as any of them, as far as these seeds tell. "
     still_open = sorted({c.method for c in verdict.comparisons.values() if c.label == OPEN})
     if still_open:
         text += f"Still open (more seeds would decide): {', '.join(still_open)}. "
@@ -290,6 +366,10 @@ def reading(verdict: Verdict) -> str:
     if missing:
         text += "Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + ". "
     return text.strip()
+
+
+# Methods that are ERM at one value of their own parameter: tuned honestly, they cannot be truly worse than ERM.
+CONTAINS_ERM = {"ls": "alpha = 0", "hws": "beta near 0"}
 
 
 def _stated(c: Comparison) -> str:

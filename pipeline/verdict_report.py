@@ -44,6 +44,17 @@ def _difference(c: Comparison) -> str:
     return text if c.low is None else f"{text} [{_end(c.low)}, {_end(c.high)}]"
 
 
+def _improvement(c: Comparison) -> str:
+    """P(method > ERM) and its bootstrap interval, in %: `80 [40, 100]`; `100 (n=3)` when every unit scored the
+    same, so that resampling them gives no interval."""
+    i = c.improvement
+    if i is None:
+        return ""
+    if i.low == i.high:
+        return f"{100 * i.probability:.0f} (n={i.units})"
+    return f"{100 * i.probability:.0f} [{100 * i.low:.0f}, {100 * i.high:.0f}]"
+
+
 def cost_table(verdict: Verdict) -> Table:
     """What each method was tuned to and what tuning and re-training it cost."""
     table = Table(f"Campaign {verdict.campaign}: each method's tuned configuration and its cost",
@@ -90,8 +101,8 @@ def verdict_table(verdict: Verdict) -> Table:
     if verdict.replicates > 1:
         seeds_text = f"{verdict.replicates} searches x {seeds_text}"
     table = Table(f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
-                  f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM (simult.)", "Holm p", "verdict"],
-                  [])
+                  f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM (simult.)", "Holm p", "P>ERM %",
+                                      "verdict"], [])
     for m in verdict.methods:
         record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
                                   "seeds": m.seeds, "missing": m.missing,
@@ -102,36 +113,45 @@ def verdict_table(verdict: Verdict) -> Table:
             c = verdict.comparisons.get((m.method, metric))
             row = [m.method if i == 0 else "", METRIC_LABELS[metric], mean]
             if m.method == REFERENCE or c is None:
-                row += ["", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
-                                                                                      else "no runs")]
+                row += ["", "", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
+                                                                                          else "no runs")]
+            elif m.method in verdict.same_as_erm:  # no degenerate interval: the words say what it is
+                row += ["identical runs" if i == 0 else "", "", "", "is ERM" if i == 0 else ""]
             else:
-                row += [_difference(c), f"{c.adjusted_p:.3f}", SHOWN_LABELS.get(c.label, c.label)]
+                row += [_difference(c), f"{c.adjusted_p:.3f}", _improvement(c), SHOWN_LABELS.get(c.label, c.label)]
+            if c is not None and m.method != REFERENCE:
+                improvement = c.improvement
                 record["vs_erm"][metric] = {
                     "difference": c.difference.mean, "low": c.low, "high": c.high, "p_value": c.difference.p_value,
                     "adjusted_p": c.adjusted_p, "level": c.level, "family": c.family, "seeds": c.seeds,
-                    "verdict": c.label, "decided_by": c.how}
+                    "units": c.difference.n, "verdict": c.label, "decided_by": c.how,
+                    "p_improvement": None if improvement is None else {
+                        "probability": improvement.probability, "low": improvement.low, "high": improvement.high,
+                        "units": improvement.units},
+                    "same_as_erm": m.method in verdict.same_as_erm}
             table.rows.append(row)
         table.records.append(record)
     family = max((c.family for c in verdict.comparisons.values()), default=0)
+    unit = (f"the {verdict.replicates} searches (each search's mean difference over its pairs)"
+            if verdict.replicates > 1 else "the paired runs")
     if len(verdict.looks) == 1:
-        test = (f"Paired t test on seeds per method and metric; p-values Holm-adjusted over the family of {family} "
+        test = (f"Paired t test over {unit} per method and metric; p-values Holm-adjusted over the family of {family} "
                 f"comparisons (methods x metrics), verdict at {1 - CONFIDENCE:.0%} family-wise; intervals are "
                 f"simultaneous (Bonferroni, each at {100 * (1 - (1 - CONFIDENCE) / max(family, 1)):.2f}%).")
     else:
-        test = (f"Paired t test on seeds, seeds added in rounds at {', '.join(map(str, verdict.looks))}: each look "
-                f"spends its share of {1 - CONFIDENCE:.0%} (O'Brien-Fleming-type alpha spending, Holm over the whole family "
-                "at every look); a comparison is decided at the first look it crosses, or set aside when "
+        test = (f"Paired t test over {unit}, seeds added in rounds at {', '.join(map(str, verdict.looks))}: each look "
+                f"spends its share of {1 - CONFIDENCE:.0%} (O'Brien-Fleming-type alpha spending, Holm over the whole "
+                "family at every look); a comparison is decided at the first look it crosses, or set aside when "
                 "its trend could not cross by the last (futility); intervals are simultaneous at the deciding look.")
     table.notes += [
         f"Accuracies in %; rare class = the class with the fewest training examples. {test}",
         "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
-        "(not evidence that there is none)."
-        + (" Each method's whole search was repeated with "
-           f"{verdict.replicates} search seeds, so the intervals include the luck of the search; the runs of one "
-           "search are paired with ERM's of the same search seed and counted as independent pairs, which "
-           "understates that luck when there are few searches." if verdict.replicates
-           > 1 else " Only the training seeds vary: the luck of the search itself is not in these intervals "
-                    "(--replicates repeats it)."),
+        "(not evidence that there is none).",
+        f"P>ERM %: the share of paired runs where the method beats ERM (ties count half; "
+        + ("each search's share, averaged" if verdict.replicates > 1 else "Bouthillier et al. 2021")
+        + f") with a 95% percentile bootstrap interval over {unit}; with few of them the interval cannot reach "
+          "beyond the shares seen, and (n=N) means all N scored the same: no interval to give.",
+        f"What varies between the paired runs, so what the intervals contain: {verdict.varies}.",
         f"Reading: {verdict.reading}"]
     return table
 

@@ -85,14 +85,17 @@ def test_each_method_is_an_ordinary_study_with_the_same_budget_and_erm_searches_
     assert set(studies["trio.cb"].study.search) == {"lr_head", "cb_power"}
     assert studies["trio.cb"].study.search["cb_power"].low == 0.2  # its own range from [method_params.cb]
     assert set(studies["trio.ls"].study.search) == {"lr_head", "alpha"}  # the papers' range by default
-    splits = set()
+    splits: dict[int, set] = {}
     for study in studies.values():
+        assert study.study.data.split_seed == 0  # every search on the campaign's split
         trials = store.trials(study.id)
         assert [t.status for t in trials] == ["completed", "completed"]
         runs = store.evaluations(study.id)
         assert sorted(r.seed for r in runs) == [0, 1, 2] and {r.variant for r in runs} == {"tuned"}
-        splits |= {r.settings.data for r in runs}
-    assert len(splits) == 1  # every method re-trained on the same split
+        for r in runs:
+            splits.setdefault(r.seed, set()).add(r.settings.data)
+    # resplit (a new campaign's default): pair k on split seed 0 + k, the same split for every method's run k
+    assert {seed: [d.split_seed for d in data] for seed, data in splits.items()} == {0: [0], 1: [1], 2: [2]}
 
 
 def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(campaign, tmp_path, cli):
@@ -133,9 +136,80 @@ def test_report_verdict_json_gives_means_differences_adjusted_p_and_the_word(cam
             assert c["difference"] == pytest.approx(mean)  # paired on the same seeds: the difference of means
     assert any(note.startswith("Reading: ") for note in verdict["notes"])
     assert any("Holm" in note and "Paired t test" in note for note in verdict["notes"])
+    assert any("the training seed and the whole split: pair k trains on seed k and split seed base + k" in note
+               for note in verdict["notes"])  # what the intervals contain
     cost = {r["method"]: r for r in tables["Campaign trio"]["rows"]}
     assert {r["trials"] for r in cost.values()} == {2} and {r["budget"] for r in cost.values()} == {2}
     assert all(r["epochs"] == 2 and r["search_seconds"] > 0 for r in cost.values())
+
+
+def test_p_improvement_is_the_share_of_pairs_the_method_wins_ties_half(campaign):
+    """P(method > ERM) in the verdict's JSON against a hand computation from the stored runs of each pair."""
+    from pipeline.report import run_metrics
+
+    store = Store(str(campaign), create=False)
+    measured = {m: {r.seed: run_metrics(r) for r in store.evaluations(store.study(f"trio.{m}").id)}
+                for m in ("erm", "ls", "cb")}
+    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
+    verdict = next(t for t in json.loads(shown.stdout) if t["title"].startswith("Verdict of campaign trio"))
+    for record in verdict["rows"][1:]:
+        for metric, c in record["vs_erm"].items():
+            pairs = [(measured[record["method"]][s][metric], measured["erm"][s][metric]) for s in range(3)]
+            share = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / 3
+            got = c["p_improvement"]
+            assert got["probability"] == pytest.approx(share) and got["units"] == 3
+            assert 0 <= got["low"] <= got["probability"] <= got["high"] <= 1
+
+
+def _verdict_numbers(tables: list[dict]) -> dict:
+    """Per method and metric the difference, its interval and adjusted p (and the word, separately), as a
+    verdict's JSON gives them."""
+    verdict = next(t for t in tables if t["title"].startswith("Verdict of campaign"))
+    return {f"{r['method']} {metric} {k}": c[k] for r in verdict["rows"] for metric, c in r["vs_erm"].items()
+            for k in ("difference", "low", "high", "adjusted_p", "verdict")}
+
+
+def same_verdict(tables: list[dict], before: list[dict]) -> bool:
+    new, old = _verdict_numbers(tables), _verdict_numbers(before)
+    words = {k for k in old if k.endswith(" verdict")}
+    return ({k: new[k] for k in words} == {k: old[k] for k in words}
+            and {k: new[k] for k in old if k not in words} == pytest.approx({k: old[k] for k in old if k not in words}))
+
+
+def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_verdict(tmp_path, cli):
+    """tests/data/v0.6.0-campaign.db: its file (no resplit in it) runs nothing, its runs stay on the search's
+    split, the verdict's numbers are 0.6.0's, and a file asking to resplit it is one line, exit 2."""
+    data = Path(__file__).parent / "data"
+    db = tmp_path / "old.db"
+    shutil.copy(data / "v0.6.0-campaign.db", db)
+    code, out, err = cli("compare", str(data / "old-trio.toml"), "--db", str(db), "--device", "cpu",
+                         "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert "0 trial(s) and 0 re-training run(s) now" in err and "all on the search's split" in err
+    assert rows(db, "select count(*) from rt_evaluations") == [(9,)]
+    shown = robust_tune("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
+    before = json.loads((data / "v0.6.0-campaign-verdict.json").read_text())
+    assert same_verdict(json.loads(shown.stdout), before)
+    assert "the training seed only (every run uses the search's split (resplit = false))" in shown.stdout
+    resplit = tmp_path / "resplit.toml"
+    resplit.write_text((data / "old-trio.toml").read_text().replace("seeds = 3", "seeds = 3\nresplit = true"))
+    stored = db.read_bytes()
+    code, out, err = cli("compare", str(resplit), "--db", str(db), "--device", "cpu")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "resplit = false goes on with it" in err, err
+    assert db.read_bytes() == stored
+
+
+def test_resplit_false_trains_what_0_6_0_trained(tmp_path):
+    """The 0.6.0 campaign run afresh with resplit = false: the same verdict, number for number."""
+    data = Path(__file__).parent / "data"
+    path = tmp_path / "old-trio.toml"
+    path.write_text((data / "old-trio.toml").read_text().replace("seeds = 3", "seeds = 3\nresplit = false"))
+    ran = robust_tune("compare", str(path), "--db", str(tmp_path / "new.db"), "--device", "cpu",
+                      "--log-file", str(tmp_path / "ax.log"))
+    assert ran.returncode == 0, ran.stderr
+    shown = robust_tune("report", "--verdict", "old-trio", "--db", str(tmp_path / "new.db"), "--format", "json")
+    before = json.loads((data / "v0.6.0-campaign-verdict.json").read_text())
+    assert same_verdict(json.loads(shown.stdout), before)
 
 
 def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campaign, tmp_path):

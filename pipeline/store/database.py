@@ -449,8 +449,16 @@ class Store:
                 except sa.exc.IntegrityError:  # another process stored it first: compare with that one
                     return self.save_campaign(campaign)
             elif row.fingerprint != campaign.fingerprint():
-                stored = {k: v for k, v in row.config.items() if k in campaign.identity()}
-                differing = sorted(k for k in campaign.identity() if stored.get(k) != campaign.identity()[k])
+                identity, stored = campaign.identity(), row.config
+                stored_resplit = bool(stored.get("evaluation", {}).get("resplit"))
+                differing = sorted(k for k in identity if k != "resplit" and stored.get(k) != identity[k])
+                differing += ["resplit"] if stored_resplit != bool(identity.get("resplit")) else []
+                if differing == ["resplit"]:
+                    was = "draw the split again" if stored_resplit else "use the search's one split"
+                    raise UserError(f"campaign {campaign.name!r} is stored with confirmation runs that {was} "
+                                    f"([evaluate] resplit = {'true' if stored_resplit else 'false'} goes on "
+                                    "with it); its runs and this file's would not pair: set resplit so, or give this "
+                                    "campaign another name; nothing was changed")
                 raise UserError(f"a different campaign named {campaign.name!r} is already stored (differs in: "
                                 f"{', '.join(differing) or 'details'}); give this campaign another name, nothing "
                                 "was changed")
@@ -463,7 +471,8 @@ def _campaign_record(row: sa.Row) -> CampaignRecord:
     from pipeline.campaign_config import Evaluation
 
     config = row.config
-    return CampaignRecord(row.id, row.name, tuple(config["methods"]), Evaluation(**config["evaluation"]),
+    evaluation = Evaluation(**{"resplit": False, **config["evaluation"]})  # stored before 0.7.0: one split
+    return CampaignRecord(row.id, row.name, tuple(config["methods"]), evaluation,
                           config.get("replicates", 1), config.get("budget", {}), config)
 
 
