@@ -15,7 +15,7 @@ from rich.table import Table
 from pipeline.formats import render_text
 from pipeline.output_file import write_output
 from pipeline.methods.declarations import ALL_PARAMS
-from pipeline.tables import DESCRIPTIVE, FLEXIBLE, Table as ReportTable, percent
+from pipeline.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, Table as ReportTable, percent
 
 if TYPE_CHECKING:
     from pipeline.metrics import SplitMetrics
@@ -148,12 +148,13 @@ def pick_columns(t: ReportTable, names: list[str]) -> ReportTable | None:
 
 
 def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable:
-    """The table as a terminal `width` columns wide shows it on one line per row: columns whose value every row
-    shares said once in a note, then as needed headers abbreviated (with a legend), long names cut, FLEXIBLE text
-    cut to the room left or left out, and the least needed columns left out (named in a note). The records, and
-    so markdown, csv and json, keep everything. `chosen`: the user picked the columns (--columns), so every one
-    is shown, abbreviated and cut as needed but never said in a note or left out."""
-    columns = list(range(len(t.headers)))
+    """The table as a terminal `width` columns wide shows it on one line per row: IN_NOTES columns left out (the
+    notes say them), columns whose value every row shares said once in a note, then as needed headers abbreviated
+    (with a legend), long names cut, FLEXIBLE text cut to the room left or left out, and the least needed columns
+    left out (named in a note). The records, and so markdown, csv and json, keep everything. `chosen`: the user
+    picked the columns (--columns), so every one is shown, abbreviated and cut as needed but never said in a note
+    or left out."""
+    columns = [i for i, header in enumerate(t.headers) if header not in IN_NOTES or chosen]
     notes: list[str] = []
     constant = [i for i in columns if t.rows and len({row[i] for row in t.rows}) == 1 and t.headers[i] not in RESULTS
                 and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE) and not chosen]  # one row: only what describes a study

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.bounds import bound_flags
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
@@ -81,24 +82,30 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
     columns = [p for p in ALL_PARAMS
                if any(p.name in s.study.search or (p.column and p.name in s.study.fixed)
                       for s, _, _ in best.values())]
+    shown = sorted(best.items())
+    flags = {study.name: bound_flags(study.study.search, trial.parameters) for _, (study, trial, _) in shown}
     headers = (["data set", "network", "method"] + [p.column or p.name for p in columns]
-               + ["val acc", "test acc", "worst class", "trials", "selected on", "study"])
+               + ["val acc", "test acc", "worst class", "trials", "selected on"]
+               + (["on a bound"] if any(flags.values()) else []) + ["study"])
     table = Table("Best combination of hyper-parameters", headers, [])
-    for (dataset, network, method), (study, trial, completed) in sorted(best.items()):
+    for (dataset, network, method), (study, trial, completed) in shown:
         config = study.study
         params = [_value(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
+        on_bound = [", ".join(f.short for f in flags[study.name]) or "-"] if any(flags.values()) else []
         table.rows.append([dataset, network, method, *params, percent(trial.metrics.get("val_accuracy")),
                            percent(trial.metrics.get("test_accuracy")),
                            percent(trial.metrics.get("test_worst_class_accuracy")),
                            f"{completed}/{config.budget.trials}",
-                           selection_label(config), study.name])
+                           selection_label(config), *on_bound, study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
                               "metrics": trial.metrics, "completed_trials": completed,
                               "objective": config.objective, "selected_on_test": config.selected_on_test,
-                              "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial})
+                              "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial,
+                              "bound_flags": [asdict(f) for f in flags[study.name]]})
     table.notes.append("Accuracies in %. The best trial is chosen by each study's objective; "
                        "worst class is the lowest per-class accuracy on the test set.")
+    table.notes += [flag.text(name) for name, found in flags.items() for flag in found]
     if any(r["selected_on_test"] for r in table.records):
         table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "
                            "optimistic, not an estimate of accuracy on new data.")

@@ -24,6 +24,10 @@ DESCRIPTIVE = ("data set", "network", "method", "selected on")
 # Columns of free text a terminal grid gives the room the others leave: errors (cut) and lists (wrapped).
 FLEXIBLE = ("error", "tuned parameters", "ranking (> detectable lead, ≈ not)")
 
+# Columns the table's notes say in full: a terminal grid leaves them out for room (unless asked for by name or
+# --wide), while files keep them, CSV having no notes.
+IN_NOTES = ("on a bound",)
+
 
 def percent(value: float | None) -> str:
     """An accuracy in [0, 1] as a percentage with one decimal; "-" when there is none."""

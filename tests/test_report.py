@@ -110,3 +110,44 @@ def test_reading_a_database_that_does_not_exist_creates_nothing(cli, tmp_path):
     Store(str(tmp_path / "empty.db"))
     code, _, err = cli("report", "--db", str(tmp_path / "empty.db"))
     assert code == 2 and "no studies in" in err
+
+
+ON_BOUND = "edge: alpha = 0.5 sits on the upper bound of [0, 0.5]: its best may lie outside; widen the range"
+
+
+def test_a_best_trial_on_a_bound_is_said_in_every_format_and_reading_changes_nothing(store, cli, tmp_path):
+    add_study(store, "edge", runs=[({"alpha": 0.25, "T": 8, "eta": 2.0}, (0.7, 0.7)),  # inside, not the best
+                                   ({"alpha": 0.5, "T": 8, "eta": 2.0}, (0.8, 0.7))])
+    add_study(store, "inside", method="ls", runs=[({"alpha": 0.2, "T": 4, "eta": 2.0}, (0.8, 0.7))])
+    add_study(store, "beaten", method="ls", runs=[({"alpha": 0.0, "T": 1, "eta": 1.5}, (0.6, 0.7))])  # not shown
+    db = tmp_path / "report.db"
+    before = db.read_bytes()
+
+    code, out, err = cli("report", "--db", str(db))
+    assert code == 0, err
+    assert ON_BOUND in " ".join(out.split()) and out.count("sits on") == 1
+    assert "on a bound" not in out  # the terminal grid leaves the column to the note
+
+    code, out, _ = cli("report", "--db", str(db), "--format", "json")
+    best = json.loads(out)[0]
+    flags = {row["study"]: row["bound_flags"] for row in best["rows"]}
+    assert flags == {"edge": [{"parameter": "alpha", "value": 0.5, "bound": "upper", "low": 0.0, "high": 0.5,
+                               "log": False}], "inside": []}
+    assert ON_BOUND in best["notes"]
+
+    for fmt in ("markdown", "latex", "html"):
+        code, out, _ = cli("report", "--db", str(db), "--format", fmt)
+        assert code == 0 and ON_BOUND in out, fmt
+    code, out, _ = cli("report", "--db", str(db), "--format", "csv")
+    rows = list(csv.reader(io.StringIO(out)))
+    column = rows[0].index("on a bound")
+    assert {row[-1]: row[column] for row in rows[1:3]} == {"edge": "alpha (upper)", "inside": "-"}
+    assert db.read_bytes() == before
+
+
+def test_a_best_trial_inside_its_ranges_gets_no_flag(store):
+    add_study(store, "s", runs=[({"alpha": 0.485, "T": 2, "eta": 1.55}, (0.8, 0.75)),  # each 3% or more inside
+                                ({"alpha": 0.5, "T": 1, "eta": 1.5}, (0.7, 0.75))])  # on bounds, not the best
+    table = best_table(store)
+    assert "on a bound" not in table.headers and table.records[0]["bound_flags"] == []
+    assert not any("bound" in note for note in table.notes)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
-from pipeline.store import Store
+from pipeline.store import Store, best_trial
 from pipeline.study import INTERRUPTED, run_study
 from pipeline.trial import run_trial
 from pipeline.study_config import load_study
@@ -70,6 +70,27 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
     assert len(listing["rows"]) == 3
     code, out, _ = cli("studies", "--db", db)
     assert code == 0 and "tiny" in out and "3 of 3" in out
+
+
+def test_the_end_of_run_and_the_report_say_a_best_value_on_a_bound_of_its_range(tmp_path, cli):
+    """T searched over [1, 2]: whichever value wins sits on a bound."""
+    db = tmp_path / "runs.db"
+    params = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 2 }'
+    code, out, err = cli("run", str(study_file(tmp_path, "edge", params=params, trials=2)), "--db", str(db),
+                         "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    store = Store(str(db))
+    T = best_trial(store.study("edge"), store.trials(store.study("edge").id)).parameters["T"]
+    said = (f"edge: T = {T} sits on the {'lower' if T == 1 else 'upper'} bound of [1, 2]: its best may lie "
+            "outside; widen the range")
+    ending = " ".join(out.split("trial(s) completed")[1].split())
+    assert said in ending  # after the study's summary
+    before = db.read_bytes()
+    code, out, _ = cli("report", "--db", str(db), "--format", "json")
+    (row,) = json.loads(out)[0]["rows"]
+    assert {"parameter": "T", "value": T, "bound": "lower" if T == 1 else "upper", "low": 1, "high": 2,
+            "log": False} in row["bound_flags"]
+    assert said in json.loads(out)[0]["notes"] and db.read_bytes() == before
 
 
 @pytest.fixture(scope="module")
