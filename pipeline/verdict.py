@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
+from pipeline.bounds import BoundFlag, bound_flags
 from pipeline.campaign_config import REFERENCE
 from pipeline.methods import parse_method
 from pipeline.report import COMPARE_METRICS, run_metrics
@@ -160,6 +161,7 @@ class MethodResult:
     search_seconds: float
     retrain_seconds: float
     missing: str | None = None  # why it has no verdict (no completed trial, no re-trained run)
+    bound_flags: list[BoundFlag] = field(default_factory=list)  # tuned values on a bound of their range, all replicates
 
 
 @dataclass
@@ -206,6 +208,7 @@ def run_values(runs: dict[str, dict[Key, EvaluationRecord]]) -> dict[str, dict[s
 def _method_result(store: Store, campaign: CampaignRecord, method: str,
                    runs: dict[Key, EvaluationRecord]) -> MethodResult:
     parameters, trials, epochs, seconds, missing = [], 0, 0, 0.0, None
+    flags: list[BoundFlag] = []
     budget = campaign.budget.get("trials", 0) * campaign.replicates
     for name in campaign.study_names(method):
         study = store.study(name)
@@ -215,6 +218,7 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
         stored = store.trials(study.id)
         best = picked_trial(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
+        flags += [] if best is None else [f for f in bound_flags(study.study.search, best.parameters) if f not in flags]
         for t in stored:
             if t.ran:  # trained: an epoch prefix cost nothing more, an early-stopped trial its epochs run
                 trials += t.status != "failed"
@@ -231,7 +235,7 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
         measured = [run_metrics(run) for run in runs.values()]
         means = {metric: mean_interval([m[metric] for m in measured]) for metric in METRICS}
     return MethodResult(method, campaign.study_names(method), parameters, min(per_replicate), means, trials, budget,
-                        epochs, seconds, sum(run.train_seconds for run in runs.values()), missing)
+                        epochs, seconds, sum(run.train_seconds for run in runs.values()), missing, flags)
 
 
 def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
@@ -358,6 +362,10 @@ def reading(verdict: Verdict) -> str:
                          f"({'; '.join(f'{m} at {CONTAINS_ERM[m]}' for m in behind)}), so behind ERM after tuning "
                          "means its search chose badly, not that the method hurts: widen its range or repeat the "
                          "search (replicates)")
+    bounded = [f"{m.method}'s {', '.join(f.short for f in m.bound_flags)}" for m in verdict.methods if m.bound_flags]
+    if bounded:
+        sentences.append(f"Tuned onto a bound of its range: {_join(bounded)}; the search may have been cut short "
+                         "there, so widen the range before trusting a comparison that involves it")
     text = "".join(f"{s}. " for s in sentences)
     still_open = sorted({c.method for c in verdict.comparisons.values() if c.label == OPEN})
     if still_open:

@@ -2,6 +2,7 @@
 methods, and each method against tuned ERM with the reading in words underneath."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pipeline.campaign_config import REFERENCE
@@ -65,10 +66,12 @@ def cost_table(verdict: Verdict) -> Table:
         table.records.append({"method": m.method, "studies": m.studies, "parameters": m.parameters,
                               "trials": m.trials, "budget": m.budget, "epochs": m.epochs,
                               "search_seconds": m.search_seconds, "seeds": m.seeds,
-                              "retrain_seconds": m.retrain_seconds, "missing": m.missing})
+                              "retrain_seconds": m.retrain_seconds, "missing": m.missing,
+                              "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags]})
     table.notes.append("Every method searched with the same budget; search and re-training are training time "
                        "(minutes:seconds). Tuned parameters are the best trial's searched values"
                        + (", one set per search replicate." if verdict.replicates > 1 else "."))
+    table.notes += [f.text(m.method) for m in verdict.methods for f in m.bound_flags]
     if len(verdict.looks) > 1:
         compared = [m for m in verdict.methods if not m.missing]
         most = verdict.looks[-1] * verdict.replicates * len(compared)
@@ -105,7 +108,8 @@ def verdict_table(verdict: Verdict) -> Table:
                                       "verdict"], [])
     for m in verdict.methods:
         record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
-                                  "seeds": m.seeds, "missing": m.missing,
+                                  "seeds": m.seeds, "missing": m.missing, "same_as_erm": verdict.same_as_erm.get(m.method),
+                                  "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
                                   "means": {k: {"mean": v[0], "half_width": v[1]} for k, v in m.means.items()},
                                   "vs_erm": {}}
         for i, metric in enumerate(METRICS):

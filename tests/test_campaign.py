@@ -1,5 +1,6 @@
 """`compare` and `report --verdict`: a real campaign of three methods on the digits (real Ax, real PyTorch,
 real SQLite, real processes), killed and resumed; the verdict's statistics and stopping rule by simulation."""
+import dataclasses
 import json
 import re
 import os
@@ -399,4 +400,70 @@ def test_the_verdict_fits_the_terminal_with_one_line_per_method_and_metric(campa
     for row in rows_[4:]:  # every method but the reference: its difference and its word on the row's one line
         assert re.search(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", row) and re.search(
             r"(better|worse|none detected)\s*$", row), row
-    assert lines[rule + 13].startswith("Accuracies")  # no row went on to a next line
+    assert lines[rule + 13].split()[0] in ("Accuracies", "mean", "not")  # no row went on to a next line: a note
+    # P(method > ERM) beside each difference, or named as left out for room (--wide and the files have it)
+    assert "P>ERM %" in lines[rule - 1] or any("not shown here" in line and "P>ERM %" in line for line in lines)
+    assert width < 100 or "P>ERM %" in lines[rule - 1]
+
+
+def _verdict_of(values: dict, parameters: dict, flags: dict | None = None):
+    """A verdict taken from given runs, as take_verdict takes it from stored ones (one search, one look)."""
+    from pipeline.verdict import MethodResult, Verdict, _same_as_erm, pairwise_ranking, reading, improvement
+
+    methods = list(values)
+    comparisons = sequential_comparisons(values, methods, [3])
+    comparisons = {k: dataclasses.replace(c, improvement=improvement(values[c.method][c.metric],
+                                                                     values["erm"][c.metric], [(0, s) for s in range(3)]))
+                   for k, c in comparisons.items()}
+    results = [MethodResult(m, [f"c.{m}"], [parameters[m]], 3, {k: (0.5, 0.1) for k in METRICS}, 2, 2, 2, 1.0, 1.0,
+                            bound_flags=(flags or {}).get(m, [])) for m in methods]
+    verdict = Verdict("c", [3], 1, results, comparisons, resplit=True, varies="the training seed and the whole split")
+    verdict.same_as_erm = {r.method: _same_as_erm(r, values) for r in results if r.method != "erm"
+                           and _same_as_erm(r, values)}
+    verdict.pairs = pairwise_ranking(values, methods)
+    verdict.reading = reading(verdict)
+    return verdict
+
+
+def test_a_method_whose_runs_equal_erms_is_said_to_be_erm_not_given_a_degenerate_interval():
+    from pipeline.verdict_report import verdict_tables
+
+    erm = {m: {(0, s): 0.5 + 0.1 * s for s in range(3)} for m in METRICS}
+    values = {"erm": erm, "ls": json.loads(json.dumps({m: list(v.values()) for m, v in erm.items()}))}
+    values["ls"] = {m: {(0, s): v for s, v in enumerate(vs)} for m, vs in values["ls"].items()}
+    verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "ls": {"lr_head": 0.1, "alpha": 0.0}})
+    assert "ls tuned to alpha = 0: it is ERM here (its re-trained runs equal ERM's on all 3 pairs)" in verdict.reading
+    assert "differ" not in verdict.reading  # not counted among the methods that differ by nothing detectable
+    table = next(t for t in verdict_tables(verdict) if t.title.startswith("Verdict"))
+    ls_rows = [row for row in table.rows if row[0] == "ls"]
+    assert ls_rows[0][3:] == ["identical runs", "", "", "is ERM"]
+    assert table.records[1]["same_as_erm"].startswith("ls tuned to alpha = 0")
+
+
+def test_a_tuned_value_on_a_bound_is_flagged_in_the_cost_table_the_reading_and_json():
+    from pipeline.bounds import bound_flags
+    from pipeline.params import Range
+    from pipeline.verdict_report import verdict_tables
+
+    rng = random.Random(5)
+    values = _noise_campaign(rng, ["erm", "cb"], 3)
+    flags = bound_flags({"lr_head": Range(0.01, 0.2, log=True)}, {"lr_head": 0.2})
+    verdict = _verdict_of(values, {"erm": {"lr_head": 0.2}, "cb": {"lr_head": 0.05}}, {"erm": flags})
+    cost, *_, table = verdict_tables(verdict)
+    assert "erm: lr_head = 0.2 sits on the upper bound of [0.01, 0.2]: its best may lie outside; widen the range" \
+        in cost.notes
+    assert cost.records[0]["bound_flags"] == [{"parameter": "lr_head", "value": 0.2, "bound": "upper", "low": 0.01,
+                                               "high": 0.2, "log": True}]
+    assert table.records[0]["bound_flags"] == cost.records[0]["bound_flags"] and cost.records[1]["bound_flags"] == []
+    assert "Tuned onto a bound of its range: erm's lr_head (upper)" in verdict.reading
+
+
+def test_behind_erm_for_a_method_that_contains_erm_is_read_as_a_search_that_chose_badly():
+    rng = random.Random(8)
+    values = _noise_campaign(rng, ["erm", "ls"], 3)
+    for m in METRICS:
+        values["ls"][m] = {k: v - 0.2 for k, v in values["erm"][m].items()}  # clearly behind, on every pair
+        values["ls"][m][(0, 0)] -= 0.001
+    verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "ls": {"lr_head": 0.1, "alpha": 0.3}})
+    assert "ls falls behind ERM" in verdict.reading
+    assert "ls contains ERM (ls at alpha = 0), so behind ERM after tuning means its search chose badly" in verdict.reading
