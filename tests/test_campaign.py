@@ -467,3 +467,27 @@ def test_behind_erm_for_a_method_that_contains_erm_is_read_as_a_search_that_chos
     verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "ls": {"lr_head": 0.1, "alpha": 0.3}})
     assert "ls falls behind ERM" in verdict.reading
     assert "ls contains ERM (ls at alpha = 0), so behind ERM after tuning means its search chose badly" in verdict.reading
+
+
+def test_a_search_replicate_draws_its_split_again_only_when_the_campaign_resplits():
+    """DomainBed's trial seed: replicate r searches with search seed + r and, with resplit, split seed + r; a file
+    that does not say resplits when new and keeps what a stored campaign was stored with."""
+    from pipeline.store.records import CampaignRecord
+    from pipeline.campaign_config import Evaluation
+
+    raw = {"name": "c", "methods": ["hws"], "data": {"split_seed": 10},
+           "params": {"epochs": 3, "lr_head": {"low": 0.01, "high": 0.2, "log": True}}}
+    unsaid = parse_campaign(raw, "c.toml")
+    assert unsaid.evaluation.resplit is None
+    new = unsaid.settle_resplit(None)
+    assert new.evaluation.resplit is True
+    assert (new.study("hws", 2).search_seed, new.study("hws", 2).data.split_seed) == (2, 12)
+    assert new.study("hws", 0).data.split_seed == 10 and new.identity()["resplit"] is True
+    old = CampaignRecord(1, "c", ("erm", "hws"), Evaluation(resplit=False), 1, {}, {})
+    kept = unsaid.settle_resplit(old)
+    assert kept.evaluation.resplit is False and kept.study("hws", 2).data.split_seed == 10
+    assert "resplit" not in kept.identity()  # a campaign stored before keeps its fingerprint
+    said = parse_campaign({**raw, "evaluate": {"resplit": False}}, "c.toml").settle_resplit(None)
+    assert said.evaluation.resplit is False
+    with pytest.raises(Exception, match="evaluate.resplit: must be true or false"):
+        parse_campaign({**raw, "evaluate": {"resplit": "yes"}}, "c.toml")
