@@ -45,8 +45,9 @@ class CampaignView:
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
             stderr.print(f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
                          f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                         f", then {event.looks[0]} seeds each{rounds}"
-                         + (", pair k on split seed base + k" if event.resplit else ", all on the search's split"),
+                         f", then each best re-trained on {event.looks[0]} seeds{rounds}"
+                         + (f", seed k on split seed {event.split_seed} + k" if event.resplit
+                            else f", all on the search's split (split seed {event.split_seed})"),
                          soft_wrap=True, highlight=False)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":

@@ -30,6 +30,7 @@ class CampaignStarted:
     replicates: int
     looks: list[int]  # seed counts at which the verdict is taken
     resplit: bool = False  # confirmation runs draw the split again with each seed
+    split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     looks = campaign.evaluation.looks()
     with store.reporting_loss(), store.lock_campaign(record):  # a lost database server: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
-                                 campaign.replicates, looks, bool(campaign.evaluation.resplit)))
+                                 campaign.replicates, looks, bool(campaign.evaluation.resplit),
+                                 campaign.studies[REFERENCE].data.split_seed))
         studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
         start = time.perf_counter()
         for number, (method, replicate) in enumerate(studies, start=1):
