@@ -269,7 +269,7 @@ def variation(campaign: CampaignRecord) -> str:
     fixed_test = data.get("name") in FIXED_TEST_SETS or data.get("manifest") is not None
     if not campaign.evaluation.resplit or data.get("name") in FIXED_SPLITS:
         why = ("MedMNIST's splits are its own and fixed" if data.get("name") in FIXED_SPLITS
-               else "every run uses the search's split (resplit = false)")
+               else "every run uses the search's split, resplit = false")
         varies = f"the training seed only ({why})"
     else:
         part = "the validation carve (the test set is the data set's own)" if fixed_test else "the whole split"

@@ -191,7 +191,7 @@ def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_ver
     shown = robust_tune("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
     before = json.loads((data / "v0.6.0-campaign-verdict.json").read_text())
     assert same_verdict(json.loads(shown.stdout), before)
-    assert "the training seed only (every run uses the search's split (resplit = false))" in shown.stdout
+    assert "the training seed only (every run uses the search's split, resplit = false)" in shown.stdout
     resplit = tmp_path / "resplit.toml"
     resplit.write_text((data / "old-trio.toml").read_text().replace("seeds = 3", "seeds = 3\nresplit = true"))
     stored = db.read_bytes()
