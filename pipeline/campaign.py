@@ -77,7 +77,8 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
                                                           for m, s in campaign.studies.items()})
     check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set fails before any write
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
-    campaign = campaign.settle_resplit(store.campaign(campaign.name))
+    stored = store.campaign(campaign.name)
+    campaign = campaign.settle_resplit(None if stored is None else stored.evaluation.resplit)
     for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
         study = campaign.study(method, replicate)
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs

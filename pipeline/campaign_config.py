@@ -31,14 +31,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, parse_study, read_toml
-
-if TYPE_CHECKING:
-    from pipeline.store import CampaignRecord
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -86,12 +83,12 @@ class CampaignConfig:
         return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate,
                                    data=data)
 
-    def settle_resplit(self, stored: CampaignRecord | None) -> CampaignConfig:
-        """The campaign with `resplit` decided where its file does not say: as stored (a campaign stored before
-        0.7.0 did not resplit), else on for a new campaign."""
+    def settle_resplit(self, stored: bool | None) -> CampaignConfig:
+        """The campaign with `resplit` decided where its file does not say: as stored (`stored`, the stored
+        campaign's; one stored before 0.7.0 did not resplit), else (None: not stored) on for a new campaign."""
         if self.evaluation.resplit is not None:
             return self
-        resplit = stored.evaluation.resplit if stored is not None else True
+        resplit = stored if stored is not None else True
         return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
 
     def to_dict(self) -> dict[str, Any]:
