@@ -3,6 +3,7 @@ import datetime as dt
 import time
 
 import pytest
+import sqlalchemy as sa
 
 from pipeline.errors import UserError
 from pipeline.store import LockLost, Store, study_locks
@@ -137,3 +138,25 @@ def test_ax_is_not_written_once_the_lock_is_lost(tmp_path):
     lock.release()
     stored_in_ax = Searcher(study, store.url).client._experiment.trials
     assert [(i, t.status.name) for i, t in stored_in_ax.items()] == [(index, "RUNNING")]
+
+
+def test_a_takeover_leaves_a_holder_that_refreshed_its_heartbeat_after_it_was_read_stale(tmp_path):
+    """The takeover decides on the row it read: a holder that woke and beat in between keeps its lock."""
+    store = Store(str(tmp_path / "runs.db"))
+    study = stored(store)
+    lock = store.lock_study(study)
+    with store.engine.begin() as connection:  # not seen for ten minutes: stale
+        connection.execute(study_locks.update().values(heartbeat_at=lock_module.now() - dt.timedelta(minutes=10)))
+    with store.engine.connect() as connection:  # what a second process reads before it takes the lock over
+        holder = connection.execute(study_locks.select()).first()
+    assert lock.beat()  # ... and the holder wakes up and refreshes its heartbeat in between
+    mine = dict(token="second", pid=4321, host="elsewhere", heartbeat_at=lock_module.now())
+    assert not lock_module.take_over(store.engine, study_locks, study.id, holder, mine)
+    lock.check()  # still its own
+    with store.engine.connect() as connection:
+        holder = connection.execute(study_locks.select()).first()
+    assert lock_module.take_over(store.engine, study_locks, study.id, holder, mine)  # read as it is: taken
+    with pytest.raises(LockLost, match="process 4321 on host elsewhere took it over"):
+        lock.check()
+    lock.release()
+

@@ -139,7 +139,7 @@ def take_over(engine: sa.Engine, table: sa.Table, key_value: int, holder: sa.Row
     with engine.begin() as connection:
         _bounded_wait(connection)
         return connection.execute(table.update().where(
-            key == key_value, table.c.token == holder.token)
+            key == key_value, table.c.token == holder.token, table.c.heartbeat_at == holder.heartbeat_at)
             .values(**mine)).rowcount == 1
 
 
