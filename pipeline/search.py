@@ -184,17 +184,24 @@ def delete_experiment(name: str) -> None:
 
 def load_client(study: StudyConfig, url: str) -> Client:
     """Reload the study's Ax experiment and generation strategy from the database."""
-    client = Client.load_from_database(experiment_name=study.name, storage_config=use_database(url))
+    use_database(url)
+    return _load_client(study, url)
+
+
+def _load_client(study: StudyConfig, url: str) -> Client:
+    """`load_client` once Ax's session is set up (`use_database`, or `ax_writes_through`). Ax's load saves the
+    experiment and strategy back as it loads them: a write like any other."""
+    client = Client.load_from_database(experiment_name=study.name, storage_config=StorageConfig(url=url))
     client._random_seed = study.search_seed  # not restored by load_from_database
     return client
 
 
 def open_client(study: StudyConfig, url: str) -> Client:
-    """The study's stored Ax client. Earlier versions created Ax's records after the study's row, so a
-    process killed in between left a study without them, or an experiment without its objective or
-    strategy: those are completed here."""
+    """The study's stored Ax client, once Ax's session is set up (as for `_load_client`). Earlier versions
+    created Ax's records after the study's row, so a process killed in between left a study without them, or
+    an experiment without its objective or strategy: those are completed here."""
     try:
-        client = load_client(study, url)
+        client = _load_client(study, url)
     except ObjectNotFoundError:  # a study stored by an earlier version, which created Ax's records apart
         return new_client(study, url)
     if client._experiment.optimization_config is None:
@@ -236,9 +243,11 @@ class Searcher:
     With the study's `lock`, every write to Ax's records is committed only while this process holds it."""
 
     def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
-        self.client = open_client(study, url)
+        use_database(url)  # Ax's tables and session, before its writes go through the lock's transaction
         self.metrics = study.told_metrics  # every objective and constrained metric
         self.lock = lock
+        with self._writing():  # loading writes Ax's records back: only while this process holds the lock
+            self.client = open_client(study, url)
 
     @contextmanager
     def _writing(self) -> Iterator[sa.Connection | None]:

@@ -160,3 +160,27 @@ def test_a_takeover_leaves_a_holder_that_refreshed_its_heartbeat_after_it_was_re
         lock.check()
     lock.release()
 
+
+def test_loading_ax_writes_nothing_once_the_lock_is_lost(tmp_path):
+    """Ax's load saves the experiment and strategy back: a holder that lost the lock before it loaded them
+    (paused between taking the lock and loading) stops there, and the new holder's Ax records stay as they are."""
+    from pipeline.library_logs import quiet_libraries
+    from pipeline.study import create_study
+    from pipeline.study_config import load_study
+    from test_study import study_file
+
+    quiet_libraries(tmp_path / "ax.log")
+    from pipeline.search import Searcher
+
+    store = Store(str(tmp_path / "runs.db"))
+    study = load_study(study_file(tmp_path, params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'))
+    lock = store.lock_study(create_study(store, study))
+    with store.engine.begin() as connection:
+        connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
+    with store.engine.connect() as connection:
+        before = connection.execute(sa.text("select * from generation_strategy")).all()
+    with pytest.raises(LockLost, match="process 4321 on host elsewhere took it over"):
+        Searcher(study, store.url, lock)
+    with store.engine.connect() as connection:
+        assert connection.execute(sa.text("select * from generation_strategy")).all() == before
+    lock.release()
