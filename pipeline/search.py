@@ -18,6 +18,8 @@ from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
 from ax.adapter.transforms.winsorize import Winsorize
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
+from ax.core.arm import Arm
+from ax.core.experiment import Experiment
 from ax.core.trial_status import TrialStatus
 from ax.exceptions.core import ObjectNotFoundError
 from ax.generation_strategy.generation_node import GenerationStep
@@ -108,6 +110,17 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
 def study_strategy(study: StudyConfig) -> GenerationStrategy:
     """The study's strategy, seeded by its search seed (the training seed is the trials' own)."""
     return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed, study.strategy)
+
+
+def _arms_for_deduplication(experiment: Experiment) -> dict[str, Arm]:
+    """The arms Ax's strategies refuse to propose again, by signature: every arm of the experiment. Ax's own rule
+    leaves out the arms of failed trials, and a study marks failed only a trial that was interrupted, whose
+    parameters it runs again itself (Searcher.rerun) under the same arm: Ax's rule then dropped the rerun's arm too,
+    and a strategy could propose those parameters once more, to be trained and completed a second time."""
+    return experiment.arms_by_signature
+
+
+Experiment.arms_by_signature_for_deduplication = property(_arms_for_deduplication)  # type: ignore[method-assign]
 
 
 @compiles(sa.String, "postgresql")
@@ -264,13 +277,13 @@ class Searcher:
         """A new trial's index and parameters; None when every remaining proposal was tried already;
         "wait" when Ax proposes nothing until a running trial ends (`waiting`: some are running), as
         when the Sobol trials are all out and the Gaussian process has no data yet."""
-        from ax.exceptions.core import DataRequiredError
+        from ax.exceptions.core import DataRequiredError, SearchSpaceExhausted
         from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
         try:
             with self._writing():
                 proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
-        except GenerationStrategyRepeatedPoints:
+        except (GenerationStrategyRepeatedPoints, SearchSpaceExhausted):  # the GP's way, and Sobol's
             return None
         except DataRequiredError:
             if waiting:
