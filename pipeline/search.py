@@ -91,7 +91,8 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
     then the Gaussian process of `gp_step`.
 
     Every step refuses to propose parameters already tried; a trial that raised is marked
-    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again."""
+    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again, and so do an
+    interrupted trial's, failed in Ax and run again (see `_arms_for_deduplication`)."""
     if strategy == "sobol":
         return GenerationStrategy(name="Sobol", nodes=[GenerationStep(
             generator=Generators.SOBOL, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
