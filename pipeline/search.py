@@ -21,7 +21,6 @@ from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageC
 from ax.core.arm import Arm
 from ax.core.experiment import Experiment
 from ax.core.trial_status import TrialStatus
-from ax.exceptions.core import ObjectNotFoundError
 from ax.generation_strategy.generation_node import GenerationStep
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generators.torch.botorch_modular.kernels import DefaultMaternKernel
@@ -214,10 +213,9 @@ def open_client(study: StudyConfig, url: str) -> Client:
     """The study's stored Ax client, once Ax's session is set up (as for `_load_client`). Earlier versions
     created Ax's records after the study's row, so a process killed in between left a study without them, or
     an experiment without its objective or strategy: those are completed here."""
-    try:
-        client = _load_client(study, url)
-    except ObjectNotFoundError:  # a study stored by an earlier version, which created Ax's records apart
-        return new_client(study, url)
+    if not has_experiment(study.name):  # asked first: a failed load would roll back the transaction it runs in
+        return new_client(study, url)  # a study stored by an earlier version, which created Ax's records apart
+    client = _load_client(study, url)
     if client._experiment.optimization_config is None:
         configure_goals(client, study)
     if client._maybe_generation_strategy is None:
