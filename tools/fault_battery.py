@@ -372,6 +372,9 @@ def pause_case(kind: str, rng: random.Random) -> dict:
         resume = launch(command, folder, {})
         answers["resume"] = resume.communicate()[1]
         case["resume_exit"] = resume.returncode
+    for who, err in answers.items():  # kept beside the case's database, to read what a traceback said
+        (folder / f"stderr-{who}.txt").write_text(err)
+    case["folder"] = str(folder)
     case["tracebacks"] = sum("Traceback" in err for err in answers.values())
     case["last_lines"] = {who: (err.strip().splitlines() or [""])[-1][:300] for who, err in answers.items()
                           if "error" in err or "Traceback" in err}
