@@ -18,9 +18,9 @@ from pipeline.errors import ServerLost, TrainingFailed, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the app; bad input prints one line naming the problem and exits with code 2, a training
-    run that cannot go on (NaN loss) or a server lost mid-run (the database's, a Dask scheduler) one line
-    and code 1."""
+    """Run the app; bad input (or a database another process keeps locked) prints one line naming the problem
+    and exits with code 2, a training run that cannot go on (NaN loss) or a server lost mid-run (the
+    database's, a Dask scheduler) one line and code 1."""
     errors = Console(stderr=True, highlight=False)
     try:
         code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
@@ -43,4 +43,13 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         errors.print("aborted")
         sys.exit(130)
+    except Exception as error:  # a database kept locked by another process, where the command did not say so
+        from pipeline.store import is_busy
+
+        if not is_busy(error):
+            raise
+        errors.print("[bold red]error:[/] the database is busy: another process keeps it locked in the middle of a "
+                     "write (one paused with Ctrl-Z, perhaps); resume or stop that process, then try again",
+                     markup=True, soft_wrap=True)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

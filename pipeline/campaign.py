@@ -82,10 +82,11 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
         study = campaign.study(method, replicate)
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
-    record = store.save_campaign(campaign)
+    with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line
+        record = store.save_campaign(campaign)
     summary = CampaignSummary(campaign.name)
     looks = campaign.evaluation.looks()
-    with store.reporting_loss(), store.lock_campaign(record):  # a lost database server: one line
+    with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):  # a lost or busy database: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
                                  campaign.replicates, looks, bool(campaign.evaluation.resplit),
                                  campaign.studies[REFERENCE].data.split_seed))

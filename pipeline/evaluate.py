@@ -341,7 +341,7 @@ def evaluation_job(plan: Plan, variant: Variant, seed: int, number: int, device:
 def drop_variant(store: Store, name: str, variant: str) -> int:
     """Remove one variant's stored runs of study `name`, holding the study's lock; how many were removed."""
     study = store.require_study(name)
-    with store.lock_study(study) as lock:
+    with store.reporting_loss(f"delete runs of study {name}"), store.lock_study(study) as lock:
         lock.check()
         return store.delete_evaluations(study.id, variant)
 
@@ -357,7 +357,8 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     evaluates) never write at once: each run is stored only while the lock is held, and a lost lock stops
     a run in training. A server lost mid-run (the database's, the Dask scheduler) stops it with ServerLost."""
     resolve_device(device)  # no GPU for --device cuda: refused before anything is stored
-    with store.reporting_loss(), store.lock_study(plan.study) as lock:  # a lost database server: one line
+    # a lost database server, or one another process keeps locked: one line
+    with store.reporting_loss(f"evaluate study {plan.study.name}"), store.lock_study(plan.study) as lock:
         def progress(event: Any) -> None:
             lock.stop_if_lost()
             on_event(event)

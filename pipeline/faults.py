@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
+from pathlib import Path
 
 KILL_AT = "ROBUST_TUNE_KILL_AT"  # the environment variable naming the point to die at
 STOP_AT = "ROBUST_TUNE_STOP_AT"  # the environment variable naming the point to pause at
@@ -19,3 +21,29 @@ def kill_point(name: str) -> None:
     if os.environ.get(STOP_AT) == name:
         os.environ.pop(STOP_AT)
         os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def write_locked(file: Path) -> bool:
+    """Whether another connection holds the SQLite file's write lock now: a write transaction that does not
+    wait cannot begin. For the pause tests, which stop a process while it holds it."""
+    connection = sqlite3.connect(file, timeout=0, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        connection.close()
+
+
+def readable(file: Path) -> bool:
+    """Whether the SQLite file can be read now without waiting (no writer is in the middle of its commit)."""
+    connection = sqlite3.connect(file, timeout=0)
+    try:
+        connection.execute("select count(*) from sqlite_master").fetchall()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()

@@ -19,7 +19,7 @@ def delete_study(store: Store, name: str, log_file: str | Path = "runs/robust-tu
     so a delete that was paused while another process took the study over deletes nothing. Ax's messages go
     to `log_file`."""
     study = store.require_study(name)
-    with store.lock_study(study) as lock:
+    with store.reporting_loss(f"delete study {name}"), store.lock_study(study) as lock:
         kill_point("after-delete-lock")
         try:
             _delete_locked(store, name, lock, log_file)

@@ -18,8 +18,9 @@ from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
 from ax.adapter.transforms.winsorize import Winsorize
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
+from ax.core.arm import Arm
+from ax.core.experiment import Experiment
 from ax.core.trial_status import TrialStatus
-from ax.exceptions.core import ObjectNotFoundError
 from ax.generation_strategy.generation_node import GenerationStep
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generators.torch.botorch_modular.kernels import DefaultMaternKernel
@@ -89,7 +90,8 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
     then the Gaussian process of `gp_step`.
 
     Every step refuses to propose parameters already tried; a trial that raised is marked
-    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again."""
+    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again, and so do an
+    interrupted trial's, failed in Ax and run again (see `_arms_for_deduplication`)."""
     if strategy == "sobol":
         return GenerationStrategy(name="Sobol", nodes=[GenerationStep(
             generator=Generators.SOBOL, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
@@ -108,6 +110,17 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
 def study_strategy(study: StudyConfig) -> GenerationStrategy:
     """The study's strategy, seeded by its search seed (the training seed is the trials' own)."""
     return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed, study.strategy)
+
+
+def _arms_for_deduplication(experiment: Experiment) -> dict[str, Arm]:
+    """The arms Ax's strategies refuse to propose again, by signature: every arm of the experiment. Ax's own rule
+    leaves out the arms of failed trials, and a study marks failed only a trial that was interrupted, whose
+    parameters it runs again itself (Searcher.rerun) under the same arm: Ax's rule then dropped the rerun's arm too,
+    and a strategy could propose those parameters once more, to be trained and completed a second time."""
+    return experiment.arms_by_signature
+
+
+Experiment.arms_by_signature_for_deduplication = property(_arms_for_deduplication)  # type: ignore[method-assign]
 
 
 @compiles(sa.String, "postgresql")
@@ -184,19 +197,25 @@ def delete_experiment(name: str) -> None:
 
 def load_client(study: StudyConfig, url: str) -> Client:
     """Reload the study's Ax experiment and generation strategy from the database."""
-    client = Client.load_from_database(experiment_name=study.name, storage_config=use_database(url))
+    use_database(url)
+    return _load_client(study, url)
+
+
+def _load_client(study: StudyConfig, url: str) -> Client:
+    """`load_client` once Ax's session is set up (`use_database`, or `ax_writes_through`). Ax's load saves the
+    experiment and strategy back as it loads them: a write like any other."""
+    client = Client.load_from_database(experiment_name=study.name, storage_config=StorageConfig(url=url))
     client._random_seed = study.search_seed  # not restored by load_from_database
     return client
 
 
 def open_client(study: StudyConfig, url: str) -> Client:
-    """The study's stored Ax client. Earlier versions created Ax's records after the study's row, so a
-    process killed in between left a study without them, or an experiment without its objective or
-    strategy: those are completed here."""
-    try:
-        client = load_client(study, url)
-    except ObjectNotFoundError:  # a study stored by an earlier version, which created Ax's records apart
-        return new_client(study, url)
+    """The study's stored Ax client, once Ax's session is set up (as for `_load_client`). Earlier versions
+    created Ax's records after the study's row, so a process killed in between left a study without them, or
+    an experiment without its objective or strategy: those are completed here."""
+    if not has_experiment(study.name):  # asked first: a failed load would roll back the transaction it runs in
+        return new_client(study, url)  # a study stored by an earlier version, which created Ax's records apart
+    client = _load_client(study, url)
     if client._experiment.optimization_config is None:
         configure_goals(client, study)
     if client._maybe_generation_strategy is None:
@@ -236,9 +255,11 @@ class Searcher:
     With the study's `lock`, every write to Ax's records is committed only while this process holds it."""
 
     def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
-        self.client = open_client(study, url)
+        use_database(url)  # Ax's tables and session, before its writes go through the lock's transaction
         self.metrics = study.told_metrics  # every objective and constrained metric
         self.lock = lock
+        with self._writing():  # loading writes Ax's records back: only while this process holds the lock
+            self.client = open_client(study, url)
 
     @contextmanager
     def _writing(self) -> Iterator[sa.Connection | None]:
@@ -255,13 +276,13 @@ class Searcher:
         """A new trial's index and parameters; None when every remaining proposal was tried already;
         "wait" when Ax proposes nothing until a running trial ends (`waiting`: some are running), as
         when the Sobol trials are all out and the Gaussian process has no data yet."""
-        from ax.exceptions.core import DataRequiredError
+        from ax.exceptions.core import DataRequiredError, SearchSpaceExhausted
         from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
         try:
             with self._writing():
                 proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
-        except GenerationStrategyRepeatedPoints:
+        except (GenerationStrategyRepeatedPoints, SearchSpaceExhausted):  # the GP's way, and Sobol's
             return None
         except DataRequiredError:
             if waiting:

@@ -16,7 +16,7 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.models import check_weights
-from pipeline.store import SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial, trials_ran
+from pipeline.store import DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial, trials_ran
 from pipeline.study_config import StudyConfig
 from pipeline.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -196,7 +196,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     runner = runner or InProcessRunner()
     check_can_train(study, device, precision)
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
-    with store.reporting_loss():  # the database server going away mid-run is one line, not a traceback
+    with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
         if (known := store.study(study.name)) is not None and (differing := known.study.differences(study)):
             _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
         log_path = quiet_libraries(log_file)
@@ -379,7 +379,7 @@ class StudyLoop:
         and Ax is not told, so they stay pending there and the next run requeues them (see `reconcile`); then
         re-raise. A loop that lost the study's lock writes nothing more: the study is another process's now,
         or the database cannot be reached (its trials are left running, and the next run requeues them)."""
-        if self.lock.lost is None:
+        if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
             self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
                                                 lock=self.lock)
         if isinstance(stop, KeyboardInterrupt) and self.running:

@@ -120,6 +120,35 @@ def test_a_write_with_a_lock_another_process_took_over_changes_nothing_on_postgr
     check_writes_after_a_takeover_change_nothing(Store(postgres_url))
 
 
+def test_taking_over_a_lock_whose_row_a_paused_transaction_keeps_locked_is_one_line_on_postgresql(postgres_url,
+                                                                                                  monkeypatch):
+    """A holder paused in the middle of a write keeps its lock row locked: the takeover waits a bounded time and
+    says so in one line naming the holder, where without a bound it would wait as long as the pause."""
+    import datetime as dt
+
+    from pipeline.store import DatabaseBusy, study_locks
+    from pipeline.store import lock as lock_module
+    from test_store_lock import stored
+
+    monkeypatch.setattr(lock_module, "LOCK_WAIT_MS", 300)
+    store = Store(postgres_url)
+    study = stored(store)
+    seen = lock_module.now() - dt.timedelta(minutes=10)
+    with store.engine.begin() as connection:
+        connection.execute(study_locks.insert().values(study_id=study.id, token="paused", pid=4321, host="elsewhere",
+                                                       heartbeat_at=seen))
+    paused = store.engine.connect()  # the holder's write transaction, left open
+    paused.execute(study_locks.update().values(heartbeat_at=seen))
+    try:
+        with pytest.raises(DatabaseBusy, match=r"^study held could not take its lock: the database server .* is "
+                                               r"busy, .* held by process 4321 on host elsewhere, last seen \d+ s ago"):
+            store.lock_study(study)
+    finally:
+        paused.rollback()
+        paused.close()
+    store.lock_study(study).release()  # once the pause ends, the stale lock is taken over
+
+
 def test_failing_trials_on_postgresql_are_stored_with_their_error_and_stop_the_study(tmp_path, postgres_url):
     params = 'epochs = 1\nlr_head = { values = [1e37, 1e38] }'  # the loss overflows: a real divergence
     study = load_study(study_file(tmp_path, "doomed", "erm", params, trials=5, max_failures=2))

@@ -3,6 +3,7 @@ import datetime as dt
 import time
 
 import pytest
+import sqlalchemy as sa
 
 from pipeline.errors import UserError
 from pipeline.store import LockLost, Store, study_locks
@@ -137,3 +138,49 @@ def test_ax_is_not_written_once_the_lock_is_lost(tmp_path):
     lock.release()
     stored_in_ax = Searcher(study, store.url).client._experiment.trials
     assert [(i, t.status.name) for i, t in stored_in_ax.items()] == [(index, "RUNNING")]
+
+
+def test_a_takeover_leaves_a_holder_that_refreshed_its_heartbeat_after_it_was_read_stale(tmp_path):
+    """The takeover decides on the row it read: a holder that woke and beat in between keeps its lock."""
+    store = Store(str(tmp_path / "runs.db"))
+    study = stored(store)
+    lock = store.lock_study(study)
+    with store.engine.begin() as connection:  # not seen for ten minutes: stale
+        connection.execute(study_locks.update().values(heartbeat_at=lock_module.now() - dt.timedelta(minutes=10)))
+    with store.engine.connect() as connection:  # what a second process reads before it takes the lock over
+        holder = connection.execute(study_locks.select()).first()
+    assert lock.beat()  # ... and the holder wakes up and refreshes its heartbeat in between
+    mine = dict(token="second", pid=4321, host="elsewhere", heartbeat_at=lock_module.now())
+    assert not lock_module.take_over(store.engine, study_locks, study.id, holder, mine)
+    lock.check()  # still its own
+    with store.engine.connect() as connection:
+        holder = connection.execute(study_locks.select()).first()
+    assert lock_module.take_over(store.engine, study_locks, study.id, holder, mine)  # read as it is: taken
+    with pytest.raises(LockLost, match="process 4321 on host elsewhere took it over"):
+        lock.check()
+    lock.release()
+
+
+def test_loading_ax_writes_nothing_once_the_lock_is_lost(tmp_path):
+    """Ax's load saves the experiment and strategy back: a holder that lost the lock before it loaded them
+    (paused between taking the lock and loading) stops there, and the new holder's Ax records stay as they are."""
+    from pipeline.library_logs import quiet_libraries
+    from pipeline.study import create_study
+    from pipeline.study_config import load_study
+    from test_study import study_file
+
+    quiet_libraries(tmp_path / "ax.log")
+    from pipeline.search import Searcher
+
+    store = Store(str(tmp_path / "runs.db"))
+    study = load_study(study_file(tmp_path, params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'))
+    lock = store.lock_study(create_study(store, study))
+    with store.engine.begin() as connection:
+        connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
+    with store.engine.connect() as connection:
+        before = connection.execute(sa.text("select * from generation_strategy")).all()
+    with pytest.raises(LockLost, match="process 4321 on host elsewhere took it over"):
+        Searcher(study, store.url, lock)
+    with store.engine.connect() as connection:
+        assert connection.execute(sa.text("select * from generation_strategy")).all() == before
+    lock.release()

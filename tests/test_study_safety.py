@@ -271,3 +271,30 @@ def test_a_delete_paused_while_another_process_took_the_study_over_deletes_nothi
     assert rows(db, "select trial_index, status from rt_trials") == [(0, "running")]
     assert rows(db, "select token from rt_study_locks") == [(lock.token,)]  # the live holder's lock stays
     lock.release()
+
+
+def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it_ran_again(tmp_path):
+    """An interrupted trial is failed in Ax and its parameters run again as a new trial under the same arm; Ax's
+    own de-duplication leaves out the arms of failed trials, which would let a strategy propose those parameters
+    a third time. In a space of two points: both are proposed once, then the space is exhausted."""
+    from pipeline.library_logs import quiet_libraries
+    from pipeline.study import INTERRUPTED, create_study
+
+    quiet_libraries(tmp_path / "ax.log")
+    from pipeline.search import Searcher
+
+    path = study_file(tmp_path, "two", params='epochs = 1\nperturb = "feature"\nalpha = 0.1\neta = 2.0\n'
+                                              'T = { low = 1, high = 2 }', trials=4)
+    path.write_text(path.read_text() + '[search]\nstrategy = "sobol"\n')
+    study = load_study(path)
+    store = Store(str(tmp_path / "runs.db"))
+    create_study(store, study)
+    searcher = Searcher(study, store.url)
+    metrics = {name: 0.5 for name in study.told_metrics}
+    first, parameters = searcher.ask()
+    searcher.mark_failed(first, INTERRUPTED)  # its process was killed: run again, as reconcile does
+    searcher.complete(searcher.rerun(first), metrics)
+    second, other = searcher.ask()
+    assert other != parameters
+    searcher.complete(second, metrics)
+    assert searcher.ask() is None  # both points tried: nothing left, not the interrupted one again

@@ -6,6 +6,12 @@ reads while a run writes, and two studies run at once into one SQLite file.
 
     python tools/fault_battery.py --kills 10 --seed 0
 
+With `--pauses N` it runs the pause battery instead: N SIGSTOPs of `run`, `run --workers 2` and `compare` (at a
+random moment of training, inside a write transaction, or just after a trial ended, while Ax tells and proposes),
+held past the lock's stale time while a second process of the same command starts, the first continued at a
+random moment (while the second runs, or after it ended); per case, who finished, the exit codes, tracebacks
+(must be 0), duplicated parameters (must be 0), whether the budget is exact and whether Ax agrees with the table.
+
 Each command gets a fresh folder with a tiny study of the digits (5 epochs, 8 trials, 3 of them Sobol); after
 every kill the store is read and compared with what it held before; at the end the command runs to its end
 without a kill and the totals are checked. Prints one table and how long it took; `--out` writes the figures
@@ -14,6 +20,7 @@ as JSON. Runs the installed `robust-tune` beside the Python that runs this scrip
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -73,9 +80,9 @@ def completed(state: dict[str, list[tuple]]) -> list[tuple]:
     return [(index, parameters) for index, status, parameters in state["trials"] if status == "completed"]
 
 
-def launch(command: list[str], folder: Path) -> subprocess.Popen:
+def launch(command: list[str], folder: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
 
 
 def kill_group(process: subprocess.Popen, whole_group: bool) -> None:
@@ -293,14 +300,179 @@ def concurrency() -> dict[str, bool]:
     return results
 
 
+PAUSE_STALE = 4  # the lock's stale time in the pause battery, in seconds
+PAUSE_BUDGET = 3
+PAUSE_STUDY = STUDY.replace("epochs = 5", "epochs = 2").replace(f"trials = {BUDGET}", f"trials = {PAUSE_BUDGET}") \
+    .replace("initial = 3", "initial = 2")
+PAUSE_CAMPAIGN = CAMPAIGN.replace("epochs = 5", "epochs = 2").replace(f"trials = {CAMPAIGN_TRIALS}", "trials = 2") \
+    .replace(f"seeds = {CAMPAIGN_SEEDS}", "seeds = 2")
+PAUSE_KINDS = ("run", "run-workers", "compare")
+
+
+def pause_case(kind: str, rng: random.Random) -> dict:
+    """One pause: a fresh tiny study (or campaign), its command SIGSTOPped (its whole process group, as Ctrl-Z
+    does) at a random moment, held past the stale time while the same command starts again, continued at a random
+    moment; then, when the study is not done, the command once more to its end. What each process answered and
+    what the store holds after."""
+    from pipeline.faults import readable, write_locked
+
+    folder = Path(tempfile.mkdtemp(prefix=f"rt-pause-{kind}-"))
+    db = folder / "battery.db"
+    if kind == "compare":
+        (folder / "battery.toml").write_text(PAUSE_CAMPAIGN)
+        command = [ROBUST_TUNE, "compare", "battery.toml"]
+        names = [f"battery.{method}" for method in CAMPAIGN_METHODS]
+    else:
+        (folder / "battery.toml").write_text(PAUSE_STUDY)
+        command = [ROBUST_TUNE, "run", "battery.toml"] + (["--workers", "2"] if kind == "run-workers" else [])
+        names = ["battery"]
+    command += ["--db", str(db), "--device", "cpu", "--log-file", str(folder / "log.txt")]
+    env = {"ROBUST_TUNE_LOCK_STALE_SECONDS": str(PAUSE_STALE)}
+    where = rng.choice(("training", "write", "after a trial"))
+    case = {"kind": kind, "where": where, "paused": False}
+    first = launch(command, folder, env)
+    latest = 9.0 if kind == "run" else 14.0  # start-up takes about 3 s; the tiny study ends soon after
+    if where in ("training", "write"):  # a write: the first after a random moment, not always the database's creation
+        time.sleep(rng.uniform(3.0, latest))
+    elif where == "after a trial":  # the trial's record, Ax told, the next proposal (Ax's generation)
+        while first.poll() is None and not trials_completed(db):
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.5))
+    while first.poll() is None:
+        if where == "write" and not (db.exists() and write_locked(db)):
+            time.sleep(0.005)
+            continue
+        os.killpg(first.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        if where != "write" or (write_locked(db) and readable(db)):  # inside a write, and not in its commit
+            case["paused"] = True
+            break
+        os.killpg(first.pid, signal.SIGCONT)  # that write had ended: wait for another one
+    if case["paused"]:
+        case["in_write"] = db.exists() and write_locked(db)
+        time.sleep(PAUSE_STALE + 1.0)  # past the stale time
+        second = launch(command, folder, env)
+        continued = rng.choice(("while the second runs", "after the second ended"))
+        case["continued"] = continued
+        if continued == "while the second runs":
+            time.sleep(rng.uniform(0.0, 8.0))
+            case["both_alive"] = second.poll() is None
+            os.killpg(first.pid, signal.SIGCONT)
+        answers = {"second": second.communicate()[1]}
+        if continued == "after the second ended":
+            os.killpg(first.pid, signal.SIGCONT)
+        answers["first"] = first.communicate()[1]
+        case.update(first_exit=first.returncode, second_exit=second.returncode)
+    else:  # it ended before a pause could land: not counted
+        answers = {"first": first.communicate()[1]}
+        case["first_exit"] = first.returncode
+    done = all(ended_exactly(db, name, PAUSE_BUDGET if kind != "compare" else 2) for name in names)
+    case["finished_by"] = ("first" if case.get("first_exit") == 0 else "second") if done else "the resume"
+    if not done:
+        resume = launch(command, folder, {})
+        answers["resume"] = resume.communicate()[1]
+        case["resume_exit"] = resume.returncode
+    for who, err in answers.items():  # kept beside the case's database, to read what a traceback said
+        (folder / f"stderr-{who}.txt").write_text(err)
+    case["folder"] = str(folder)
+    case["tracebacks"] = sum("Traceback" in err for err in answers.values())
+    case["last_lines"] = {who: (err.strip().splitlines() or [""])[-1][:300] for who, err in answers.items()
+                          if "error" in err or "Traceback" in err}
+    states = [store_state(db, name) for name in names]
+    case["duplicates"] = sum(len(completed(s)) - len({p for _, p in completed(s)}) + len(s["runs"])
+                             - len(set(s["runs"])) for s in states)
+    case["budget_exact"] = all(ended_exactly(db, name, PAUSE_BUDGET if kind != "compare" else 2) for name in names)
+    case["ax_agrees"] = all(ax_agrees(db, name) for name in names)
+    return case
+
+
+def trials_completed(db: Path) -> int:
+    """How many trials the database holds completed now; 0 while it cannot be read."""
+    import sqlite3
+
+    try:
+        return sqlite3.connect(db, timeout=0).execute(
+            "select count(*) from rt_trials where status = 'completed'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def ax_agrees(db: Path, name: str) -> bool:
+    """Ax's stored trials agree with the table: the same completed trials (index and parameters), and every trial
+    of the table has Ax's parameters at its index."""
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries(db.with_name("battery-check.log"))
+    from ax.storage.sqa_store.load import load_experiment
+    from pipeline.search import use_database
+    from pipeline.store import Store
+
+    use_database(Store(str(db), create=False).url)
+    try:
+        experiment = load_experiment(name)
+    except Exception:  # noqa: BLE001  (no experiment: the study was never made)
+        return False
+    ax = {i: (t.status.name.lower(), json.dumps(dict(t.arm.parameters), sort_keys=True))
+          for i, t in experiment.trials.items() if t.arm is not None}
+    table = store_state(db, name)["trials"]
+    return ({i for i, (s, _) in ax.items() if s == "completed"} == {i for i, s, _ in table if s == "completed"}
+            and all(i in ax and ax[i][1] == json.dumps(json.loads(p), sort_keys=True) for i, _, p in table))
+
+
+def pause_battery(pauses: int, rng: random.Random) -> list[dict]:
+    """`pauses` pause cases that landed, spread over run, run --workers 2 and compare; a case whose command ended
+    before the pause is drawn again."""
+    cases: list[dict] = []
+    for number in range(pauses):
+        kind = PAUSE_KINDS[number % len(PAUSE_KINDS)]
+        for _ in range(3):
+            case = pause_case(kind, rng)
+            print(json.dumps(case), flush=True)
+            cases.append(case)
+            if case["paused"]:
+                break
+    return cases
+
+
+def pause_table(cases: list[dict]) -> None:
+    """The pause battery's figures, one row per command."""
+    print("\n| command paused | pauses | inside a write | both alive | finished by first / second / resume | "
+          "exit codes (first, second) | tracebacks | duplicates | budgets exact | Ax agrees |")
+    print("|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
+    names = {"run": "`run`", "run-workers": "`run --workers 2`", "compare": "`compare` (2 methods and ERM)"}
+    for kind in PAUSE_KINDS:
+        landed = [c for c in cases if c["kind"] == kind and c["paused"]]
+        if not landed:
+            continue
+        by = collections.Counter(c["finished_by"] for c in landed)
+        exits = collections.Counter((c["first_exit"], c["second_exit"]) for c in landed)
+        print(f"| {names[kind]} | {len(landed)} | {sum(c['in_write'] for c in landed)} | "
+              f"{sum(c.get('both_alive', False) for c in landed)} | "
+              f"{by['first']} / {by['second']} / {by['the resume']} | "
+              f"{', '.join(f'{a},{b}: {n}' for (a, b), n in sorted(exits.items()))} | "
+              f"{sum(c['tracebacks'] for c in landed)} | {sum(c['duplicates'] for c in landed)} | "
+              f"{sum(c['budget_exact'] for c in landed)} of {len(landed)} | "
+              f"{sum(c['ax_agrees'] for c in landed)} of {len(landed)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=10, help="random kills per command")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pauses", type=int, default=0, help="run the pause battery instead, with this many pauses")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     start = time.perf_counter()
+    if args.pauses:
+        cases = pause_battery(args.pauses, rng)
+        pause_table(cases)
+        landed = [c for c in cases if c["paused"]]
+        print(f"\n{len(landed)} pauses landed ({len(cases) - len(landed)} commands ended first); "
+              f"{time.perf_counter() - start:.0f} s in all")
+        if args.out:
+            args.out.write_text(json.dumps({"pauses": cases}, indent=2))
+        return
     results = {}
     for kind in ("run", "run-workers", "evaluate"):
         results[kind] = battery(kind, args.kills, rng)

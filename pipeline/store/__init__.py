@@ -8,12 +8,12 @@ that a database written by an earlier version is upgraded to (see upgrade.py).
     database    the Store and database URLs
 """
 from pipeline.store.database import DEFAULT_DB, Store, database_url, shown_database, sqlite_file
-from pipeline.store.lock import LOCK_STALE_SECONDS, LockLost, StudyLock
+from pipeline.store.lock import LOCK_STALE_SECONDS, DatabaseBusy, LockLost, StudyLock, is_busy
 from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
                                     TrialRecord, best_trial, model_pick, picked_trial, trials_completed, trials_ran)
 from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import SchemaUpgraded
 
-__all__ = ["CampaignRecord", "DEFAULT_DB", "EvaluationRecord", "LOCK_STALE_SECONDS", "LockLost", "SchemaUpgraded",
+__all__ = ["CampaignRecord", "DEFAULT_DB", "EvaluationRecord", "DatabaseBusy", "LOCK_STALE_SECONDS", "LockLost", "SchemaUpgraded",
            "Store", "StudyLock", "StudyRecord", "TrialRecord", "best_trial", "model_pick", "picked_trial", "create_missing_tables",
-           "database_url", "epochs", "evaluations", "shown_database", "sqlite_file", "studies", "study_locks", "trials"]
+           "database_url", "epochs", "evaluations", "is_busy", "shown_database", "sqlite_file", "studies", "study_locks", "trials"]

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from pipeline.epochs import flat_epoch_metrics
 from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
-from pipeline.store.lock import StudyLock, database_server, now, take_campaign_lock, take_lock
+from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
                                     TrialRecord)
@@ -95,6 +95,9 @@ def _open_error(error: Exception, shown: str) -> str:
                     "install it with: pip install 'robust-tune[postgres]'")
         return (f"cannot open database {shown}: the driver {driver} is not installed (for PostgreSQL write "
                 "postgresql://... and pip install 'robust-tune[postgres]')")
+    if isinstance(error, Exception) and is_busy(error):  # a writer stopped while committing keeps readers out too
+        return (f"cannot open database {shown}: another process keeps it locked in the middle of a write (one "
+                "paused with Ctrl-Z, perhaps); resume or stop that process, then try again; nothing was changed")
     cause = getattr(error, "orig", None) or error  # the driver's own message, without SQLAlchemy's wrapping
     return f"cannot open database {shown}: {' '.join(str(cause).split()) or type(cause).__name__}"
 
@@ -134,12 +137,15 @@ class Store:
             on_upgrade(self.upgraded)
 
     @contextmanager
-    def reporting_loss(self) -> Iterator[None]:
+    def reporting_loss(self, doing: str = "go on") -> Iterator[None]:
         """Within the block, a database error that lost the connection, or that came while the database no longer
-        answers, is ServerLost naming its server: one line, not a traceback. Other errors pass unchanged."""
+        answers, is ServerLost naming its server: one line, not a traceback; a write that gave up waiting for
+        another process's lock is DatabaseBusy, saying what could not `doing`. Other errors pass unchanged."""
         try:
             yield
         except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+            if is_busy(error):
+                raise busy_error(self.engine, f"could not {doing}", kept="what was stored before is kept") from None
             if not error.connection_invalidated and self.answers():
                 raise
             reason = str(getattr(error, "orig", None) or error).strip().split("\n", 1)[0]

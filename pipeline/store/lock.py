@@ -9,6 +9,10 @@ token (`fenced`) and is rolled back, with LockLost, when the row is another proc
 therefore never write one study's records at once, whatever the timing. A holder that cannot reach the
 database for that long stops with ServerLost instead: the server went away, and meanwhile another process
 that reaches it may have taken the study over.
+
+A process paused in the middle of a write keeps the database locked (SQLite's write lock, PostgreSQL's row
+lock); another process that needs to write then gets DatabaseBusy once the wait for it runs out: one line
+naming the study and, from its lock row, the process that holds it, never a traceback.
 """
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ from pipeline.store.schema import campaign_locks, study_locks
 
 # A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
 LOCK_STALE_SECONDS = float(os.environ.get("ROBUST_TUNE_LOCK_STALE_SECONDS", "120"))
+# How long taking a lock waits for a row another transaction keeps locked on PostgreSQL (SQLite's wait is
+# its busy timeout, 5 s), before saying the database is busy.
+LOCK_WAIT_MS = 5000
 
 
 def now() -> dt.datetime:
@@ -48,15 +55,65 @@ class LockLost(UserError):
     """This process no longer holds the study's lock: another one took it over."""
 
 
+class DatabaseBusy(UserError):
+    """Another process kept the database locked for longer than this one waits to write (typically a process
+    paused in the middle of a write): one line, exit code 2, nothing written."""
+
+
+def is_busy(error: BaseException) -> bool:
+    """Whether `error` is a write (or read) that gave up waiting for a lock another connection holds: SQLite's
+    "database is locked", PostgreSQL's lock timeout."""
+    if not isinstance(error, sa.exc.OperationalError):
+        return False
+    text = str(getattr(error, "orig", None) or error)
+    return "database is locked" in text or "lock timeout" in text
+
+
+def busy_error(engine: sa.Engine, failed: str, table: sa.Table | None = None, key_value: int | None = None,
+               kept: str = "nothing was changed") -> DatabaseBusy:
+    """The one line saying what `failed` ("study x could not take its lock") because the database stays locked by
+    another process: who holds the lock row `key_value` of `table` (pid, host, when last seen) where it can be
+    read, what to do, and what stays as it was (`kept`)."""
+    holder = None
+    if table is not None and key_value is not None:
+        try:  # a reader passes a writer's lock on SQLite unless that writer is committing
+            with engine.connect() as connection:
+                holder = connection.execute(sa.select(table).where(
+                    table.primary_key.columns.values()[0] == key_value)).first()
+        except sa.exc.DBAPIError:
+            holder = None
+    if holder is None:
+        who = "another process keeps it locked in the middle of a write (one paused with Ctrl-Z, perhaps)"
+        act = "resume or stop that process"
+    else:
+        what = "campaign" if table is campaign_locks else "study"
+        seen = (now() - holder.heartbeat_at).total_seconds()
+        who = (f"another process keeps it locked in the middle of a write: the {what}'s lock is held by process "
+               f"{holder.pid} on host {holder.host}, last seen {seen:.0f} s ago (paused with Ctrl-Z, perhaps)")
+        act = f"resume it (fg, or kill -CONT {holder.pid}) or stop it"
+    return DatabaseBusy(f"{failed}: {database_server(engine.url)} is busy, {who}; {act}, then try again; {kept}")
+
+
 def take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table = study_locks) -> StudyLock:
-    """Become the one process running study `name`, taking over a stale lock; UserError while another holds it.
-    With `table` = campaign_locks, the same for campaign `name` (`take_campaign_lock`)."""
+    """Become the one process running study `name`, taking over a stale lock; UserError while another holds it,
+    DatabaseBusy while another process keeps the database locked in a write. With `table` = campaign_locks, the
+    same for campaign `name` (`take_campaign_lock`)."""
     what = "campaign" if table is campaign_locks else "study"
+    try:
+        return _take_lock(engine, study_id, name, table, what)
+    except sa.exc.OperationalError as error:
+        if not is_busy(error):
+            raise
+        raise busy_error(engine, f"{what} {name} could not take its lock", table, study_id) from None
+
+
+def _take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table, what: str) -> StudyLock:
     key = table.primary_key.columns.values()[0]
     token, host = uuid.uuid4().hex, socket.gethostname()
     mine = dict(token=token, pid=os.getpid(), host=host, heartbeat_at=now())
     try:
         with engine.begin() as connection:
+            _bounded_wait(connection)
             connection.execute(table.insert().values({key.name: study_id, **mine}))
         return StudyLock(engine, study_id, name, token, table)
     except sa.exc.IntegrityError:
@@ -64,17 +121,33 @@ def take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table = stu
     with engine.connect() as connection:
         holder = connection.execute(sa.select(table).where(key == study_id)).first()
     if holder is None:  # released in the meantime: try again
-        return take_lock(engine, study_id, name, table)
+        return _take_lock(engine, study_id, name, table, what)
     seen = (now() - holder.heartbeat_at).total_seconds()
     if seen < LOCK_STALE_SECONDS and not (holder.host == host and not _alive(holder.pid)):
         raise UserError(f"{what} {name} is being run by process {holder.pid} on host {holder.host} "
                         f"(last seen {seen:.0f} s ago); wait for it or stop it")
-    with engine.begin() as connection:  # take over, unless another process just did
-        taken = connection.execute(table.update().where(key == study_id, table.c.token == holder.token)
-                                   .values(**mine)).rowcount
-    if not taken:
-        raise UserError(f"{what} {name} was just taken over by another process; wait for it or stop it")
+    if not take_over(engine, table, study_id, holder, mine):
+        raise UserError(f"{what} {name} is being run by another process (its lock changed while this one "
+                        "looked: refreshed by its holder, or just taken over); wait for it or stop it")
     return StudyLock(engine, study_id, name, token, table)
+
+
+def take_over(engine: sa.Engine, table: sa.Table, key_value: int, holder: sa.Row, mine: dict) -> bool:
+    """Replace the lock row `holder` (as read) by `mine`, only if it is still exactly that row: a holder that
+    refreshed its heartbeat since it was read is alive, and keeps its lock. Whether it was taken."""
+    key = table.primary_key.columns.values()[0]
+    with engine.begin() as connection:
+        _bounded_wait(connection)
+        return connection.execute(table.update().where(
+            key == key_value, table.c.token == holder.token, table.c.heartbeat_at == holder.heartbeat_at)
+            .values(**mine)).rowcount == 1
+
+
+def _bounded_wait(connection: sa.Connection) -> None:
+    """On PostgreSQL, make this transaction wait at most LOCK_WAIT_MS for a row another one keeps locked (a
+    paused holder's lock row), as SQLite's busy timeout does: else it would wait for as long as the pause."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.text(f"SET LOCAL lock_timeout = {int(LOCK_WAIT_MS)}"))
 
 
 def take_campaign_lock(engine: sa.Engine, campaign_id: int, name: str) -> StudyLock:
@@ -185,9 +258,17 @@ class StudyLock:
                 yield connection
                 if not removing_study:
                     self._hold(connection)
-        except sa.exc.DBAPIError:
-            with self.engine.connect() as connection:
-                taken_by = self._taken_by(connection)
+        except sa.exc.DBAPIError as error:
+            try:
+                with self.engine.connect() as connection:
+                    taken_by = self._taken_by(connection)
+            except sa.exc.DBAPIError:
+                if not is_busy(error):
+                    raise error from None
+                taken_by = None  # the lock row cannot even be read: a writer is committing, or stopped doing so
+            if taken_by is None and is_busy(error):  # still ours, and another process keeps the database locked
+                raise busy_error(self.engine, f"{self.what} {self.name} could not write its records",
+                                 kept="what it stored before is kept") from None
             if taken_by is None:  # still ours: the failure is the write's own
                 raise
             self.lost = taken_by
