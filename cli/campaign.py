@@ -46,8 +46,9 @@ class CampaignView:
             stderr.print(f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
                          f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
                          f", then each best re-trained on {event.looks[0]} seeds{rounds}"
-                         + (f", seed k on split seed {event.split_seed} + k" if event.resplit
-                            else f", all on the search's split (split seed {event.split_seed})"),
+                         + ((f", search r on split seed {event.split_seed} + r and its seed k on that + k"
+                             if event.replicates > 1 else f", seed k on split seed {event.split_seed} + k")
+                            if event.resplit else f", all on the search's split (split seed {event.split_seed})"),
                          soft_wrap=True, highlight=False)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
