@@ -90,8 +90,8 @@ def compare(
         Path("runs/robust-tune.log"),
     wide: Wide = False,
 ) -> None:
-    """Tune every method of a campaign with the same budget, re-train each best on the same seeds as a tuned
-    ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
+    """Tune every method of a campaign with the same budget, re-train each best on the same (seed, split) pairs
+    as a tuned ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
     from pipeline.campaign import run_campaign
     from pipeline.campaign_config import load_campaign
     from pipeline.config import check_precision
