@@ -6,13 +6,13 @@ seed k, split seed base + k with `resplit`; the search's split for all without),
 paired: a paired t test per (method, metric), Holm's correction over the whole family of methods x metrics,
 and simultaneous (Bonferroni) intervals. With several search replicates the replicate is the unit of the
 test (stats.clustered_difference): the runs of one search share its luck. Beside each difference, the
-probability of improvement P(method > ERM) over the same pairs, with a bootstrap interval. Seeds may come in rounds (looks):
-look k spends its share of the 5% error rate (O'Brien-Fleming-type alpha spending, pipeline/stats.look_alphas) on
-Holm over the whole family, a comparison is decided once its adjusted p falls below that share, or set
-aside as futile once
-even its observed trend carried to the last look would not cross; a method stops receiving seeds once
-every one of its comparisons is decided. The union bound over looks keeps the chance of any false
-"better" or "worse" in the campaign at most 5%.
+probability of improvement P(method > ERM) over the same pairs, with a bootstrap interval.
+
+Seeds may come in rounds (looks): look k spends its share of the 5% error rate (O'Brien-Fleming-type alpha
+spending, pipeline/stats.look_alphas) on Holm over the whole family, a comparison is decided once its
+adjusted p falls below that share, or set aside as futile once even its observed trend carried to the last
+look would not cross; a method stops receiving seeds once every one of its comparisons is decided. The
+union bound over looks keeps the chance of any false "better" or "worse" in the campaign at most 5%.
 
 Reads only the tool's own tables: no torch, no Ax.
 """
@@ -173,7 +173,6 @@ class Verdict:
     comparisons: dict[tuple[str, str], Comparison]
     pairs: list[dict] = field(default_factory=list)  # the pairwise ranking, per metric
     reading: str = ""
-    resplit: bool = False  # confirmation pair k on split seed base + k
     varies: str = ""  # what varies between the paired runs, so what the intervals contain (in words)
     same_as_erm: dict[str, str] = field(default_factory=dict)  # method -> why it is ERM here, in words
 
@@ -251,7 +250,7 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
                                                               keys, campaign.replicates))
     verdict = Verdict(campaign.name, looks, campaign.replicates,
                       [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons,
-                      resplit=bool(campaign.evaluation.resplit), varies=variation(campaign))
+                      varies=variation(campaign))
     verdict.same_as_erm = {m.method: _same_as_erm(m, values) for m in verdict.methods
                            if m.method != REFERENCE and _same_as_erm(m, values)}
     verdict.pairs = pairwise_ranking(values, [m.method for m in verdict.methods if m.seeds > 0], campaign.replicates)

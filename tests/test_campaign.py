@@ -417,7 +417,7 @@ def _verdict_of(values: dict, parameters: dict, flags: dict | None = None):
                    for k, c in comparisons.items()}
     results = [MethodResult(m, [f"c.{m}"], [parameters[m]], 3, {k: (0.5, 0.1) for k in METRICS}, 2, 2, 2, 1.0, 1.0,
                             bound_flags=(flags or {}).get(m, [])) for m in methods]
-    verdict = Verdict("c", [3], 1, results, comparisons, resplit=True, varies="the training seed and the whole split")
+    verdict = Verdict("c", [3], 1, results, comparisons, varies="the training seed and the whole split")
     verdict.same_as_erm = {r.method: _same_as_erm(r, values) for r in results if r.method != "erm"
                            and _same_as_erm(r, values)}
     verdict.pairs = pairwise_ranking(values, methods)
