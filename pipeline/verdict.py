@@ -217,7 +217,8 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
         stored = store.trials(study.id)
         best = picked_trial(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
-        flags += [] if best is None else [f for f in bound_flags(study.study.search, best.parameters) if f not in flags]
+        flags += [] if best is None else [f for f in bound_flags(study.study.search, best.parameters)
+                                          if (f.parameter, f.bound) not in {(g.parameter, g.bound) for g in flags}]
         for t in stored:
             if t.ran:  # trained: an epoch prefix cost nothing more, an early-stopped trial its epochs run
                 trials += t.status != "failed"

@@ -153,7 +153,9 @@ def verdict_table(verdict: Verdict) -> Table:
         "(not evidence that there is none).",
         f"P>ERM %: the share of paired runs where the method beats ERM (ties count half; "
         + ("each search's share, averaged" if verdict.replicates > 1 else "Bouthillier et al. 2021")
-        + f") with a 95% percentile bootstrap interval over {unit}; with few of them the interval cannot reach "
+        + f") with a 95% percentile bootstrap interval over the "
+        + (f"{verdict.replicates} searches" if verdict.replicates > 1 else "paired runs")
+        + "; with few of them the interval cannot reach "
           "beyond the shares seen, and (n=N) means all N scored the same: no interval to give.",
         f"What varies between the paired runs, so what the intervals contain: {verdict.varies}.",
         f"Reading: {verdict.reading}"]
