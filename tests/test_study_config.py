@@ -163,10 +163,16 @@ def test_the_hardness_papers_mnist_set_up_uses_its_settings():
 
 
 def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were():
-    """Campaigns are matched to the stored one by fingerprint: data.path at its default must not change it."""
+    """Campaigns are matched to the stored one by fingerprint: data.path at its default must not change it, nor
+    resplit where off (as every campaign stored before 0.7.0 was); resplit on makes it another campaign."""
+    import dataclasses
+
     from pipeline.campaign_config import load_campaign
 
-    assert load_campaign(STUDIES / "digits-campaign.toml").fingerprint() == "26d0f3b898a9f987"  # as 0.5.0 stored it
+    campaign = load_campaign(STUDIES / "digits-campaign.toml")  # its file asks for resplit
+    one_split = dataclasses.replace(campaign, evaluation=dataclasses.replace(campaign.evaluation, resplit=False))
+    assert one_split.fingerprint() == "26d0f3b898a9f987"  # as 0.5.0 stored it
+    assert campaign.fingerprint() != one_split.fingerprint()
     assert load_study(STUDIES / "quickstart.toml").fingerprint() == "664d5edae8b82a64"
     medmnist = load_study(STUDIES / "quickstart.toml", ["data.name=medmnist", "data.path=derma.npz"])
     assert medmnist.identity()["data"]["path"] == "derma.npz"
