@@ -45,11 +45,12 @@ class CampaignView:
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
             stderr.print(f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
                          f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                         f", then each best re-trained on {event.looks[0]} seeds{rounds}"
-                         + ((f", search r on split seed {event.split_seed} + r and its seed k on that + k"
-                             if event.replicates > 1 else f", seed k on split seed {event.split_seed} + k")
-                            if event.resplit else f", all on the search's split (split seed {event.split_seed})"),
-                         soft_wrap=True, highlight=False)
+                         f", then {event.looks[0]} seeds each{rounds}", soft_wrap=True, highlight=False)
+            base = event.split_seed
+            splits = ((f"search r's seed k on split seed {base} + r + k"
+                       if event.replicates > 1 else f"seed k on split seed {base} + k") if event.resplit
+                      else f"every run on the search's split (split seed {base})")
+            stderr.print(f"confirmation runs: {splits}", soft_wrap=True, highlight=False)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
                 line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"

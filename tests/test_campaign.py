@@ -107,6 +107,7 @@ def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(camp
                          "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
     assert "0 trial(s) and 0 re-training run(s) now" in err and "nothing was missing" in err
+    assert "confirmation runs: seed k on split seed 0 + k" in err  # it says the split varies
     assert "Verdict of campaign trio" in out and "Reading:" in out
     assert rows(db, "select count(*) from rt_trials") == [(6,)]
     assert rows(db, "select count(*) from rt_evaluations") == [(9,)]
@@ -186,7 +187,7 @@ def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_ver
     code, out, err = cli("compare", str(data / "old-trio.toml"), "--db", str(db), "--device", "cpu",
                          "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
-    assert "0 trial(s) and 0 re-training run(s) now" in err and "all on the search's split" in err
+    assert "0 trial(s) and 0 re-training run(s) now" in err and "every run on the search's split" in err
     assert rows(db, "select count(*) from rt_evaluations") == [(9,)]
     shown = robust_tune("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
     before = json.loads((data / "v0.6.0-campaign-verdict.json").read_text())
