@@ -51,6 +51,8 @@ class CampaignView:
                        if event.replicates > 1 else f"seed k on split seed {base} + k") if event.resplit
                       else f"every run on the search's split (split seed {base})")
             stderr.print(f"confirmation runs: {splits}", soft_wrap=True, highlight=False)
+            if event.warning:
+                stderr.print(event.warning, soft_wrap=True, markup=False, highlight=False)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
                 line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"

@@ -31,6 +31,7 @@ class CampaignStarted:
     looks: list[int]  # seed counts at which the verdict is taken
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
+    warning: str | None = None  # classes with too few validation or test examples to measure (Dataset.thin_classes)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     if threads is not None:
         campaign = dataclasses.replace(campaign, studies={m: dataclasses.replace(s, threads=threads)
                                                           for m, s in campaign.studies.items()})
-    check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set fails before any write
+    warning = check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set: before any write
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     stored = store.campaign(campaign.name)
     campaign = campaign.settle_resplit(None if stored is None else stored.evaluation.resplit)
@@ -89,7 +90,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):  # a lost or busy database: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
                                  campaign.replicates, looks, bool(campaign.evaluation.resplit),
-                                 campaign.studies[REFERENCE].data.split_seed))
+                                 campaign.studies[REFERENCE].data.split_seed, warning))
         studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
         start = time.perf_counter()
         for number, (method, replicate) in enumerate(studies, start=1):

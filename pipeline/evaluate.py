@@ -448,6 +448,7 @@ class _Training:
 
         config = self.plan.config(variant, seed)
         dataset = dataset_for(config.data, self.device)  # loaded here already, or once more to count its classes
-        counts = dict(zip(dataset.class_names, dataset.train.class_counts(dataset.num_classes)))
+        counts = {split: dict(zip(dataset.class_names, per_class)) for split, per_class in dataset.split_counts().items()}
         self.store.add_evaluation(self.plan.study.id, variant.name, seed, self.plan.trial_index, _planned(config),
-                                  result, counts, lock=self.lock)
+                                  result, counts["train"], lock=self.lock,
+                                  split_counts={"val": counts["val"], "test": counts["test"]})

@@ -150,11 +150,14 @@ def create_study(store: Store, study: StudyConfig) -> StudyRecord:
     return store.create_study(study, also=create_ax_experiment)
 
 
-def check_can_train(study: StudyConfig, device: str, precision: str) -> None:
+def check_can_train(study: StudyConfig, device: str, precision: str) -> str | None:
     """Load the data as trials will (normalisation resolved) and check the network's weights fit it: a bad
-    precision, data set or weights file fails here, before the database is touched."""
+    precision, data set or weights file fails here, before the database is touched. Returns the data set's
+    warning about classes too thin to measure (Dataset.thin_classes), if any."""
     data = study.train_config({}, study.seed, device, precision).data
-    check_weights(study.backbone, study.weights, dataset_for(data, str(resolve_device(device))).in_channels)
+    dataset = dataset_for(data, str(resolve_device(device)))
+    check_weights(study.backbone, study.weights, dataset.in_channels)
+    return dataset.thin_classes()
 
 
 def settle_threads(study: StudyConfig, stored: StudyRecord | None, trials: Sequence[TrialRecord] = ()) -> StudyConfig:

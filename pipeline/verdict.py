@@ -164,6 +164,21 @@ class MethodResult:
     bound_flags: list[BoundFlag] = field(default_factory=list)  # tuned values on a bound of their range, all replicates
 
 
+@dataclass(frozen=True)
+class RareClass:
+    """The class with the fewest training examples, and how many images its accuracies rest on: the range over
+    ERM's re-trained runs (splits may differ between pairs); val and test are None for runs stored before 0.7.0."""
+
+    name: str
+    train: tuple[int, int]
+    val: tuple[int, int] | None
+    test: tuple[int, int] | None
+    fewest_test: int | None  # the fewest test images of any class in any run: what the worst class may rest on
+
+
+FEW_TEST_IMAGES = 10  # a class's test accuracy resting on fewer images than this is marked, its interval not exact
+
+
 @dataclass
 class Verdict:
     campaign: str
@@ -175,6 +190,7 @@ class Verdict:
     reading: str = ""
     varies: str = ""  # what varies between the paired runs, so what the intervals contain (in words)
     same_as_erm: dict[str, str] = field(default_factory=dict)  # method -> why it is ERM here, in words
+    rare: RareClass | None = None  # the rare class and its image counts, from ERM's runs
 
 
 def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key, EvaluationRecord]]:
@@ -252,11 +268,27 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     verdict = Verdict(campaign.name, looks, campaign.replicates,
                       [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons,
                       varies=variation(campaign))
+    verdict.rare = rare_class(list(runs[REFERENCE].values()))
     verdict.same_as_erm = {m.method: _same_as_erm(m, values) for m in verdict.methods
                            if m.method != REFERENCE and _same_as_erm(m, values)}
     verdict.pairs = pairwise_ranking(values, [m.method for m in verdict.methods if m.seeds > 0], campaign.replicates)
     verdict.reading = reading(verdict)
     return verdict
+
+
+def rare_class(runs: Sequence[EvaluationRecord]) -> RareClass | None:
+    """The class with the fewest training examples in `runs` (as run_metrics takes it) and its image counts."""
+    if not runs:
+        return None
+    name = min(runs[0].train_class_counts, key=lambda c: runs[0].train_class_counts[c])
+
+    def spread(counts: list[int]) -> tuple[int, int] | None:
+        return (min(counts), max(counts)) if counts else None
+
+    stored = [run.per_class.get("counts") for run in runs if run.per_class.get("counts")]
+    return RareClass(name, spread([run.train_class_counts[name] for run in runs]),
+                     spread([c["val"].get(name, 0) for c in stored]), spread([c["test"].get(name, 0) for c in stored]),
+                     min((min(c["test"].values()) for c in stored), default=None))
 
 
 FIXED_TEST_SETS = ("idx",)  # data sets whose test split is their own: resplit draws the validation carve again
@@ -367,6 +399,12 @@ def reading(verdict: Verdict) -> str:
         sentences.append(f"Tuned onto a bound of its range: {_join(bounded)}; the search may have been cut short "
                          "there, so widen the range before trusting a comparison that involves it")
     text = "".join(f"{s}. " for s in sentences)
+    if verdict.comparisons and not any(c.label in (BETTER, WORSE, OPEN) for c in verdict.comparisons.values()):
+        few = verdict.rare is not None and verdict.rare.test is not None and verdict.rare.test[1] < FEW_TEST_IMAGES
+        text += ("Nothing is decided at this level; what would narrow the intervals: more confirmation seeds "
+                 "(max_seeds), more searches per method (replicates)"
+                 + (f", and more test images of the rare class ({verdict.rare.name} has {verdict.rare.test[1]})"
+                    if few else "") + ". ")
     still_open = sorted({c.method for c in verdict.comparisons.values() if c.label == OPEN})
     if still_open:
         text += f"Still open (more seeds would decide): {', '.join(still_open)}. "

@@ -8,7 +8,8 @@ from typing import Any
 from pipeline.campaign_config import REFERENCE
 from pipeline.stats import CONFIDENCE
 from pipeline.tables import Table, percent
-from pipeline.verdict import METRIC_LABELS, METRICS, NO_DIFFERENCE, Comparison, MethodResult, Verdict
+from pipeline.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, NO_DIFFERENCE, Comparison, MethodResult,
+                              Verdict)
 
 SHOWN_LABELS = {NO_DIFFERENCE: "none detected"}  # the terminal's word; the data keep the full phrase
 
@@ -103,6 +104,7 @@ def verdict_table(verdict: Verdict) -> Table:
     seeds_text = f"{'/'.join(map(str, sorted(seeds)))} seeds" if seeds else "no seeds yet"
     if verdict.replicates > 1:
         seeds_text = f"{verdict.replicates} searches x {seeds_text}"
+    thin = _thin_metrics(verdict)
     table = Table(f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
                   f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM (simult.)", "Holm p", "P>ERM %",
                                       "verdict"], [])
@@ -110,12 +112,13 @@ def verdict_table(verdict: Verdict) -> Table:
         record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
                                   "seeds": m.seeds, "missing": m.missing, "same_as_erm": verdict.same_as_erm.get(m.method),
                                   "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
+                                  "rare_class": None if verdict.rare is None else dataclasses.asdict(verdict.rare),
                                   "means": {k: {"mean": v[0], "half_width": v[1]} for k, v in m.means.items()},
                                   "vs_erm": {}}
         for i, metric in enumerate(METRICS):
             mean = _interval(*m.means[metric]) if metric in m.means else "-"
             c = verdict.comparisons.get((m.method, metric))
-            row = [m.method if i == 0 else "", METRIC_LABELS[metric], mean]
+            row = [m.method if i == 0 else "", METRIC_LABELS[metric] + ("*" if metric in thin else ""), mean]
             if m.method == REFERENCE or c is None:
                 row += ["", "", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
                                                                                           else "no runs")]
@@ -148,7 +151,11 @@ def verdict_table(verdict: Verdict) -> Table:
                 "family at every look); a comparison is decided at the first look it crosses, or set aside when "
                 "its trend could not cross by the last (futility); intervals are simultaneous at the deciding look.")
     table.notes += [
-        f"Accuracies in %; rare class = the class with the fewest training examples. {test}",
+        f"Accuracies in %; {_rare_text(verdict)}. {test} The intervals are simultaneous over the family, so wider than "
+        "report --compare's per-comparison 95% intervals of the same differences.",
+        *([f"*: rests on fewer than {FEW_TEST_IMAGES} test images of a class, where one image moves an accuracy by "
+           f"{100 / max(1, min(thin.values())):.0f} points: its interval assumes a smooth measure and is not exact."]
+          if thin else []),
         "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
         "(not evidence that there is none).",
         f"P>ERM %: the share of paired runs where the method beats ERM (ties count half; "
@@ -160,6 +167,32 @@ def verdict_table(verdict: Verdict) -> Table:
         f"What varies between the paired runs, so what the intervals contain: {verdict.varies}.",
         f"Reading: {verdict.reading}"]
     return table
+
+
+def _rare_text(verdict: Verdict) -> str:
+    """`rare class = '3' (5 training, 37 validation and 35-38 test images per run)`: which class, on how much."""
+    rare = verdict.rare
+    if rare is None:
+        return "rare class = the class with the fewest training examples"
+
+    def span(counts: tuple[int, int] | None) -> str:
+        return "?" if counts is None else str(counts[0]) if counts[0] == counts[1] else f"{counts[0]}-{counts[1]}"
+
+    if rare.test is None:
+        return f"rare class = {rare.name!r} ({span(rare.train)} training images per run)"
+    return (f"rare class = {rare.name!r} ({span(rare.train)} training, {span(rare.val)} validation and "
+            f"{span(rare.test)} test images per run)")
+
+
+def _thin_metrics(verdict: Verdict) -> dict[str, int]:
+    """The metrics resting on fewer than FEW_TEST_IMAGES test images of a class, with that count."""
+    rare = verdict.rare
+    thin = {}
+    if rare is not None and rare.test is not None and rare.test[0] < FEW_TEST_IMAGES:
+        thin["smallest_class_accuracy"] = rare.test[0]
+    if rare is not None and rare.fewest_test is not None and rare.fewest_test < FEW_TEST_IMAGES:
+        thin["test_worst_class_accuracy"] = rare.fewest_test
+    return thin
 
 
 def verdict_tables(verdict: Verdict) -> list[Table]:

@@ -488,3 +488,33 @@ def test_a_search_replicate_draws_its_split_again_only_when_the_campaign_resplit
     assert said.evaluation.resplit is False
     with pytest.raises(Exception, match="evaluate.resplit: must be true or false"):
         parse_campaign({**raw, "evaluate": {"resplit": "yes"}}, "c.toml")
+
+
+def test_the_verdict_names_the_rare_class_and_the_images_it_rests_on(campaign):
+    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
+    verdict = next(t for t in json.loads(shown.stdout) if t["title"].startswith("Verdict of campaign trio"))
+    rare = verdict["rows"][0]["rare_class"]
+    store = Store(str(campaign), create=False)
+    runs = store.evaluations(store.study("trio.erm").id)
+    assert rare["name"] == "3" and rare["train"][0] == min(r.train_class_counts["3"] for r in runs)
+    tests = [r.per_class["counts"]["test"]["3"] for r in runs]  # stored with each run since 0.7.0
+    assert tuple(rare["test"]) == (min(tests), max(tests)) and min(tests) >= 10
+    assert any(note.startswith(f"Accuracies in %; rare class = '3' ({rare['train'][0]}") for note in verdict["notes"])
+
+
+def test_a_metric_resting_on_few_test_images_is_marked_and_nothing_decided_says_what_would_decide_it():
+    from pipeline.verdict import RareClass, reading
+    from pipeline.verdict_report import verdict_tables
+
+    values = _noise_campaign(random.Random(4), ["erm", "cb"], 3)
+    verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "cb": {"lr_head": 0.1, "cb_power": 0.5}})
+    verdict.rare = RareClass("3", (2, 2), (1, 1), (4, 4), 4)
+    verdict.reading = reading(verdict)
+    table = next(t for t in verdict_tables(verdict) if t.title.startswith("Verdict"))
+    labels = [row[1] for row in table.rows]
+    assert "rare class*" in labels and "worst class*" in labels and "test acc" in labels
+    assert any(note.startswith("*: rests on fewer than 10 test images of a class, where one image moves an accuracy "
+                               "by 25 points") for note in table.notes)
+    assert "rare class = '3' (2 training, 1 validation and 4 test images per run)" in table.notes[-6]
+    assert "more test images of the rare class (3 has 4)" in verdict.reading
+    assert "does as well" not in verdict.reading and "as well as" not in verdict.reading

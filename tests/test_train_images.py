@@ -80,3 +80,12 @@ initial = 2
     assert best["rows"][0]["dataset"] == "mt-defect" and best["rows"][0]["network"] == "resnet18"
     assert [t["status"] for t in trials["rows"]] == ["completed", "completed"]
     assert set(trials["rows"][0]["per_class"]["test"]) == set(MT_DEFECT)
+
+
+def test_train_warns_in_one_line_about_a_class_too_thin_to_measure(cli):
+    """Digit 3 kept at 5% in training and validation: 2 validation images, one line says what that means."""
+    code, out, err = cli("train", "--method", "erm", "-p", "epochs=1", "--imbalance-class", "3",
+                         "--imbalance-keep", "0.05", "--imbalance-in", "train+val", "--device", "cpu")
+    assert code == 0, err
+    warnings = [line for line in (out + err).splitlines() if line.startswith("warning: fewer than 5")]
+    assert len(warnings) == 1 and "'3' (2 val)" in warnings[0], out

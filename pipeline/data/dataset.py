@@ -11,6 +11,9 @@ import torch
 from pipeline.errors import UserError
 
 
+THIN_CLASS = 5  # validation or test examples below which a class's accuracy is mostly the luck of a few images
+
+
 @dataclass
 class Split:
     """Images (N, C, H, W) and labels (N,) int64, on one device. The images are either the model's
@@ -95,9 +98,24 @@ class Dataset:
                                 f"split{'s' if len(missing) > 1 else ''}, so its accuracy could not be measured "
                                 "there; add examples of it, or change val_fraction / test_fraction / imbalance_keep")
 
+    def thin_classes(self, minimum: int = THIN_CLASS) -> str | None:
+        """One line naming the classes with fewer than `minimum` examples in validation or test, where one image
+        moves their accuracy by 100/n points; None when every class has enough."""
+        counts = self.split_counts()
+        thin = []
+        for i, name in enumerate(self.class_names):
+            few = [f"{counts[split][i]} {split}" for split in ("val", "test") if 0 < counts[split][i] < minimum]
+            if few:
+                thin.append(f"{name!r} ({', '.join(few)})")
+        if not thin:
+            return None
+        return (f"warning: fewer than {minimum} validation or test examples for class{'es' if len(thin) > 1 else ''} "
+                f"{', '.join(thin)}: one image moves its accuracy by more than {100 // minimum} points, so its numbers (and the "
+                "rare-class and worst-class rows) say little; add images or raise val_fraction / test_fraction")
+
     def split_summary(self) -> list[str]:
         """What the splits hold, a line each, for the user to check once: counts per class (up to 10 classes),
-        else the total and the smallest class."""
+        else the total and the smallest class; then a warning line for classes too thin to measure (thin_classes)."""
         lines = []
         for split, counts in self.split_counts().items():
             if len(counts) <= 10:
@@ -107,4 +125,5 @@ class Dataset:
                 fewest = min(range(len(counts)), key=counts.__getitem__)
                 lines.append(f"{split:<5} {sum(counts):>6}  {min(counts)}-{max(counts)} per class "
                              f"(fewest: {self.class_names[fewest]})")
-        return lines
+        warning = self.thin_classes()
+        return lines + ([warning] if warning else [])

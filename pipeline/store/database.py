@@ -325,13 +325,15 @@ class Store:
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
                        result: dict[str, Any], train_class_counts: dict[str, int],
-                       lock: StudyLock | None = None) -> bool:
+                       lock: StudyLock | None = None, split_counts: dict[str, dict[str, int]] | None = None) -> bool:
         """Store one finished evaluation run; False (and nothing written) when (study, variant, seed) is
-        already stored: a stored run is never replaced."""
+        already stored: a stored run is never replaced. `split_counts` ({"val": {class: n}, "test": ...}, from
+        0.7.0) goes into per_class under "counts": how many images each class's accuracies rest on."""
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
+        per_class = {"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]}
         return self._insert_evaluation(
             lock, study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config, metrics=metrics,
-            per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
+            per_class={**per_class, "counts": split_counts} if split_counts else per_class,
             train_class_counts=train_class_counts, settings=result["settings"], train_seconds=result["train_seconds"],
             epochs=result.get("epochs"))
 

@@ -77,7 +77,8 @@ evaluations = sa.Table(
     sa.Column("trial_index", sa.Integer, nullable=False),  # the best trial the variant derives from
     sa.Column("config", sa.JSON, nullable=False),  # the TrainConfig as planned, less seed and device
     sa.Column("metrics", sa.JSON, nullable=False),  # flat, as a trial's
-    sa.Column("per_class", sa.JSON, nullable=False),  # {"val": {class: accuracy}, "test": {...}}
+    sa.Column("per_class", sa.JSON, nullable=False),  # {"val": {class: accuracy}, "test": {...}, "counts": {"val":
+    #                                                   {class: images}, "test": {...}} (counts from 0.7.0)}
     sa.Column("train_class_counts", sa.JSON, nullable=False),  # {class: training examples}
     sa.Column("settings", sa.JSON, nullable=False),  # the fully resolved settings the trainer ran with
     sa.Column("train_seconds", sa.Float, nullable=False),
