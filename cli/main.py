@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cli import train, predict, study, evaluate, campaign, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
+from cli import train, predict, study, evaluate, campaign, export, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
 from cli.app import app
 from pipeline.errors import ServerLost, TrainingFailed, UserError
 

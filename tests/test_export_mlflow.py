@@ -1,0 +1,144 @@
+"""`robust-tune export --mlflow`: a real study and a stored campaign written to a local MLflow store, read back
+with MLflow's own client: one parent run per study, a nested run per trial equal to the stored records, the
+verdict equal to `report --verdict`; a second export adds nothing, and the database is never changed."""
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.store import Store, best_trial
+from test_study import study_file
+
+mlflow = pytest.importorskip("mlflow")  # the test extra installs it; without it there is nothing to read back
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+CAMPAIGN_DB = Path(__file__).parent / "data" / "v0.6.0-campaign.db"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def file_store_allowed(monkeypatch):
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # newer MLflow refuses a folder store without it
+
+
+@pytest.fixture(scope="module")
+def tiny_db(tmp_path_factory) -> Path:
+    """A real study of 2 trials of 1 epoch on digits (as test_study's), run once for the module."""
+    from cli.main import main
+
+    folder = tmp_path_factory.mktemp("export")
+    db = folder / "runs.db"
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(study_file(folder, trials=2)), "--db", str(db), "--device", "cpu",
+              "--log-file", str(folder / "ax.log")])
+    assert done.value.code == 0
+    return db
+
+
+def runs_of(client: MlflowClient, experiment: str) -> list:
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None, experiment
+    return client.search_runs([found.experiment_id], max_results=1000)
+
+
+def test_a_study_exports_as_a_parent_run_with_a_nested_run_per_trial_equal_to_the_store(tiny_db, tmp_path, cli):
+    uri = f"file:{tmp_path / 'mlruns'}"
+    before = digest(tiny_db)
+    code, out, err = cli("export", "--mlflow", uri, "--db", str(tiny_db))
+    assert code == 0, err
+    assert "new runs for 1 study, 2 trial(s)" in out
+    assert digest(tiny_db) == before  # reading the database changed nothing
+
+    store = Store(str(tiny_db), create=False)
+    study = store.require_study("tiny")
+    trials = store.trials(study.id)
+    client = MlflowClient(tracking_uri=uri)
+    runs = runs_of(client, "tiny")
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.run_name == "tiny" and parent.info.status == "FINISHED"
+    tags = parent.data.tags
+    assert (tags["robust_tune.method"], tags["robust_tune.dataset"], tags["robust_tune.backbone"]) == (
+        "gils", "digits", study.study.backbone)
+    assert tags["robust_tune.objective"] == "val_accuracy" and tags["robust_tune.fingerprint"] == study.fingerprint
+    best = best_trial(study, trials)
+    assert tags["robust_tune.best_trial"] == str(best.trial_index)
+
+    nested = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert sorted(nested) == ["0", "1"]
+    for trial in trials:
+        run = nested[str(trial.trial_index)]
+        assert run.info.status == "FINISHED" and run.data.tags["state"] == "completed"
+        assert run.data.params == {k: str(v) for k, v in trial.parameters.items()}
+        assert run.data.metrics == pytest.approx(
+            {**trial.metrics, **{k: v for k, v in run.data.metrics.items() if k.startswith("epoch_")}})
+        assert run.data.tags["robust_tune.best"] == str(trial is best).lower()
+        losses = client.get_metric_history(run.info.run_id, "epoch_train_loss")
+        assert [(m.step, m.value) for m in losses] == [(e.epoch, pytest.approx(e.train_loss)) for e in trial.epochs]
+        for split in ("val", "test"):
+            history = client.get_metric_history(run.info.run_id, f"epoch_{split}_balanced_accuracy")
+            assert [(m.step, m.value) for m in history] == [
+                (e.epoch, pytest.approx(getattr(e, split)["balanced_accuracy"])) for e in trial.epochs]
+
+    code, out, err = cli("export", "--mlflow", uri, "--db", str(tiny_db))  # again: nothing new, nothing doubled
+    assert code == 0 and "new runs for 0 studies, 0 trial(s)" in out and "3 run(s) were there already" in out
+    assert len(runs_of(client, "tiny")) == 3
+    assert [len(client.get_metric_history(nested["0"].info.run_id, "epoch_train_loss"))] == [len(trials[0].epochs)]
+    assert digest(tiny_db) == before
+
+
+def test_a_campaigns_verdict_exports_as_report_verdict_reads_it(tmp_path, cli):
+    db = tmp_path / "campaign.db"
+    shutil.copyfile(CAMPAIGN_DB, db)
+    before = digest(db)
+    uri = f"file:{tmp_path / 'mlruns'}"
+    code, out, err = cli("export", "--mlflow", uri, "--db", str(db))
+    assert code == 0, err
+    assert "new runs for 3 studies, 6 trial(s) and 1 verdict(s)" in out
+    code, report, _ = cli("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
+    assert code == 0
+    (table,) = [t for t in json.loads(report) if t["title"].startswith("Verdict of campaign")]
+
+    client = MlflowClient(tracking_uri=uri)
+    (verdict,) = runs_of(client, "old-trio")
+    assert verdict.info.run_name == "verdict"
+    metrics, tags = verdict.data.metrics, verdict.data.tags
+    compared = 0
+    for record in table["rows"]:
+        method = record["method"]
+        for metric, mean in record["means"].items():
+            assert metrics[f"{method}.{metric}.mean"] == pytest.approx(mean["mean"])
+        for metric, c in record["vs_erm"].items():
+            name = f"{method}.{metric}"
+            assert metrics[f"{name}.difference"] == pytest.approx(c["difference"])
+            assert metrics[f"{name}.adjusted_p"] == pytest.approx(c["adjusted_p"])
+            assert metrics[f"{name}.p_improvement"] == pytest.approx(c["p_improvement"]["probability"])
+            assert tags[f"{name}.verdict"] == c["verdict"]
+            compared += 1
+    assert compared == 8  # ls and cb, four metrics each
+    assert {r.info.run_name for r in runs_of(client, "old-trio.ls")} == {"old-trio.ls", "0", "1"}
+
+    code, out, _ = cli("export", "--mlflow", uri, "--db", str(db))
+    assert code == 0 and "10 run(s) were there already" in out
+    assert len(runs_of(client, "old-trio")) == 1 and len(runs_of(client, "old-trio.erm")) == 3
+    assert digest(db) == before
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, cli, monkeypatch):
+    db = tmp_path / "campaign.db"
+    shutil.copyfile(CAMPAIGN_DB, db)
+    (tmp_path / "a-file").write_text("")
+    for args, says in [(["nope", "--mlflow", f"file:{tmp_path / 'mlruns'}"], "no study named 'nope'"),
+                       (["--mlflow", f"file:{tmp_path / 'a-file' / 'mlruns'}"], "cannot export to MLflow at file:"),
+                       ([], "export needs a destination: --mlflow URI")]:
+        code, out, err = cli("export", *args, "--db", str(db))
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if MLflow were not installed
+    monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
+    code, _, err = cli("export", "--mlflow", f"file:{tmp_path / 'mlruns'}", "--db", str(db))
+    assert code == 2 and "pip install 'robust-tune[mlflow]'" in err and len(err.strip().splitlines()) == 1
