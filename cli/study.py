@@ -178,10 +178,6 @@ def run(
         help="With --workers on a machine with GPUs: how many trials share one GPU.")] = 1,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
-    from pipeline.parallel import trial_runner
-    from pipeline.report import best_table, model_pick_table, pareto_tables
-    from pipeline.store import SchemaUpgraded, Store, shown_database
-    from pipeline.study import StudyInterrupted, StudyStarted, run_study
     from pipeline.study_config import check_trials, load_study
 
     check_trials(trials)
@@ -190,6 +186,11 @@ def run(
         [f"search_seed={search_seed}"] if search_seed is not None else []) + (
         [f"threads={threads}"] if threads is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
+    # torch, Ax and Dask load only once the study file is read: a missing or bad file is said at once
+    from pipeline.parallel import trial_runner
+    from pipeline.report import best_table, model_pick_table, pareto_tables
+    from pipeline.store import SchemaUpgraded, Store, shown_database
+    from pipeline.study import StudyInterrupted, StudyStarted, run_study
     from pipeline.trial import dataset_for
 
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused

@@ -69,8 +69,8 @@ def cost_table(verdict: Verdict) -> Table:
                               "search_seconds": m.search_seconds, "seeds": m.seeds,
                               "retrain_seconds": m.retrain_seconds, "missing": m.missing,
                               "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags]})
-    table.notes.append("Every method searched with the same budget; search and re-training are training time "
-                       "(minutes:seconds). Tuned parameters are the best trial's searched values"
+    table.notes.append("Every method searched with the same budget; epochs are all its trials' together; search "
+                       "and re-training are training time (minutes:seconds). Tuned parameters are the best trial's searched values"
                        + (", one set per search replicate." if verdict.replicates > 1 else "."))
     table.notes += [f.text(m.method) for m in verdict.methods for f in m.bound_flags]
     if len(verdict.looks) > 1:
