@@ -181,7 +181,7 @@ def run(
     from pipeline.parallel import trial_runner
     from pipeline.report import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, shown_database
-    from pipeline.study import StudyInterrupted, StudyStarted, run_study
+    from pipeline.study import StudyInterrupted, StudyStarted, as_stored, run_study
     from pipeline.study_config import check_trials, load_study
 
     check_trials(trials)
@@ -190,6 +190,7 @@ def run(
         [f"search_seed={search_seed}"] if search_seed is not None else []) + (
         [f"threads={threads}"] if threads is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
+    study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
     from pipeline.trial import dataset_for
 
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused

@@ -70,8 +70,10 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     """Run (or resume) every study of `campaign`, then the re-training rounds, until the verdict is settled
     or the seeds run out. `threads` (torch's CPU threads) goes to every study, which refuses it when stored
     with another count; the re-training runs train with their best trial's."""
-    from pipeline.study import check_can_train, run_study, settle_threads
+    from pipeline.study import check_can_train, reading_store, run_study, settle_threads
 
+    known = (reader := reading_store(db)) and reader.campaign(campaign.name)
+    campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
     if threads is not None:
         campaign = dataclasses.replace(campaign, studies={m: dataclasses.replace(s, threads=threads)
                                                           for m, s in campaign.studies.items()})
@@ -79,6 +81,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     stored = store.campaign(campaign.name)
     campaign = campaign.settle_resplit(None if stored is None else stored.evaluation.resplit)
+    campaign = campaign.settle_image_size(None if stored is None else stored.config)
     for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
         study = campaign.study(method, replicate)
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
