@@ -11,7 +11,8 @@ from rich.table import Table
 
 from cli.app import app
 from cli.options import Db, Device, Precision, Threads
-from cli.render import batches_line, params_line, result_table, result_title, stderr, stdout, training_progress
+from cli.render import (batches_line, params_line, print_image_line, result_table, result_title, stderr, stdout,
+                        training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
@@ -99,6 +100,7 @@ def train(
         config = _study_config(ctx, from_study, trial, db, config)
         dataset, method = config.data.name, config.method
     parse_method(method).resolve(config.params)  # validate before loading anything
+    print_image_line(config.data)
     from pipeline.data import load_dataset
 
     with stderr.status(f"loading {dataset}"):

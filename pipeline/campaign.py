@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.campaign_config import REFERENCE, CampaignConfig
+from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, trials_ran
 from pipeline.trial import OnEvent, TrialRunner
@@ -31,6 +32,7 @@ class CampaignStarted:
     looks: list[int]  # seed counts at which the verdict is taken
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
+    data: DataConfig = field(default_factory=DataConfig)  # ERM's study's data (every study's but the split seed)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):  # a lost or busy database: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
                                  campaign.replicates, looks, bool(campaign.evaluation.resplit),
-                                 campaign.studies[REFERENCE].data.split_seed))
+                                 campaign.studies[REFERENCE].data.split_seed, campaign.studies[REFERENCE].data))
         studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
         start = time.perf_counter()
         for number, (method, replicate) in enumerate(studies, start=1):

@@ -87,18 +87,20 @@ def test_study_files_take_the_backbones_size_unless_they_give_one(tmp_path):
 
 def test_train_and_a_one_trial_study_of_the_same_settings_give_the_same_metrics(cli, tmp_path, monkeypatch):
     """The same configuration through `train` and through a study file, neither giving an image size: the same
-    size, the same settings, the same numbers."""
+    size, the same settings, the same numbers; both say how images are read when they start."""
     monkeypatch.chdir(tmp_path)
     write_folder(tmp_path / "images", per_class=8)
     db = str(tmp_path / "runs.db")
     code, _, err = cli("run", str(study_file(tmp_path)), "--db", db, "--device", "cpu")
     assert code == 0, err
+    assert "images: resized to 32 x 32 px, 3 channels, not cached" in err
     store = Store(db, create=False)
     (trial,) = store.trials(store.require_study("sized").id)
     code, out, err = cli("train", "--dataset", "images", "--root", str(tmp_path / "images"), "--val-fraction", "0.34",
                          "--test-fraction", "0.34", "--cache-dir", "", "--device", "cpu", "-p", "epochs=1",
                          "-p", f"lr_head={trial.parameters['lr_head']!r}", "--json")
     assert code == 0, err
+    assert "images: resized to 32 x 32 px, 3 channels, not cached" in err
     trained = json.loads(out)
     assert trained["settings"]["data"] == trial.settings.data.__dict__ and trial.settings.data.image_size == 32
     assert trained["settings"]["params"] == trial.settings.params
@@ -121,16 +123,21 @@ def test_a_study_stored_at_224_keeps_it_and_its_fingerprint_when_its_file_does_n
 
     code, _, err = cli("run", str(path), "--db", db, "--device", "cpu", "--trials", "2")
     assert code == 0, err
+    assert "images: resized to 224 x 224 px" in err
     store = Store(db, create=False)
     after = store.require_study("sized")
     assert after.fingerprint == before.fingerprint == after.study.fingerprint()
     assert after.study.identity() == before.study.identity() and after.study.data.image_size == 224
     trials = store.trials(after.id)
     assert [t.settings.data.image_size for t in trials] == [224, 224]
-    # `train --from-study` and `best` re-read it from the database at 224
+    # `train --from-study` and `evaluate` re-read it from the database at 224
     code, out, err = cli("train", "--from-study", "sized", "--db", db, "--device", "cpu", "--json")
     assert code == 0, err
-    assert json.loads(out)["settings"]["data"]["image_size"] == 224
+    assert json.loads(out)["settings"]["data"]["image_size"] == 224 and "images: resized to 224 x 224 px" in err
+    code, _, err = cli("evaluate", "sized", "--db", db, "--seeds", "2", "--device", "cpu")
+    assert code == 0, err
+    assert "images: resized to 224 x 224 px, 3 channels, not cached" in err
+    assert {run.settings.data.image_size for run in Store(db, create=False).evaluations(after.id)} == {224}
 
     code, _, err = cli("run", str(path), "--db", str(tmp_path / "new.db"), "--device", "cpu")
     assert code == 0, err
@@ -173,3 +180,13 @@ def test_a_campaign_stored_at_224_matches_its_file_without_a_size(tmp_path):
     assert settled.fingerprint() == old.fingerprint() and store.save_campaign(settled).name == "trio"
     assert {s.data.image_size for s in settled.studies.values()} == {224}
     assert campaign.settle_image_size(None) == campaign
+
+
+def test_the_start_line_names_size_channels_and_cache_for_image_files_only(tmp_path):
+    from cli.render import image_line
+    from pipeline.config import DataConfig
+
+    assert image_line(DataConfig(name="images", root="x", image_size=32, channels=1)) == (
+        "images: resized to 32 x 32 px, 1 channel, cached in runs/cache")
+    for kind in (DataConfig(), DataConfig(name="idx", root="x"), DataConfig(name="medmnist", path="x.npz")):
+        assert image_line(kind) is None  # their arrays keep their own size and channels
