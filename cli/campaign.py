@@ -14,7 +14,7 @@ from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import print_tables, print_upgrade, stderr
+from cli.render import print_image_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
@@ -53,6 +53,7 @@ class CampaignView:
             stderr.print(f"confirmation runs: {splits}", soft_wrap=True, highlight=False)
             if event.warning:
                 stderr.print(event.warning, soft_wrap=True, markup=False, highlight=False)
+            print_image_line(event.data)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
                 line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import print_tables, print_upgrade, stderr, stdout
+from cli.render import print_image_line, print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
@@ -134,6 +134,7 @@ def evaluate(
     if trial is None and (note := pareto_note(Store(db, create=False), plan.study, plan.trial_index)):
         stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     check_precision(precision)
+    print_image_line(plan.study.study.data)  # the study's, as stored
     from pipeline.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
 
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here

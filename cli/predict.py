@@ -59,6 +59,9 @@ def predict(
         else:
             predictions = predict_images(saved, find_images(paths), on, batch_size)
             true_classes = None
+    stderr.print(f"images: resized to {saved.image_size} x {saved.image_size} px, {saved.channels} "
+                 f"channel{'s' if saved.channels != 1 else ''}, as {weights.name} was trained (not cached)",
+                 soft_wrap=True, markup=False, highlight=False)
     if out is not None:
         write_output(out, _csv(predictions, saved.class_names, true_classes), force)
         stderr.print(f"wrote {len(predictions)} rows to {out}", markup=False, highlight=False)

@@ -12,17 +12,35 @@ from rich.cells import cell_len, set_cell_size
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from pipeline.config import IMAGE_FILE_DATA
 from pipeline.formats import render_text
 from pipeline.output_file import write_output
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, Table as ReportTable, percent
 
 if TYPE_CHECKING:
+    from pipeline.config import DataConfig
     from pipeline.metrics import SplitMetrics
     from pipeline.trainer import TrainResult
 
 stdout = Console()
 stderr = Console(stderr=True)
+
+
+def image_line(data: "DataConfig") -> str | None:
+    """How image files are read, shown when a run starts (the size decides its speed and its results); None for
+    the data sets that keep their arrays' own size and channels (digits, idx, medmnist)."""
+    if data.name not in IMAGE_FILE_DATA:
+        return None
+    cache = f"cached in {data.cache_dir}" if data.cache_dir else "not cached"
+    return (f"images: resized to {data.image_size} x {data.image_size} px, {data.channels} "
+            f"channel{'s' if data.channels != 1 else ''}, {cache}")
+
+
+def print_image_line(data: "DataConfig") -> None:
+    """`image_line` on stderr, where there is one."""
+    if (line := image_line(data)) is not None:
+        stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def result_title(result: "TrainResult") -> str:

@@ -16,7 +16,7 @@ from rich.text import Text
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import pick_columns, print_tables, print_upgrade, stderr, stdout
+from cli.render import image_line, pick_columns, print_tables, print_upgrade, stderr, stdout
 from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
@@ -190,15 +190,19 @@ def run(
     from pipeline.parallel import trial_runner
     from pipeline.report import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, shown_database
-    from pipeline.study import StudyInterrupted, StudyStarted, run_study
+    from pipeline.study import StudyInterrupted, StudyStarted, as_stored, run_study
     from pipeline.trial import dataset_for
+
+    study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
 
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
         data = dataset_for(study.data, "cpu" if workers or scheduler else device)  # trials in this process reuse it
-    split_lines = ["examples per split and class:", *data.split_summary()]
+    split_lines = [line for line in [image_line(study.data)] if line] + ["examples per split and class:",
+                                                                          *data.split_summary()]
 
     def show_splits(event: Any) -> None:
-        """The split sizes, once, when the study starts (after every check that could refuse it in one line)."""
+        """How images are read and the split sizes, once, when the study starts (after every check that could
+        refuse it in one line)."""
         if isinstance(event, StudyStarted) and split_lines:
             stderr.print("\n".join(split_lines), soft_wrap=True, markup=False, highlight=False)
             split_lines.clear()

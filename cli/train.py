@@ -11,8 +11,9 @@ from rich.table import Table
 
 from cli.app import app
 from cli.options import Db, Device, Precision, Threads
-from cli.render import batches_line, params_line, result_table, result_title, stderr, stdout, training_progress
-from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, default_image_size, resolve_device
+from cli.render import (batches_line, params_line, print_image_line, result_table, result_title, stderr, stdout,
+                        training_progress)
+from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
@@ -60,7 +61,7 @@ def train(
         help="medmnist: the .npz archive (its own train, validation and test splits).")] = None,
     image_size: Annotated[Optional[int], typer.Option(
         help="images: resize every image to this many pixels a side (default: 32 for small_cnn and wrn16_1, 224 for the "
-             "ResNets).")] = None,
+             "ResNets, as in study files).")] = None,
     cache_dir: Annotated[str, typer.Option(
         help="images: where decoded, resized images are cached (\"\" turns the cache off).")] = "runs/cache",
     flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.")] = False,
@@ -89,7 +90,7 @@ def train(
         data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
                         imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
                         root=root, manifest=manifest, path=path,
-                        image_size=default_image_size(backbone) if image_size is None else image_size,
+                        image_size=image_size_for(dataset, backbone) if image_size is None else image_size,
                         cache_dir=cache_dir, augment_flip=flip,
                         augment_crop_padding=crop_padding),
         backbone=backbone, weights=weights, method=method,
@@ -99,6 +100,7 @@ def train(
         config = _study_config(ctx, from_study, trial, db, config)
         dataset, method = config.data.name, config.method
     parse_method(method).resolve(config.params)  # validate before loading anything
+    print_image_line(config.data)
     from pipeline.data import load_dataset
 
     with stderr.status(f"loading {dataset}"):

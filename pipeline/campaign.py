@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.campaign_config import REFERENCE, CampaignConfig
+from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, trials_ran
 from pipeline.trial import OnEvent, TrialRunner
@@ -32,6 +33,7 @@ class CampaignStarted:
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
     warning: str | None = None  # classes with too few validation or test examples to measure (Dataset.thin_classes)
+    data: DataConfig = field(default_factory=DataConfig)  # ERM's study's data (every study's but the split seed)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,10 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     """Run (or resume) every study of `campaign`, then the re-training rounds, until the verdict is settled
     or the seeds run out. `threads` (torch's CPU threads) goes to every study, which refuses it when stored
     with another count; the re-training runs train with their best trial's."""
-    from pipeline.study import check_can_train, run_study, settle_threads
+    from pipeline.study import check_can_train, reading_store, run_study, settle_threads
 
+    known = (reader := reading_store(db)) and reader.campaign(campaign.name)
+    campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
     if threads is not None:
         campaign = dataclasses.replace(campaign, studies={m: dataclasses.replace(s, threads=threads)
                                                           for m, s in campaign.studies.items()})
@@ -80,6 +84,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     stored = store.campaign(campaign.name)
     campaign = campaign.settle_resplit(None if stored is None else stored.evaluation.resplit)
+    campaign = campaign.settle_image_size(None if stored is None else stored.config)
     for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
         study = campaign.study(method, replicate)
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
@@ -90,7 +95,8 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):  # a lost or busy database: one line
         on_event(CampaignStarted(campaign.name, campaign.methods, campaign.studies[REFERENCE].budget.trials,
                                  campaign.replicates, looks, bool(campaign.evaluation.resplit),
-                                 campaign.studies[REFERENCE].data.split_seed, warning))
+                                 campaign.studies[REFERENCE].data.split_seed, warning,
+                                 campaign.studies[REFERENCE].data))
         studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
         start = time.perf_counter()
         for number, (method, replicate) in enumerate(studies, start=1):

@@ -91,6 +91,15 @@ class CampaignConfig:
         resplit = stored if stored is not None else True
         return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
 
+    def settle_image_size(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with each method's image size decided where its file does not say: as the stored campaign
+        (`stored`, its config as stored) has that method's study, else the backbone's default
+        (StudyConfig.settle_image_size)."""
+        kept = (stored or {}).get("studies") or {}
+        studies = {m: s.settle_image_size((kept.get(m) or {}).get("data", {}).get("image_size"))
+                   for m, s in self.studies.items()}
+        return dataclasses.replace(self, studies=studies)
+
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,

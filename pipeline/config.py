@@ -34,15 +34,24 @@ DEFAULT_DB = "runs/robust-tune.db"
 MAX_THREADS = 1024
 
 
-# `train --image-size`'s default per backbone: the small CNN is made for small images (36 images of 24 px took
-# 2 min 18 s at 224 px), the ResNets for ImageNet's 224 px. Study files keep DataConfig's 224 (a stored study's
-# identity must not change with a default).
+# The image size per backbone where no file or option gives one (train, study and campaign files): the small CNN
+# and WRN-16-1 are made for small images (a 3-trial study of 326 images took 18 min at 224 px, 4.4 s at 32), the
+# ResNets for ImageNet's 224 px. A study stored with another size keeps it (StudyConfig.settle_image_size).
 SMALL_IMAGE_SIZE = {"small_cnn": 32, "wrn16_1": 32}
+# The data set kinds that resize image files; the others (digits, idx, medmnist) keep their arrays' own size.
+IMAGE_FILE_DATA = ("images",)
 
 
 def default_image_size(backbone: str) -> int:
-    """The side images are resized to when `train` is not told: 32 px for the small CNN, 224 px otherwise."""
+    """The side image files are resized to when nothing says: 32 px for the small CNN and WRN-16-1, else 224 px."""
     return SMALL_IMAGE_SIZE.get(backbone, 224)
+
+
+def image_size_for(dataset: str, backbone: str) -> int:
+    """`data.image_size` where no file or option gives it: the backbone's default for image files; for the data
+    sets that keep their own size it does nothing and stays at DataConfig's 224, as every study stored it (so
+    their studies keep their identity)."""
+    return default_image_size(backbone) if dataset in IMAGE_FILE_DATA else DataConfig.image_size
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,8 @@ class DataConfig:
     # validation and test splits; val_fraction and test_fraction are not used). Both keep their arrays' own
     # size and channels: image_size, channels and cache_dir apply to image files only.
     path: str | None = None
-    image_size: int = 224  # every image is resized to image_size x image_size
+    # every image is resized to image_size x image_size; where a file or option does not say: image_size_for
+    image_size: int = 224
     channels: int = 3  # 3: grayscale replicated (what ImageNet backbones expect); 1: luminance only
     normalize: str = "auto"  # imagenet | dataset (per-channel train statistics) | auto (imagenet iff pretrained)
     cache_dir: str = "runs/cache"  # decoded, resized pixels are kept here; "" turns the cache off

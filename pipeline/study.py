@@ -174,10 +174,34 @@ def settle_threads(study: StudyConfig, stored: StudyRecord | None, trials: Seque
     return replace(study, threads=kept or study.threads or (recorded[-1] if recorded else DEFAULT_THREADS))
 
 
+def reading_store(db: str | None) -> Store | None:
+    """The database opened for reading, creating and changing nothing; None where there is none to read (a
+    database that cannot be opened is refused, with its reason, when the command opens it to write)."""
+    try:
+        return Store(db, create=False)
+    except UserError:
+        return None
+
+
+def as_stored(study: StudyConfig, db: str | None) -> StudyConfig:
+    """`study` with what its file leaves to the stored study (the image size: StudyConfig.settle_image_size) as
+    the study stored under its name in `db` has it; a new study keeps the file's defaults. Changes nothing."""
+    if study.image_size_given or (store := reading_store(db)) is None:
+        return study
+    return study.settle_image_size(stored_size(store.study(study.name)))
+
+
+def stored_size(record: StudyRecord | None) -> int | None:
+    """The image size a stored study trains at; None for no study."""
+    return None if record is None else record.study.data.image_size
+
+
 def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
-    """The stored study of this name, created when new, and `study` at its thread count (settle_threads); a
-    different study stored under the name, or another thread count, is refused."""
-    stored = store.study(study.name) or create_study(store, settle_threads(study, None))
+    """The stored study of this name, created when new, and `study` at its image size (settle_image_size) and
+    thread count (settle_threads); a different study stored under the name, or another thread count, is refused."""
+    known = store.study(study.name)
+    study = study.settle_image_size(stored_size(known))
+    stored = known or create_study(store, settle_threads(study, None))
     if differing := stored.study.differences(study):
         _refuse_other_study(study, differing)
     return stored, settle_threads(study, stored, store.trials(stored.id))
@@ -197,10 +221,13 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     """
     start = time.perf_counter()
     runner = runner or InProcessRunner()
+    study = as_stored(study, db)  # the data is checked at the size the trials will train at
     check_can_train(study, device, precision)
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
-        if (known := store.study(study.name)) is not None and (differing := known.study.differences(study)):
+        known = store.study(study.name)
+        study = study.settle_image_size(stored_size(known))
+        if known is not None and (differing := known.study.differences(study)):
             _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
         log_path = quiet_libraries(log_file)
         stored, study = open_study(store, study)

@@ -9,7 +9,7 @@ A study names a data set, a network, a method and a search space:
     seed = 0                          # the training seed of every trial
     search_seed = 0                   # Sobol and the Gaussian process (default: seed)
     threads = 1                       # torch's CPU threads of every trial (default: 1; then as stored)
-    [data]    name = "digits" ...     # DataConfig fields
+    [data]    name = "digits" ...     # DataConfig fields; image_size: the backbone's default where not given
     [model]   backbone = "small_cnn"; weights = "none"
     [method]  name = "gils"
     [params]  alpha = { low = 0.0, high = 0.5 }     # searched (add log = true for a log scale)
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads
+from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads, image_size_for
 from pipeline.epochs import EARLY_STOPPING
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
@@ -166,6 +166,10 @@ class StudyConfig:
     constraints: tuple[str, ...] = ()  # Constraint.text of each: a trial that breaks one is never best
     # A trial to E epochs also tells Ax the exact result of every shorter searched epoch count (pipeline/epochs.py).
     epoch_prefixes: bool = False
+    # False: the study file left data.image_size to the backbone's default (image_size_for); a study stored under
+    # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
+    # was written, not what the study is: not stored, not compared.
+    image_size_given: bool = field(default=True, compare=False)
 
     @property
     def multi_objective(self) -> bool:
@@ -201,7 +205,10 @@ class StudyConfig:
                            threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The study as stored: every field but image_size_given, which says how its file was written."""
+        stored = dataclasses.asdict(self)
+        del stored["image_size_given"]
+        return stored
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> StudyConfig:
@@ -220,6 +227,19 @@ class StudyConfig:
                    description=raw.get("description", ""), threads=raw.get("threads"),
                    strategy=raw.get("strategy", "gp"), objectives=tuple(raw.get("objectives") or ()),
                    constraints=tuple(raw.get("constraints") or ()), epoch_prefixes=raw.get("epoch_prefixes", False))
+
+    def settle_image_size(self, stored_size: int | None) -> StudyConfig:
+        """The study at the image size its trials train with: the file's, else the size the study stored under its
+        name has (`stored_size`: one stored before the per-backbone default trains at 224 px, as it did, and stays
+        the same study), else (None: not stored) the backbone's default the file was read with."""
+        if self.image_size_given or stored_size is None or stored_size == self.data.image_size:
+            return self
+        try:
+            data = dataclasses.replace(self.data, image_size=stored_size)
+        except UserError as error:  # e.g. a crop padding the stored size cannot take
+            raise UserError(f"study {self.name} is stored with data.image_size = {stored_size}: {error}; set "
+                            "data.image_size in the study file, or give the study another name") from None
+        return dataclasses.replace(self, data=data)
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
@@ -378,7 +398,8 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
     objective, objectives = _objectives(top)
     constraints = _constraints(top, objectives or (objective,))
 
-    data = _data_config(_Fields(source, "data", top.take("data", dict, {})))
+    data_table = top.take("data", dict, {})
+    data = _data_config(_Fields(source, "data", data_table))
     ranked = [("objectives" if objectives else "objective", m) for m in objectives or (objective,)]
     for key, metric in ranked + [("constraints", c.metric) for c in constraints]:
         if data.val_fraction == 0 and metric.startswith("val_"):
@@ -390,6 +411,12 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
         model.fail("model.backbone", f"unknown backbone {backbone!r}; known: {', '.join(BACKBONES)}")
     weights = model.take("weights", str, "none")
     model.done()
+    image_size_given = "image_size" in data_table
+    if not image_size_given:
+        try:
+            data = dataclasses.replace(data, image_size=image_size_for(data.name, backbone))
+        except UserError as error:
+            top.fail("data", str(error))
 
     method_fields = _Fields(source, "method", top.take("method", dict, required=True))
     method_name = method_fields.take("name", str, required=True)
@@ -443,7 +470,8 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
                        fixed=fixed, search=search, objective=objective, seed=seed,
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
-                       constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes)
+                       constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes,
+                       image_size_given=image_size_given)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}
