@@ -100,7 +100,6 @@ def train(
         config = _study_config(ctx, from_study, trial, db, config)
         dataset, method = config.data.name, config.method
     parse_method(method).resolve(config.params)  # validate before loading anything
-    print_image_line(config.data)
     from pipeline.data import load_dataset
 
     with stderr.status(f"loading {dataset}"):
@@ -108,6 +107,7 @@ def train(
     from pipeline.models import check_weights
 
     check_weights(config.backbone, config.weights, data.in_channels)  # a bad weights file is named before training starts
+    print_image_line(config.data)  # once the data loaded: bad input stays one line
     from pipeline.trainer import train as run_training
 
     with training_progress(f"{method} on {dataset}") as on_event:

@@ -130,7 +130,8 @@ def test_every_shipped_campaign_file_is_valid(path):
     from pipeline.campaign_config import load_campaign
 
     campaign = load_campaign(path)
-    assert campaign.name == path.stem and campaign.methods[0] == "erm" and len(campaign.methods) >= 5
+    assert campaign.name == path.stem and campaign.methods[0] == "erm"
+    assert len(campaign.methods) >= (2 if path.stem == "demo-campaign" else 5)  # the demo's: hws against ERM
     assert not any(study.selected_on_test for study in campaign.studies.values())
 
 
