@@ -10,11 +10,15 @@ STAMP := $(VENV)/.installed
 # The stamp is written last, so an interrupted install runs again; a venv left without a working pip
 # (an install interrupted while the venv was being made) is made again from scratch.
 $(STAMP): pyproject.toml
+	@echo "set-up: the virtual environment in $(VENV) (a few minutes the first time, seconds after)"
 	$(PY) -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
+	@echo "set-up: torch and torchvision (the largest step)"
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	@echo "set-up: robust-tune and its test extra (Ax, BoTorch, Dask, ...)"
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+	@echo "set-up: done"
 
 # Runs (or, when it is already stored, resumes) the quickstart study, prints its report, draws its pictures
 # and one HTML page; then the fair comparison: hws against ERM, each tuned with the same budget, re-trained on

@@ -237,6 +237,8 @@ def run(
             with ctrl_c_kept() as ctrl_c:
                 summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
     except KeyboardInterrupt as stop:
+        if stderr.is_terminal and view.rows:
+            stderr.print(view.trials_grid())  # the live table went with Ctrl-C: its trials stay on screen
         stopped = _stopped_trials(study.name, stop.trial_indices if isinstance(stop, StudyInterrupted) else [])
         stderr.print(f"interrupted: {stopped}; resume with {resume}", soft_wrap=True)
         raise typer.Exit(130)
