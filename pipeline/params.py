@@ -78,7 +78,7 @@ class HParam:
         try:
             value = _COERCE[self.kind](raw)
         except (TypeError, ValueError):
-            raise UserError(f"parameter {self.name} must be {_KIND_WORDS[self.kind]}, got {raw!r}") from None
+            raise UserError(f"parameter {self.name} must be {KIND_WORDS[self.kind]}, got {raw!r}") from None
         if self.kind in ("float", "int"):
             interval = Interval.parse(self.valid)
             if math.isnan(value) or value not in interval:
@@ -120,7 +120,7 @@ def _to_choice(raw: Any) -> str:
 
 
 _COERCE = {"float": _to_float, "int": _to_int, "bool": _to_bool, "choice": _to_choice}
-_KIND_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "choice": "a word"}
+KIND_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "choice": "a word"}
 
 
 def resolve(declared: Iterable[HParam], given: Mapping[str, Any], owner: str) -> dict[str, Value]:

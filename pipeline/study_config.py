@@ -42,7 +42,7 @@ from pipeline.epochs import EARLY_STOPPING
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.methods.declarations import PARTS
-from pipeline.params import Choice, HParam, Range, Value
+from pipeline.params import KIND_WORDS, Choice, HParam, Range, Value
 
 OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
                    for metric in ("accuracy", "balanced_accuracy", "worst_class_accuracy"))
@@ -349,6 +349,9 @@ def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice 
     where = fields.where(hparam.name)
 
     def coerce(raw: Any, what: str) -> Value:
+        if isinstance(raw, str) and hparam.kind in ("float", "int", "bool"):  # "3" in a file is text, not 3
+            fields.fail(where, f"{what}: parameter {hparam.name} must be {KIND_WORDS[hparam.kind]}, got the text "
+                               f"{raw!r}; write it without quotes")
         try:
             return hparam.coerce(raw)
         except UserError as error:
