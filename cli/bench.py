@@ -80,7 +80,9 @@ def bench(
     variant: Annotated[Optional[list[str]], typer.Option(help="With --prefixes: only this variant (repeat; "
                                                               "default all four).")] = None,
 ) -> None:
-    """Measure the step time of every method as a ratio to ERM, side by side in one process."""
+    """Time a training step of every method against ERM.
+
+    Each method's step time is measured as a ratio to ERM's, side by side in one process."""
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return

@@ -14,7 +14,7 @@ from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import print_image_line, print_tables, print_upgrade, stderr
+from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
@@ -43,16 +43,16 @@ class CampaignView:
             print_upgrade(event.message)
         elif isinstance(event, CampaignStarted):
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
-            stderr.print(f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
-                         f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                         f", then {event.looks[0]} seeds each{rounds}", soft_wrap=True, highlight=False)
+            print_line(stderr, f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
+                       f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
+                       f", then {event.looks[0]} seeds each{rounds}", highlight=False)
             base = event.split_seed
             splits = ((f"search r's seed k on split seed {base} + r + k"
                        if event.replicates > 1 else f"seed k on split seed {base} + k") if event.resplit
                       else f"every run on the search's split (split seed {base})")
-            stderr.print(f"confirmation runs: {splits}", soft_wrap=True, highlight=False)
+            print_line(stderr, f"confirmation runs: {splits}", highlight=False)
             if event.warning:
-                stderr.print(event.warning, soft_wrap=True, markup=False, highlight=False)
+                print_line(stderr, event.warning, markup=False, highlight=False)
             print_image_line(event.data)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
@@ -62,16 +62,16 @@ class CampaignView:
                 line = f"[{event.number}/{event.total}] re-train {event.method} on seeds 0-{event.seeds - 1}"
                 self.study = None
             self.header = Text(line)
-            stderr.print(line, markup=False, highlight=False)
+            print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, MethodSetAside):
-            stderr.print(f"{event.method} is set aside: {event.reason}", soft_wrap=True, highlight=False)
+            print_line(stderr, f"{event.method} is set aside: {event.reason}", highlight=False)
         elif isinstance(event, (EvaluationStarted, RunEnded)):
             if isinstance(event, RunEnded) or event.stored < event.runs:
                 self.evaluation.on_event(event)
         elif self.study is not None:
             line = self.study.on_event(event)
             if line:  # above the live view on a terminal, the log's line otherwise
-                stderr.print(line, soft_wrap=True, markup=False, highlight=False)
+                print_line(stderr, line, markup=False, highlight=False)
 
 
 @app.command()
@@ -94,7 +94,9 @@ def compare(
         Path("runs/robust-tune.log"),
     wide: Wide = False,
 ) -> None:
-    """Tune every method of a campaign with the same budget, re-train each best on the same (seed, split) pairs
+    """Tune and compare every method of a campaign.
+
+    Tune every method of a campaign with the same budget, re-train each best on the same (seed, split) pairs
     as a tuned ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
     from pipeline.campaign import run_campaign
     from pipeline.campaign_config import load_campaign

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pipeline.data loads torch: imported by the commands, not by
 
 data_app = typer.Typer(help="Prepare data sets.", no_args_is_help=True)
 prepare_app = typer.Typer(
-    help="Draw the GI-LS paper's splits (Tables 1 and 2) from raw data and write each as a manifest folder "
+    help="Draw the GI-LS paper's splits from raw data.\n\nEach split (Tables 1 and 2) is written as a manifest folder "
          "(images.txt, image_class_labels.txt, train_test_split.txt, classes.txt, root.txt) under OUT/<split>. "
          "Train on one with `robust-tune train --dataset images --manifest OUT/<split>`.",
     no_args_is_help=True)
@@ -33,7 +33,9 @@ Force = Annotated[bool, typer.Option(
 
 @prepare_app.command("mt")
 def prepare_mt(root: Root, out: Out, seed: Seed = 0, force: Force = False) -> None:
-    """MT-Defect and MT (Table 1) from the Magnetic Tile defect repository (MT_<Class>/Imgs/*.jpg)."""
+    """Draw the MT-Defect and MT splits (Table 1).
+
+    From the Magnetic Tile defect repository (MT_<Class>/Imgs/*.jpg)."""
     from pipeline.data.paper_splits import magnetic_tile_splits
 
     _write(out, magnetic_tile_splits(root, seed), force)
@@ -45,7 +47,9 @@ def prepare_mvtec(
     category: Annotated[str, typer.Option(help="wood or carpet.")],
     out: Out, seed: Seed = 0, force: Force = False,
 ) -> None:
-    """Wood or Carpet (Table 2) from MVTec AD; 'Free' is drawn from train/good and test/good together."""
+    """Draw the Wood or Carpet splits (Table 2) from MVTec AD.
+
+    'Free' is drawn from train/good and test/good together."""
     from pipeline.data.paper_splits import mvtec_split
 
     _write(out, mvtec_split(root, category, seed), force)

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import print_image_line, print_tables, print_upgrade, stderr, stdout
+from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
@@ -71,7 +71,7 @@ class EvaluationView:
             line = (f"run {event.number} of {event.total}: {event.variant}, seed {event.seed}: "
                     f"test acc {percent(event.test_accuracy)}%, {how}")
         if line:
-            stderr.print(line, soft_wrap=True, markup=False, highlight=False)
+            print_line(stderr, line, markup=False, highlight=False)
 
 
 Pick = Annotated[str, typer.Option(
@@ -116,7 +116,9 @@ def evaluate(
         Path("runs/robust-tune.log"),
     wide: Wide = False,
 ) -> None:
-    """Re-train a study's best configuration over seeds, against baselines; only missing runs run."""
+    """Re-train a study's best over seeds, against baselines.
+
+    Its best configuration is re-trained on several seeds next to the baselines; only missing runs run."""
     from pipeline.evaluate import pareto_note, plan_evaluation, run_evaluation
     from pipeline.report import compare_table
     from pipeline.store import Store, shown_database
@@ -263,7 +265,9 @@ def best(
     trial: Annotated[Optional[int], typer.Option(help="This trial instead of the best one.")] = None,
     pick: Pick = DEFAULT_PICK,
 ) -> None:
-    """Print a study's best configuration, every parameter included, for reuse."""
+    """Print a study's best configuration for reuse.
+
+    Every parameter is included."""
     from pipeline.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 

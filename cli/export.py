@@ -21,7 +21,9 @@ def export(
              "(file:./mlruns). Needs pip install 'robust-tune[mlflow]'.")] = None,
     db: Db = None,
 ) -> None:
-    """Write stored studies (a parent run each, a nested run per trial with its per-epoch metrics) and campaign
+    """Export studies and campaign verdicts to MLflow.
+
+    Write stored studies (a parent run each, a nested run per trial with its per-epoch metrics) and campaign
     verdicts to MLflow. The database is only read; exporting again adds only what is new."""
     if mlflow is None:
         raise UserError("export needs a destination: --mlflow URI (e.g. --mlflow file:./mlruns)")

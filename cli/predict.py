@@ -42,7 +42,9 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="Print the predictions (with --labelled, the metrics) "
                                                          "as JSON for scripts.")] = False,
 ) -> None:
-    """Apply a saved model to new images: the predicted class and the probability of each class per image."""
+    """Apply a saved model to new images.
+
+    Prints the predicted class and the probability of each class per image."""
     if out is not None:
         check_output(out, force)  # before any work
     if labelled and len(paths) != 1:

@@ -27,6 +27,17 @@ stdout = Console()
 stderr = Console(stderr=True)
 
 
+def print_line(console: Console, text: str, **options: Any) -> None:
+    """A progress or event line: on a terminal Rich wraps it between words to the width; elsewhere (a log file,
+    a pipe) it stays one line per event, whatever its length, so the log reads and greps one line each."""
+    console.print(text, soft_wrap=not console.is_terminal, **options)
+
+
+def terminal_width(console: Console) -> int | None:
+    """The width lines must fit on `console` when it is a terminal; None for a log file or a pipe (no limit)."""
+    return console.width if console.is_terminal else None
+
+
 def image_line(data: "DataConfig") -> str | None:
     """How image files are read, shown when a run starts (the size decides its speed and its results); None for
     the data sets that keep their arrays' own size and channels (digits, idx, medmnist)."""

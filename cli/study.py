@@ -16,7 +16,8 @@ from rich.text import Text
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import image_line, pick_columns, print_tables, print_upgrade, stderr, stdout
+from cli.render import (image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
+                        terminal_width)
 from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
@@ -177,7 +178,9 @@ def run(
     trials_per_gpu: Annotated[int, typer.Option(
         help="With --workers on a machine with GPUs: how many trials share one GPU.")] = 1,
 ) -> None:
-    """Run a Bayesian-optimisation study, or resume it: completed trials are kept."""
+    """Run a Bayesian-optimisation study, or resume it.
+
+    Completed trials are kept."""
     from pipeline.study_config import check_trials, load_study
 
     check_trials(trials)
@@ -198,13 +201,13 @@ def run(
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
         data = dataset_for(study.data, "cpu" if workers or scheduler else device)  # trials in this process reuse it
     split_lines = [line for line in [image_line(study.data)] if line] + ["examples per split and class:",
-                                                                          *data.split_summary()]
+                                                                          *data.split_summary(terminal_width(stderr))]
 
     def show_splits(event: Any) -> None:
         """How images are read and the split sizes, once, when the study starts (after every check that could
         refuse it in one line)."""
         if isinstance(event, StudyStarted) and split_lines:
-            stderr.print("\n".join(split_lines), soft_wrap=True, markup=False, highlight=False)
+            print_line(stderr, "\n".join(split_lines), markup=False, highlight=False)
             split_lines.clear()
 
     view = StudyView(study.fixed.get("epochs"))
@@ -232,7 +235,7 @@ def run(
                 show_splits(event)
                 line = view.on_event(event)
                 if line:
-                    stderr.print(line, soft_wrap=True, markup=False, highlight=False)
+                    print_line(stderr, line, markup=False, highlight=False)
 
             with ctrl_c_kept() as ctrl_c:
                 summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
@@ -299,7 +302,9 @@ def report(
         help="The terminal's best and trials tables show only these columns, in this order: names as in "
              "--format csv's header, joined with commas (for example \"method,test acc,worst class\").")] = None,
 ) -> None:
-    """The best combination of hyper-parameters per (data set, network, method), paper-style."""
+    """Print the best hyper-parameters of each method.
+
+    The best combination of hyper-parameters per (data set, network, method), paper-style."""
     from pipeline.report import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
                                  trials_table)
     from pipeline.store import Store, sqlite_file
@@ -397,7 +402,7 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
     print_tables(verdict_tables(result), fmt, out, force, sqlite_file(store.url), images, wide)
 
 
-studies_app = typer.Typer(help="The studies in the database; `studies delete NAME` removes one.")
+studies_app = typer.Typer(help="List the studies in the database.\n\n`studies delete NAME` removes one.")
 app.add_typer(studies_app, name="studies")
 
 
@@ -418,7 +423,9 @@ def delete_study(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     log_file: Annotated[Path, typer.Option(help="Where Ax's messages go.")] = Path("runs/robust-tune.log"),
 ) -> None:
-    """Delete one study: its trials, curves and Ax's records of it. Other studies are not touched."""
+    """Delete one study and Ax's records of it.
+
+    Its trials and curves go with it. Other studies are not touched."""
     from pipeline.forget import delete_study as forget
     from pipeline.store import Store
 

@@ -7,18 +7,20 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from cli.app import app
 from cli.options import Db, Device, Precision, Threads
-from cli.render import (batches_line, params_line, print_image_line, result_table, result_title, stderr, stdout,
-                        training_progress)
+from cli.render import (batches_line, params_line, print_image_line, print_line, result_table, result_title,
+                        stderr, stdout, terminal_width, training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES
-from pipeline.params import TRAINING_PARAMS, Choice, Range, parse_assignment
+from pipeline.params import TRAINING_PARAMS, Choice, HParam, Range, parse_assignment
 
 
 @app.command()
@@ -79,7 +81,9 @@ def train(
              "normalisation, image size): torch.save; loads with --weights and robust-tune predict.")]
     = None,
 ) -> None:
-    """Train and evaluate one configuration; the same code path a study trial runs."""
+    """Train and evaluate one configuration.
+
+    It runs the same code path a study trial runs."""
     if save is not None and save.exists():
         raise UserError(f"{save} exists; --save never replaces a file, give another name")
     if save is not None:
@@ -127,8 +131,8 @@ def train(
     stdout.print(result_table(result))
     stdout.print(batches_line(result))
     stdout.print(params_line(result), style="dim")
-    stdout.print("\n".join(["examples per split and class:", *data.split_summary()]), soft_wrap=True, markup=False,
-                 highlight=False)
+    print_line(stdout, "\n".join(["examples per split and class:", *data.split_summary(terminal_width(stdout))]),
+               markup=False, highlight=False)
 
 
 # With --from-study the configuration is the study's: options that would change it are refused, not ignored.
@@ -165,22 +169,56 @@ def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | No
 
 @app.command()
 def methods() -> None:
-    """List the training methods and the hyper-parameters each one takes."""
+    """List the training methods and their hyper-parameters.
+
+    Each part of a method (loss, sampler, mixer, generator, weights) with the hyper-parameters it takes, their
+    defaults, valid values and study ranges."""
     sections = [("every method: the shared trainer", TRAINING_PARAMS)]
     sections += [(f"{family} {part.name}: {part.source}", part.params)
                  for family, registry in FAMILIES.items() for part in registry.values()]
+    narrow = stdout.width < _table_width([p for _, params in sections for p in params])
     for title, params in sections:
-        table = Table(title=title, title_justify="left")
-        for column in ("parameter", "default", "valid", "study range"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("meaning")
-        for p in params:
-            valid = " | ".join(p.valid) if isinstance(p.valid, tuple) else p.valid or "true | false"
-            table.add_row(p.name, str(p.default), valid, _search_text(p.search), p.help)
-        stdout.print(table if params else f"{title}\n  (no parameters of its own)")
+        if not params:
+            stdout.print(f"{title}\n  (no parameters of its own)", markup=False, highlight=False)
+        elif narrow:
+            _print_block(title, params)
+        else:
+            table = Table(title=title, title_justify="left")
+            for column in ("parameter", "default", "valid", "study range"):
+                table.add_column(column, no_wrap=True)
+            table.add_column("meaning", overflow="fold")
+            for p in params:
+                table.add_row(p.name, str(p.default), _valid_text(p), _search_text(p.search), p.help)
+            stdout.print(table)
     stdout.print("A method joins parts with + in any order: one loss (default erm; gils implies ls), one sampler "
                  "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack), "
                  f"at most one weights part. For example: {EXAMPLES}.")
+
+
+MEANING_WIDTH = 30  # the least room the table's meaning column gets; narrower terminals get one block per part
+
+
+def _table_width(params: list[HParam]) -> int:
+    """How wide the parameters table must be for its meaning column to get MEANING_WIDTH: the four columns
+    that never wrap at their widest, and a border and a space either side of every column."""
+    widest = [max(len(text) for text in texts) for texts in zip(
+        *((p.name, str(p.default), _valid_text(p), _search_text(p.search)) for p in params),
+        ("parameter", "default", "valid", "study range"))]
+    return sum(widest) + MEANING_WIDTH + 3 * 5 + 1
+
+
+def _print_block(title: str, params: list[HParam]) -> None:
+    """A part as a block, for a terminal too narrow for the table: its title, then a line per parameter with its
+    default, valid values and study range, and its meaning under it; Rich wraps long lines between words."""
+    stdout.print(title, style="bold", markup=False, highlight=False)
+    for p in params:
+        stdout.print(Padding(Text(f"{p.name} = {p.default}  (valid {_valid_text(p)}; study {_search_text(p.search)})"),
+                             (0, 0, 0, 2), expand=False))
+        stdout.print(Padding(Text(p.help, style="dim"), (0, 0, 0, 6), expand=False))
+
+
+def _valid_text(p: HParam) -> str:
+    return " | ".join(p.valid) if isinstance(p.valid, tuple) else p.valid or "true | false"
 
 
 def _search_text(search: Range | Choice | None) -> str:

@@ -113,17 +113,32 @@ class Dataset:
                 f"{', '.join(thin)}: one image moves its accuracy by more than {100 // minimum} points, so its numbers (and the "
                 "rare-class and worst-class rows) say little; add images or raise val_fraction / test_fraction")
 
-    def split_summary(self) -> list[str]:
+    def split_summary(self, width: int | None = None) -> list[str]:
         """What the splits hold, a line each, for the user to check once: counts per class (up to 10 classes),
-        else the total and the smallest class; then a warning line for classes too thin to measure (thin_classes)."""
+        else the total and the smallest class; then a warning line for classes too thin to measure (thin_classes).
+        `width`: the terminal's, when the caller prints to one; counts that would not fit go on further lines,
+        under the first count, so that no `class:count` is broken."""
         lines = []
         for split, counts in self.split_counts().items():
+            head = f"{split:<5} {sum(counts):>6}  "
             if len(counts) <= 10:
-                per_class = " ".join(f"{name}:{count}" for name, count in zip(self.class_names, counts))
-                lines.append(f"{split:<5} {sum(counts):>6}  {per_class}")
+                lines += _wrap_tokens(head, [f"{name}:{count}" for name, count in zip(self.class_names, counts)],
+                                      width)
             else:
                 fewest = min(range(len(counts)), key=counts.__getitem__)
-                lines.append(f"{split:<5} {sum(counts):>6}  {min(counts)}-{max(counts)} per class "
-                             f"(fewest: {self.class_names[fewest]})")
+                lines.append(f"{head}{min(counts)}-{max(counts)} per class (fewest: {self.class_names[fewest]})")
         warning = self.thin_classes()
         return lines + ([warning] if warning else [])
+
+
+def _wrap_tokens(head: str, tokens: list[str], width: int | None) -> list[str]:
+    """`head` then the tokens, space-separated, on as many lines of at most `width` characters as they need (one
+    line when `width` is None); a continuation line is indented under the first token. A token is never split."""
+    lines, line, fresh = [], head, True
+    for token in tokens:
+        if not fresh and width is not None and len(line) + 1 + len(token) > width:
+            lines.append(line)
+            line, fresh = " " * len(head), True
+        line += token if fresh else " " + token
+        fresh = False
+    return lines + [line]
