@@ -12,6 +12,7 @@ import io
 import itertools
 import math
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -45,9 +46,48 @@ class Picture:
 
     @functools.cached_property
     def png(self) -> bytes:
+        fit_text(self.figure)
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png", dpi=80, metadata={"Software": None})
+        self.figure.savefig(buffer, format="png", dpi=SAVE_DPI, metadata={"Software": None})
         return buffer.getvalue()
+
+
+SAVE_DPI = 80  # the pictures' resolution, in the files and on the page
+
+
+def fit_text(figure: Figure) -> None:
+    """Wrap the figure's title and each panel's title onto as many lines as they need to fit, the figure's within
+    its width and a panel's within its panel's, and each legend entry within 40% of the figure's width.
+    Constrained layout makes room for a title's height and an outside legend's width but never wraps either, so a
+    long title (a study's long name, the note of a study without a model) runs off both sides of the picture and a
+    long legend entry squeezes the plot to nothing. Widths are measured as drawn, so any font and size fits."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(figure.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(figure)
+    # legends first: a wide one squeezes the panels, and their titles would be wrapped to the squeezed width
+    for step in ["legends"] + ["titles"] * 3:  # wrapping makes titles taller, so panels narrower or wider
+        figure.draw_without_rendering()
+        renderer = figure.canvas.get_renderer()
+        legends = [*figure.legends, *(axes.get_legend() for axes in figure.axes if axes.get_legend())]
+        texts = [(text, 0.4 * figure.bbox.width) for legend in legends
+                 for text in (*legend.get_texts(), legend.get_title())]
+        if step == "titles":
+            texts = [(figure._suptitle, figure.bbox.width)] if figure._suptitle is not None else []
+            texts += [(title, axes.bbox.width) for axes in figure.axes
+                      for title in (axes.title, axes._left_title, axes._right_title)]
+        changed = False
+        for text, room in texts:
+            content = text.get_text()
+            width = text.get_window_extent(renderer).width if content.strip() else 0.0
+            if width <= 0.98 * room:
+                continue
+            longest = max(len(line) for line in content.splitlines())
+            columns = max(10, int(longest * 0.95 * room / width))
+            text.set_text("\n".join(textwrap.fill(line, columns) for line in content.splitlines()))
+            changed = True
+        if step == "titles" and not changed:
+            return
 
 
 @dataclass
@@ -146,8 +186,12 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
         count, sobol = bounds.pop()
         axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {count} trials)")
         if sobol <= last:  # some trials came from the Gaussian process: say where they start, inside the plot
-            axes.text(sobol - 0.4, 0.98, "Gaussian process →", transform=axes.get_xaxis_transform(),
-                      va="top", fontsize=8, color="grey")
+            # right of the start when there is room, else left of it: a label from near the right edge runs off
+            right = sobol > 0.6 * (last + 1)
+            axes.text(sobol - 0.6 if right else sobol - 0.4, 0.98,
+                      "Gaussian process from here →" if right else "Gaussian process →",
+                      transform=axes.get_xaxis_transform(), ha="right" if right else "left", va="top", fontsize=8,
+                      color="grey")
     readable_ylim(axes, plotted)
     axes.set(title=title, xlabel="trial (Ax's index, in the order run)",
              ylabel=_percent_label(studies[0].objective))

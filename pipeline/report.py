@@ -209,10 +209,12 @@ def importance_table(store: Store, names: list[str] | None = None) -> Table | No
                                   "fitted_on": stored.fitted_on})
     if not table.rows and not table.notes:
         return None
-    table.notes.insert(0, "Share in %: the part of the objective's variance over the search space that a parameter "
-                          "explains alone (first-order Sobol index of the study's Gaussian process, fitted on the "
-                          "study's completed trials when a run of it ended), with the 5-95% range over the model's "
-                          "posterior draws. Shares need not sum to 100: the rest is interactions and noise.")
+    if table.rows:  # with no rows, the notes say why each study has none; no shares to explain
+        table.notes.insert(0, "Share in %: the part of the objective's variance over the search space that a "
+                              "parameter explains alone (first-order Sobol index of the study's Gaussian process, "
+                              "fitted on the study's completed trials when a run of it ended), with the 5-95% range "
+                              "over the model's posterior draws. Shares need not sum to 100: the rest is "
+                              "interactions and noise.")
     return table
 
 

@@ -236,6 +236,10 @@ def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
     assert any(t.startswith("tuned hws") for t in ticks), ticks
     legend = pictures[f"{NAME}-trace.png"].figure.axes[0].get_legend()
     assert legend.get_bbox_to_anchor().x0 > pictures[f"{NAME}-trace.png"].figure.axes[0].bbox.x1 - 1
+    from test_pictures import texts_off_canvas  # importance, comparison, every study's maps and the shared trace
+
+    assert {"importance", "compare", "trace"} <= {p.kind for p in pictures.values()}
+    assert [off for p in pictures.values() for off in texts_off_canvas(p)] == []
 
 
 def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
@@ -254,3 +258,35 @@ def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
     low, high = trace.figure.axes[0].get_ylim()
     assert high - low >= MIN_SPAN and low < 94.032 and high > 94.046
     assert "flat (erm, small_cnn)" in trace.figure.axes[0].get_title()
+
+
+def test_html_tables_keep_a_number_and_its_interval_on_one_line_and_say_why_a_table_is_empty():
+    from pipeline.html_report import html_table
+    from pipeline.tables import Table
+
+    table = Table("Evaluation", ["variant", "test accuracy", "difference"],
+                  [["tuned hws", "92.0 ± 2.5", "[+1.0, +3.0]"], ["erm", "87.0 ± 6.5", "96.4-97.8"]])
+    html = html_table(table, "table-1")
+    assert html.count('<td class="number">') == 4 and "<td>tuned hws</td>" in html
+    empty = Table("Which parameters mattered", ["study", "share"], [],
+                  ["few: no importance: 4 completed trial(s); it needs at least 8."])
+    html = html_table(empty, "table-2")
+    assert "<table" not in html and "<th>" not in html and 'id="table-2"' in html
+    assert "none to show. few: no importance: 4 completed trial(s); it needs at least 8." in html
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
+def test_in_a_narrow_window_chromium_keeps_every_number_of_the_page_on_one_line(page, tmp_path):
+    narrow = tmp_path / "narrow.html"
+    lines = ("<script>window.addEventListener('load', () => { for (const td of document.querySelectorAll('td.number'))"
+             " { const r = document.createRange(); r.selectNodeContents(td); "
+             "td.setAttribute('data-lines', String(r.getClientRects().length)); } });</script>")
+    narrow.write_text(page.read_text().replace("</body>", lines + "</body>"))
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=480,800",
+                           "--virtual-time-budget=10000", "--dump-dom", narrow.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import re
+    counts = [int(n) for n in re.findall(r'data-lines="(\d+)"', done.stdout)]
+    assert len(counts) >= 10 and set(counts) == {1}, counts
+    assert any("±" in cell for cell in re.findall(r'<td class="number"[^>]*>([^<]*)</td>', done.stdout))

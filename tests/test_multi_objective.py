@@ -246,5 +246,8 @@ def test_the_front_picture_greys_infeasible_trials_and_is_drawn_only_for_several
     picture, = front_pictures(StudyData(study, trials))
     assert picture.kind == "pareto-front" and picture.png.startswith(b"\x89PNG")
     assert picture.data["pareto"] == [1, 0] and picture.data["infeasible"] == [2]  # joined along the first objective
+    from test_pictures import texts_off_canvas
+
+    assert texts_off_canvas(picture) == []
     single = record(hand_study(objective="val_balanced_accuracy"))
     assert front_pictures(StudyData(single, trials)) == []

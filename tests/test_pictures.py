@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pipeline.plots import draw, load_studies
+from pipeline.plots import SAVE_DPI, draw, load_studies
 from pipeline.report import compare_table
 from pipeline.store import Store
 from pipeline.study import run_study
@@ -23,6 +23,34 @@ HWS = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true 
 NAME = "six"
 EXPECTED = {f"{NAME}-{kind}.png" for kind in ("trace", "map-lr_head-beta", "map-beta-importance_sampling",
                                               "map-lr_head-importance_sampling", "curves", "per-class")}
+
+
+def texts_off_canvas(picture) -> list[str]:
+    """Each visible text of `picture` that does not lie wholly inside its canvas, once drawn as its PNG is saved
+    (titles fitted, at SAVE_DPI): a title, label, tick label, legend entry or note cut at the picture's edge."""
+    from matplotlib.text import Text
+
+    assert picture.png.startswith(b"\x89PNG")  # fits the titles, as saving does
+    figure = picture.figure
+    figure.set_dpi(SAVE_DPI)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    canvas = figure.bbox
+    undrawn = set()  # the labels of ticks outside the axes' range: matplotlib keeps them but draws none
+    for axes in figure.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if tick.get_loc() is None or not low - 1e-9 * (high - low) <= tick.get_loc() <= high + 1e-9 * (high - low):
+                    undrawn |= {id(tick.label1), id(tick.label2)}
+    off = []
+    for text in figure.findobj(Text):
+        if not text.get_visible() or not text.get_text().strip() or id(text) in undrawn:
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1 or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1:
+            off.append(f"{picture.file_name}: {text.get_text()!r} at {box.bounds}, canvas {canvas.bounds}")
+    return off
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +130,10 @@ def test_the_html_report_holds_every_table_and_one_embedded_image_per_picture(st
     code, _, err = cli("report", "--db", str(study_db), "--out", str(page), "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err  # the format comes from the extension
     text = page.read_text()
-    assert text.startswith("<!DOCTYPE html>") and text.count("<table") == 4  # best, pick, importance, trials
+    assert text.startswith("<!DOCTYPE html>") and text.count("<table") == 3  # best, pick, trials
+    # 6 trials are too few for parameter importance: one sentence says so, not a table of headers without rows
+    assert "Which parameters mattered: share of the objective&#x27;s variance each explains</strong>: none to show. " \
+           f"{NAME}: no importance: 6 completed trial(s); it needs at least 8" in text
     assert "Best combination of hyper-parameters" in text and f"Trials of {NAME}" in text
     assert "<caption>The best observed trial and the model&#x27;s pick</caption>" in text
     assert text.count("data:image/png;base64,") == len(EXPECTED)
@@ -128,6 +159,29 @@ def test_a_study_name_unsafe_in_file_names_gets_a_safe_file_name_and_a_scatter_w
     assert names == {f"odd_name_1-{kind}.png" for kind in ("trace", "map-alpha-T", "map-alpha-eta", "map-T-eta",
                                                             "curves", "per-class")}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ax.log", "odd.db", "pictures"]  # nothing outside
+
+
+def test_no_text_leaves_the_canvas_of_any_picture_of_a_real_study(pictures):
+    assert len(pictures) == len(EXPECTED)
+    assert [off for p in pictures.values() for off in texts_off_canvas(p)] == []
+
+
+def test_a_study_without_a_model_says_why_inside_its_pictures_however_long_its_name(tmp_path):
+    """Fewer completed trials than a model needs: each map is the trials and a long note, wrapped in the picture;
+    a long study name wraps too, and the trace of two studies of one data set keeps its legend inside."""
+    store = Store(str(tmp_path / "few.db"))
+    long = "a-study-whose-name-is-long-enough-to-run-off-the-picture-" * 2
+    add_study(store, long, runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75)),
+                                 ({"alpha": 0.3, "T": 5, "eta": 1.7}, (0.82, 0.7))])
+    add_study(store, "short", runs=[({"alpha": 0.2, "T": 4, "eta": 1.9}, None)])
+    pictures = draw(load_studies(store, None, tmp_path / "ax.log"))
+    notes = [p for p in pictures if p.kind.startswith("map-")]
+    assert notes and all("a model needs 3" in p.data["note"] for p in notes)
+    assert {"trace", "curves", "per-class"} <= {p.kind for p in pictures} and "digits-trace.png" in {
+        p.file_name for p in pictures}
+    assert [off for p in pictures for off in texts_off_canvas(p)] == []
+    title = notes[0].figure.axes[0].get_title()
+    assert "a model needs 3" in title.replace("\n", " ") and title.count("\n") >= 2  # wrapped, not cut
 
 
 def test_studies_of_one_data_set_also_share_one_trace_with_a_line_each(tmp_path):
