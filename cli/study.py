@@ -214,7 +214,10 @@ def run(
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     parallel = dict(runner=runner, precision=precision)
     resume = "".join([f"robust-tune run {study_file}", f" --db {shown_database(db)}" if db else "",
-                      f" --trials {trials}" if trials else "", *[f" --set {o}" for o in overrides],
+                      f" --trials {trials}" if trials else "", *[f" --set {o}" for o in set_ or []],
+                      f" --seed {seed}" if seed is not None else "",
+                      f" --search-seed {search_seed}" if search_seed is not None else "",
+                      f" --threads {threads}" if threads is not None else "",
                       f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else ""])
     try:
         if stderr.is_terminal:

@@ -188,7 +188,7 @@ def methods() -> None:
                 table.add_column(column, no_wrap=True)
             table.add_column("meaning", overflow="fold")
             for p in params:
-                table.add_row(p.name, str(p.default), _valid_text(p), _search_text(p.search), p.help)
+                table.add_row(p.name, _default_text(p.default), _valid_text(p), _search_text(p.search), p.help)
             stdout.print(table)
     stdout.print("A method joins parts with + in any order: one loss (default erm; gils implies ls), one sampler "
                  "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack), "
@@ -202,7 +202,7 @@ def _table_width(params: list[HParam]) -> int:
     """How wide the parameters table must be for its meaning column to get MEANING_WIDTH: the four columns
     that never wrap at their widest, and a border and a space either side of every column."""
     widest = [max(len(text) for text in texts) for texts in zip(
-        *((p.name, str(p.default), _valid_text(p), _search_text(p.search)) for p in params),
+        *((p.name, _default_text(p.default), _valid_text(p), _search_text(p.search)) for p in params),
         ("parameter", "default", "valid", "study range"))]
     return sum(widest) + MEANING_WIDTH + 3 * 5 + 1
 
@@ -215,6 +215,11 @@ def _print_block(title: str, params: list[HParam]) -> None:
         stdout.print(Padding(Text(f"{p.name} = {p.default}  (valid {_valid_text(p)}; study {_search_text(p.search)})"),
                              (0, 0, 0, 2), expand=False))
         stdout.print(Padding(Text(p.help, style="dim"), (0, 0, 0, 6), expand=False))
+
+
+def _default_text(value: object) -> str:
+    """A default as a person reads it: 0.0313725 for 8/255, not 0.03137254901960784."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _valid_text(p: HParam) -> str:

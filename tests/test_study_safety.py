@@ -138,13 +138,14 @@ def test_ctrl_c_names_the_trial_and_how_to_resume_then_resume_runs_it_once(tmp_p
     # short enough that the resume, which trains the whole trial, stays cheap
     path, db = study_file(tmp_path, "stopped", params=FAST.replace("epochs = 1", "epochs = 10"), trials=1), \
         tmp_path / "runs.db"
-    process = start_run(path, db)
+    process = start_run(path, db, "--threads", "1")
     wait_for_running_trial(process, db)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate()
     assert process.returncode == 130 and "Traceback" not in err
     assert (f"interrupted: trial 0 of study stopped was stopped and will run again first; "
-            f"resume with robust-tune run {path} --db {db}") in " ".join(err.split())
+            f"resume with robust-tune run {path} --db {db} --threads 1") in " ".join(err.split())
+    assert "--set threads" not in err  # the resume line repeats the options as they were given
     (status, parameters), = rows(db, "select status, parameters from rt_trials")
     assert status == "interrupted"
     assert rows(db, "select * from rt_study_locks") == []  # the lock was released
