@@ -124,11 +124,16 @@ def clustered_difference(a: Sequence[float], b: Sequence[float], clusters: Seque
     pairs, and a test that counts them as such is too sure (see pipeline/replicate_simulation.py)."""
     if not len(a) == len(b) == len(clusters) or not a:
         raise ValueError(f"paired values need the same, non-zero length; got {len(a)}, {len(b)}, {len(clusters)}")
-    by_cluster: dict[int, list[float]] = {}
-    for x, y, cluster in zip(a, b, clusters):
-        by_cluster.setdefault(cluster, []).append(x - y)
-    means = [math.fsum(d) / len(d) for d in by_cluster.values()]
+    means = cluster_means([x - y for x, y in zip(a, b)], clusters)
     return paired_difference(means, [0.0] * len(means))
+
+
+def cluster_means(values: Sequence[float], clusters: Sequence[int]) -> list[float]:
+    """The mean of `values` within each cluster, in the order the clusters first appear."""
+    by_cluster: dict[int, list[float]] = {}
+    for value, cluster in zip(values, clusters):
+        by_cluster.setdefault(cluster, []).append(value)
+    return [math.fsum(v) / len(v) for v in by_cluster.values()]
 
 
 @dataclass(frozen=True)
@@ -160,10 +165,7 @@ def probability_of_improvement(a: Sequence[float], b: Sequence[float], clusters:
         raise ValueError(f"paired values need the same, non-zero length; got {len(a)} and {len(b)}")
     scores = [1.0 if x > y else 0.5 if x == y else 0.0 for x, y in zip(a, b)]
     if clusters is not None:
-        by_cluster: dict[int, list[float]] = {}
-        for score, cluster in zip(scores, clusters):
-            by_cluster.setdefault(cluster, []).append(score)
-        scores = [math.fsum(s) / len(s) for s in by_cluster.values()]
+        scores = cluster_means(scores, clusters)
     probability = math.fsum(scores) / len(scores)
     if len(scores) < 2 or len(set(scores)) == 1:  # nothing to resample: every unit scores the same
         return Improvement(probability, probability, probability, len(scores))
