@@ -258,20 +258,24 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     """The verdict from what is stored: every method's results and cost, its comparisons with ERM, the
     pairwise ranking and the reading in words."""
     runs = campaign_runs(store, campaign)
-    looks = campaign.evaluation.looks()
-    values = run_values(runs)
-    comparisons = sequential_comparisons(values, campaign.methods, looks, campaign.replicates)
+    return verdict_of(campaign.name, campaign.evaluation.looks(), campaign.replicates, run_values(runs),
+                      [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], variation(campaign),
+                      rare_class(list(runs[REFERENCE].values())))
+
+
+def verdict_of(name: str, looks: list[int], replicates: int, values: Values, results: list[MethodResult],
+               varies: str = "", rare: RareClass | None = None) -> Verdict:
+    """The verdict from the runs' values (method -> metric -> (replicate, seed) -> value) and each method's
+    result (`results`, ERM first): its comparisons with ERM and their P(better), the ranking and the reading."""
+    comparisons = sequential_comparisons(values, [r.method for r in results], looks, replicates)
     for key, c in comparisons.items():
-        keys = _keys(campaign.replicates, c.seeds // campaign.replicates)
+        keys = _keys(replicates, c.seeds // replicates)
         comparisons[key] = replace(c, improvement=improvement(values[c.method][c.metric], values[REFERENCE][c.metric],
-                                                              keys, campaign.replicates))
-    verdict = Verdict(campaign.name, looks, campaign.replicates,
-                      [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], comparisons,
-                      varies=variation(campaign))
-    verdict.rare = rare_class(list(runs[REFERENCE].values()))
-    verdict.same_as_erm = {m.method: _same_as_erm(m, values) for m in verdict.methods
-                           if m.method != REFERENCE and _same_as_erm(m, values)}
-    verdict.pairs = pairwise_ranking(values, [m.method for m in verdict.methods if m.seeds > 0], campaign.replicates)
+                                                              keys, replicates))
+    verdict = Verdict(name, looks, replicates, results, comparisons, varies=varies, rare=rare)
+    verdict.same_as_erm = {r.method: said for r in results
+                           if r.method != REFERENCE and (said := _same_as_erm(r, values))}
+    verdict.pairs = pairwise_ranking(values, [r.method for r in results if r.seeds > 0], replicates)
     verdict.reading = reading(verdict)
     return verdict
 

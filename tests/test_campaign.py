@@ -1,6 +1,5 @@
 """`compare` and `report --verdict`: a real campaign of three methods on the digits (real Ax, real PyTorch,
 real SQLite, real processes), killed and resumed; the verdict's statistics and stopping rule by simulation."""
-import dataclasses
 import json
 import re
 import os
@@ -407,23 +406,13 @@ def test_the_verdict_fits_the_terminal_with_one_line_per_method_and_metric(campa
     assert width < 100 or "P>ERM %" in lines[rule - 1]
 
 
-def _verdict_of(values: dict, parameters: dict, flags: dict | None = None):
-    """A verdict taken from given runs, as take_verdict takes it from stored ones (one search, one look)."""
-    from pipeline.verdict import MethodResult, Verdict, _same_as_erm, pairwise_ranking, reading, improvement
+def _verdict_of(values: dict, parameters: dict, flags: dict | None = None, rare=None):
+    """A verdict taken from given runs by the verdict's own assembly (one search, one look of 3 seeds)."""
+    from pipeline.verdict import MethodResult, verdict_of
 
-    methods = list(values)
-    comparisons = sequential_comparisons(values, methods, [3])
-    comparisons = {k: dataclasses.replace(c, improvement=improvement(values[c.method][c.metric],
-                                                                     values["erm"][c.metric], [(0, s) for s in range(3)]))
-                   for k, c in comparisons.items()}
     results = [MethodResult(m, [f"c.{m}"], [parameters[m]], 3, {k: (0.5, 0.1) for k in METRICS}, 2, 2, 2, 1.0, 1.0,
-                            bound_flags=(flags or {}).get(m, [])) for m in methods]
-    verdict = Verdict("c", [3], 1, results, comparisons, varies="the training seed and the whole split")
-    verdict.same_as_erm = {r.method: _same_as_erm(r, values) for r in results if r.method != "erm"
-                           and _same_as_erm(r, values)}
-    verdict.pairs = pairwise_ranking(values, methods)
-    verdict.reading = reading(verdict)
-    return verdict
+                            bound_flags=(flags or {}).get(m, [])) for m in values]
+    return verdict_of("c", [3], 1, values, results, "the training seed and the whole split", rare)
 
 
 def test_a_method_whose_runs_equal_erms_is_said_to_be_erm_not_given_a_degenerate_interval():
@@ -503,13 +492,12 @@ def test_the_verdict_names_the_rare_class_and_the_images_it_rests_on(campaign):
 
 
 def test_a_metric_resting_on_few_test_images_is_marked_and_nothing_decided_says_what_would_decide_it():
-    from pipeline.verdict import RareClass, reading
+    from pipeline.verdict import RareClass
     from pipeline.verdict_report import verdict_tables
 
     values = _noise_campaign(random.Random(4), ["erm", "cb"], 3)
-    verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "cb": {"lr_head": 0.1, "cb_power": 0.5}})
-    verdict.rare = RareClass("3", (2, 2), (1, 1), (4, 4), 4)
-    verdict.reading = reading(verdict)
+    verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "cb": {"lr_head": 0.1, "cb_power": 0.5}},
+                          rare=RareClass("3", (2, 2), (1, 1), (4, 4), 4))
     table = next(t for t in verdict_tables(verdict) if t.title.startswith("Verdict"))
     labels = [row[1] for row in table.rows]
     assert "rare class*" in labels and "worst class*" in labels and "test acc" in labels
