@@ -75,16 +75,14 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     with another count; the re-training runs train with their best trial's."""
     from pipeline.study import check_can_train, reading_store, run_study, settle_threads
 
-    known = (reader := reading_store(db)) and reader.campaign(campaign.name)
+    known = (reader := reading_store(db)) and reader.campaign(campaign.name)  # read only: nothing is created yet
     campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
+    campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
     if threads is not None:
         campaign = dataclasses.replace(campaign, studies={m: dataclasses.replace(s, threads=threads)
                                                           for m, s in campaign.studies.items()})
     warning = check_can_train(campaign.studies[REFERENCE], device, precision)  # a bad data set: before any write
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
-    stored = store.campaign(campaign.name)
-    campaign = campaign.settle_resplit(None if stored is None else stored.evaluation.resplit)
-    campaign = campaign.settle_image_size(None if stored is None else stored.config)
     for method, replicate in ((m, r) for r in range(campaign.replicates) for m in campaign.methods):
         study = campaign.study(method, replicate)
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
