@@ -92,6 +92,8 @@ def compare(
     trials_per_gpu: Annotated[int, typer.Option(help="With --workers on a machine with GPUs: trials per GPU.")] = 1,
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,
 ) -> None:
     """Tune and compare every method of a campaign.
@@ -107,7 +109,7 @@ def compare(
     from pipeline.verdict_report import verdict_tables
 
     check_log_file(log_file)
-    campaign = load_campaign(campaign_file, replicates)
+    campaign = load_campaign(campaign_file, replicates, list(set_ or []))
     check_precision(precision)
     if workers is not None or scheduler is not None:
         check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
@@ -119,7 +121,7 @@ def compare(
 
     resume = "".join([f"robust-tune compare {campaign_file}", f" --db {shown_database(db)}" if db else "",
                       f" --replicates {replicates}" if replicates else "", f" --workers {workers}" if workers else "",
-                      f" --scheduler {scheduler}" if scheduler else "", f" --threads {threads}" if threads else ""])
+                      f" --scheduler {scheduler}" if scheduler else "", f" --threads {threads}" if threads else "", *[f" --set {o}" for o in set_ or []]])
     try:
         with ctrl_c_kept() as ctrl_c:
             view = CampaignView(ctrl_c)

@@ -35,7 +35,7 @@ from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, parse_study, read_toml
+from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study, read_toml
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -245,7 +245,8 @@ def _method_study(raw: dict[str, Any], source: str, method: str) -> StudyConfig:
         raise
 
 
-def load_campaign(path: str | Path, replicates: int | None = None) -> CampaignConfig:
-    """Read and validate a campaign file; any problem is a one-line UserError."""
+def load_campaign(path: str | Path, replicates: int | None = None, overrides: list[str] = ()) -> CampaignConfig:
+    """Read and validate a campaign file, with `--set section.key=value` overrides applied as `run` applies
+    them to a study file; any problem is a one-line UserError."""
     path = Path(path)
-    return parse_campaign(read_toml(path, "campaign"), str(path), replicates)
+    return parse_campaign(apply_overrides(read_toml(path, "campaign"), list(overrides)), str(path), replicates)

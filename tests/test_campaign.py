@@ -119,6 +119,21 @@ def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(camp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "trio.toml"]  # Ax not even loaded
 
 
+def test_compare_set_overrides_a_campaign_field_as_run_does_and_refuses_a_bad_one_in_one_line(campaign, tmp_path, cli):
+    db = tmp_path / "c.db"
+    shutil.copy(campaign, db)
+    code, out, err = cli("compare", str(campaign_file(tmp_path)), "--db", str(db), "--device", "cpu",
+                         "--log-file", str(tmp_path / "ax.log"), "--set", "evaluate.seeds=4")
+    assert code == 0, err
+    assert "0 trial(s) and 3 re-training run(s) now" in err  # seed 3 for each of the three methods, no search
+    assert rows(db, "select count(*) from rt_evaluations") == [(12,)]
+    for bad, named in [("evaluate.seed=4", "evaluate.seed"), ("evaluate.seeds=one", "evaluate.seeds"),
+                       ("budget", "malformed --set")]:
+        code, out, err = cli("compare", str(campaign_file(tmp_path)), "--db", str(db), "--set", bad)
+        assert code == 2 and named in err and len(err.strip().splitlines()) == 1, (bad, err)
+    assert rows(db, "select count(*) from rt_evaluations") == [(12,)]
+
+
 def test_report_verdict_json_gives_means_differences_adjusted_p_and_the_word(campaign):
     shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
     assert shown.returncode == 0, shown.stderr
