@@ -16,24 +16,27 @@ from pipeline.errors import UserError
 @app.command()
 def bench(
     setting: Annotated[Optional[list[str]], typer.Option(
+        metavar="SETTING",
         help="Which set-up: digits, resnet18 or paper (ResNet18/34/50, ERM and GI-LS input at T = 1, 5, 15, "
              "on MT-Defect-sized data at --image-size) (repeat; default digits and resnet18).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    method: Annotated[Optional[list[str]], typer.Option(help="Only the cases of this method, for example l2rw "
+    method: Annotated[Optional[list[str]], typer.Option(metavar="METHOD", help="Only the cases of this method, for example l2rw "
                                                               "(repeat; default all); ERM is always measured.")] = None,
     precision: Annotated[Optional[list[str]], typer.Option(
+        metavar="PRECISION",
         help="auto, fp32 or bf16; repeat to measure side by side (default auto).")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
     steps: Annotated[int, typer.Option(min=1, help="Training steps per round and method.")] = 10,
     batch_size: Annotated[int, typer.Option(min=2)] = 32,
     backbone: Annotated[Optional[list[str]], typer.Option(
+        metavar="BACKBONE",
         help="Paper setting: which ResNets (repeat; default resnet18, resnet34 and resnet50).")] = None,
     image_size: Annotated[int, typer.Option(min=8, max=4096, help="Pixels a side in the paper setting and "
                                                                   "in --study.")] = 224,
     study: Annotated[bool, typer.Option("--study", help="Instead: wall time of the 20-trial GI-LS MT-Defect "
                                                         "ResNet18 study, one trial at a time and with "
                                                         "--workers trials sharing the device.")] = False,
-    workers: Annotated[Optional[list[int]], typer.Option(help="With --study: trials at once (repeat; "
+    workers: Annotated[Optional[list[int]], typer.Option(metavar="N", help="With --study: trials at once (repeat; "
                                                               "default 2, 4 and 8); with --parallel: the "
                                                               "clusters to compare (repeat; default 1 and 2).")] = None,
     trials: Annotated[Optional[int], typer.Option(min=1, max=200, help="With --study: the study's trials; with "
@@ -48,9 +51,9 @@ def bench(
                                                           "problems whose true values are known.")] = False,
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="With --search: search seeds per strategy.")] = 20,
     initial: Annotated[int, typer.Option(min=1, help="With --search: Sobol trials before the GP.")] = 5,
-    problem: Annotated[Optional[list[str]], typer.Option(help="With --search: only this problem (repeat; "
+    problem: Annotated[Optional[list[str]], typer.Option(metavar="PROBLEM", help="With --search: only this problem (repeat; "
                                                               "default all).")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option(help="With --search: only this strategy (repeat; "
+    strategy: Annotated[Optional[list[str]], typer.Option(metavar="STRATEGY", help="With --search: only this strategy (repeat; "
                                                                "default all).")] = None,
     processes: Annotated[int, typer.Option(min=1, max=256, help="With --search: search runs at once, each in "
                                                                 "its own process.")] = 1,
@@ -77,7 +80,7 @@ def bench(
                                                                   "trains in all.")] = 240,
     min_epochs: Annotated[int, typer.Option(min=1, help="With --prefixes: the first epoch at which a trial may "
                                                         "be stopped.")] = 3,
-    variant: Annotated[Optional[list[str]], typer.Option(help="With --prefixes: only this variant (repeat; "
+    variant: Annotated[Optional[list[str]], typer.Option(metavar="VARIANT", help="With --prefixes: only this variant (repeat; "
                                                               "default all four).")] = None,
 ) -> None:
     """Time a training step of every method against ERM.

@@ -93,7 +93,7 @@ def compare(
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
     set_: Annotated[Optional[list[str]], typer.Option(
-        "--set", help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
+        "--set", metavar="KEY=VALUE", help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,
 ) -> None:
     """Tune and compare every method of a campaign.

@@ -92,7 +92,7 @@ def evaluate(
              "erm,cb:cb_power=0.5), at every setting it shares with the best trial and its own values over "
              "them; a baseline with own values is its own variant, named by them.")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
-        "--param", "-p", help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
+        "--param", "-p", metavar="NAME=VALUE", help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
     = None,
     vary: Annotated[Optional[str], typer.Option(
         help="Re-train the best configuration with one parameter moved: NAME=V1,V2,...")] = None,

@@ -167,7 +167,7 @@ def run(
     search_seed: Annotated[Optional[int], typer.Option(
         help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
-        "--set", help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
+        "--set", metavar="KEY=VALUE", help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
     workers: Annotated[Optional[int], typer.Option(

@@ -32,7 +32,7 @@ def train(
     method: Annotated[str, typer.Option("--method", "-m", help=f"Parts joined with +, for example {EXAMPLES}; "
                                                          "see `robust-tune methods`.")] = "erm",
     param: Annotated[Optional[list[str]], typer.Option(
-        "--param", "-p", help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
+        "--param", "-p", metavar="NAME=VALUE", help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
     backbone: Annotated[str, typer.Option(help=f"One of {', '.join(BACKBONES)}.")] = "small_cnn",
     weights: Annotated[str, typer.Option(help="none, imagenet (from the local torchvision cache) "
                                               "or a path to a state_dict.")] = "none",
