@@ -227,13 +227,14 @@ def _goal_lines(stored: StudyConfig) -> list[str]:
 
 
 def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> str:
-    """A runnable study file: the study's data, network and method, every fixed parameter at the best
-    trial's value, and each searched one with the study's range and its best value beside it."""
+    """The best configuration as a study file: the study's data, network and method, every parameter fixed at
+    the trial's value (a searched one with the study's range beside it, to search around it again)."""
     stored = study.study
     objective = stored.objective
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
              f"{objective} {percent(trial.metrics[objective])}%.",
-             "# Fixed parameters are at its values; searched ones keep the study's range, the best value beside it.",
+             "# Every parameter is fixed at its value: train it with `robust-tune train --study FILE`. To search",
+             "# around it with `robust-tune run FILE`, give a parameter back its range (written beside it).",
              f"name = {_toml_value(study.name + '-best')}", *_goal_lines(stored), f"seed = {stored.seed}",
              f"search_seed = {stored.search_seed}", "", "[data]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.data).items() if v is not None]
@@ -244,12 +245,12 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
         if space is None:
             lines.append(f"{name} = {_toml_value(value)}")
         elif isinstance(space, Choice):
-            lines.append(f"{name} = {{ values = [{', '.join(_toml_value(v) for v in space.values)}] }}"
-                         f"  # best: {_toml_value(value)}")
+            lines.append(f"{name} = {_toml_value(value)}  # searched: "
+                         f"{{ values = [{', '.join(_toml_value(v) for v in space.values)}] }}")
         else:
             log = ", log = true" if space.log else ""
-            lines.append(f"{name} = {{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log} }}"
-                         f"  # best: {_toml_value(value)}")
+            lines.append(f"{name} = {_toml_value(value)}  # searched: "
+                         f"{{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log} }}")
     lines += ["", "[search]", f"strategy = {_toml_value(stored.strategy)}",
               f"epoch_prefixes = {_toml_value(stored.epoch_prefixes)}"]
     lines += ["", "[budget]"] + [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.budget).items()]
@@ -260,7 +261,8 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
 def best(
     study: Annotated[str, typer.Argument(help="A study in the database.")],
     db: Db = None,
-    format_: Annotated[str, typer.Option("--format", help="toml (a runnable study file) or json (the train "
+    format_: Annotated[str, typer.Option("--format", help="toml (a study file fixing every parameter: "
+                                                          "`train --study FILE` trains it) or json (the train "
                                                           "settings).")] = "toml",
     trial: Annotated[Optional[int], typer.Option(help="This trial instead of the best one.")] = None,
     pick: Pick = DEFAULT_PICK,

@@ -75,6 +75,10 @@ def train(
              "seed and thread count; --param, --seed, --device and --threads still apply.")] = None,
     trial: Annotated[Optional[int], typer.Option(
         help="With --from-study: this trial instead of the best.")] = None,
+    study_file: Annotated[Optional[Path], typer.Option(
+        "--study", help="Train the one configuration a study file fixes (as `robust-tune best` writes it): its "
+                        "data, network, method, parameters and seed; --param, --seed, --device and --threads "
+                        "still apply.")] = None,
     db: Db = None,
     save: Annotated[Optional[Path], typer.Option(
         help="Write the trained weights, the settings that produced them and what applying them needs (class names, "
@@ -100,9 +104,13 @@ def train(
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
         precision=precision, threads=DEFAULT_THREADS if threads is None else threads)
+    if from_study is not None and study_file is not None:
+        raise UserError("--from-study and --study each name the configuration: give one")
     if from_study is not None:
         config = _study_config(ctx, from_study, trial, db, config)
-        dataset, method = config.data.name, config.method
+    elif study_file is not None:
+        config = _file_config(ctx, study_file, param or [], config)
+    dataset, method = config.data.name, config.method
     parse_method(method).resolve(config.params)  # validate before loading anything
     from pipeline.data import load_dataset
 
@@ -135,9 +143,10 @@ def train(
                markup=False, highlight=False)
 
 
-# With --from-study the configuration is the study's: options that would change it are refused, not ignored.
-_FROM_STUDY_OPTIONS = {"from_study", "trial", "db", "save", "param", "seed", "device", "precision", "threads",
-                       "as_json"}
+# With --from-study or --study the configuration is the study's: options that would change it are refused, not
+# ignored.
+_FROM_STUDY_OPTIONS = {"from_study", "study_file", "trial", "db", "save", "param", "seed", "device", "precision",
+                       "threads", "as_json"}
 
 
 def _on_command_line(ctx: typer.Context, key: str) -> bool:
@@ -146,16 +155,35 @@ def _on_command_line(ctx: typer.Context, key: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"  # typer bundles its own click: compare by name
 
 
+def _refuse_clashing_options(ctx: typer.Context, option: str) -> None:
+    """A one-line refusal of the first option that would change a configuration `option` names."""
+    clashing = [f"--{key.replace('_', '-')}" for key in ctx.params if key not in _FROM_STUDY_OPTIONS
+                and _on_command_line(ctx, key)]
+    if clashing:
+        raise UserError(f"{clashing[0]} does not go with {option}: the data, network and method are the study's")
+
+
+def _file_config(ctx: typer.Context, path: Path, params: list[str], given: TrainConfig) -> TrainConfig:
+    """The configuration a study file fixes, with --param over its parameters and an explicit --seed and
+    --threads."""
+    from pipeline.study_config import load_configuration
+
+    _refuse_clashing_options(ctx, "--study")
+    study = load_configuration(path, params)
+    return TrainConfig(data=study.data, backbone=study.backbone, weights=study.weights, method=study.method,
+                       params=parse_method(study.method).resolve(study.fixed),
+                       seed=given.seed if _on_command_line(ctx, "seed") else study.seed, device=given.device,
+                       precision=given.precision,
+                       threads=given.threads if _on_command_line(ctx, "threads") else study.threads or DEFAULT_THREADS)
+
+
 def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
                   given: TrainConfig) -> TrainConfig:
     """A stored trial's full configuration, with --param over its parameters and an explicit --seed and --threads."""
     from pipeline.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 
-    clashing = [f"--{key.replace('_', '-')}" for key in ctx.params if key not in _FROM_STUDY_OPTIONS
-                and _on_command_line(ctx, key)]
-    if clashing:
-        raise UserError(f"{clashing[0]} does not go with --from-study: the data, network and method are the study's")
+    _refuse_clashing_options(ctx, "--from-study")
     store = Store(db, create=False)
     record, chosen = study_and_trial(store, name, trial)
     if trial is None and (note := pareto_note(store, record, chosen.trial_index)):

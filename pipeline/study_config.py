@@ -383,8 +383,9 @@ def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice 
                        f"got keys {', '.join(sorted(keys)) or 'none'}")
 
 
-def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
-    """Validate a parsed TOML document; `source` names the file in errors."""
+def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> StudyConfig:
+    """Validate a parsed TOML document; `source` names the file in errors. With `searching` off the file is
+    one configuration to train (as `best` writes it): every parameter must be fixed."""
     top = _Fields(source, "", raw)
     name = top.take("name", str, required=True)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
@@ -443,9 +444,15 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
             search[hparam.name] = entry
         else:
             fixed[hparam.name] = entry
-    if not search:
+    if search and not searching:
+        first = next(iter(search))
+        params.fail(f"params.{first}", f"is searched, but training one configuration needs one value: fix it "
+                                       f"(e.g. {first} = {_value_example(declared[first])}) or give --param "
+                                       f"{first}=VALUE")
+    if not search and searching:
         params.fail("params", "nothing to search: every parameter is fixed; search one, "
-                              "e.g. epochs = { low = 21, high = 60 }")
+                              "e.g. epochs = { low = 21, high = 60 }; to train this one configuration: "
+                              "robust-tune train --study FILE")
 
     search_fields = _Fields(source, "search", top.take("search", dict, {}))
     strategy = search_fields.take("strategy", str, "gp")
@@ -612,6 +619,20 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         raise UserError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file") from None
+
+
+def _value_example(hparam: HParam) -> str:
+    """A value of `hparam` as a study file writes it, for an error's example."""
+    value = hparam.default
+    return json.dumps(value) if isinstance(value, (str, bool)) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def load_configuration(path: str | Path, params: list[str] = ()) -> StudyConfig:
+    """Read a study file that fixes every parameter (one configuration to train, as `best` writes it), with
+    `params` (NAME=VALUE, from --param) over its [params]; any problem is a one-line UserError."""
+    path = Path(path)
+    raw = apply_overrides(read_toml(path, "study"), [f"params.{text}" for text in params])
+    return parse_study(raw, str(path), searching=False)
 
 
 def load_study(path: str | Path, overrides: list[str] = (),

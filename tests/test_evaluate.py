@@ -173,16 +173,31 @@ def test_val_fraction_zero_is_refused_with_a_val_objective_and_ranks_on_test_oth
     assert "no val split *" in robust_tune("report", "--db", str(db), "--format", "csv").stdout
 
 
-def test_best_toml_runs_as_a_study_file(db, tmp_path):
+def test_best_toml_fixes_every_parameter_trains_as_the_best_trial_and_searches_again_given_a_range(db, tmp_path):
     shown = robust_tune("best", "tiny", "--db", str(db))
     assert shown.returncode == 0, shown.stderr
-    assert "lr_head = 0.05" in shown.stdout and "# best:" in shown.stdout
+    assert "\nlr_head = 0.05\n" in shown.stdout  # fixed in the study
+    line = next(line for line in shown.stdout.splitlines() if line.startswith("alpha ="))
+    assert "  # searched: { low = " in line  # searched: fixed at the best trial's value, the range beside it
     path = tmp_path / "best.toml"
     path.write_text(shown.stdout)
+    trained = robust_tune("train", "--study", str(path), "--device", "cpu", "--json")
+    assert trained.returncode == 0, trained.stderr
+    again = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--json")
+    for key in ("val_accuracy", "test_accuracy", "test_worst_class_accuracy"):
+        assert json.loads(trained.stdout)[key] == json.loads(again.stdout)[key]  # the same configuration
+
+    refused = robust_tune("run", str(path), "--db", str(tmp_path / "again.db"))
+    assert refused.returncode == 2 and "robust-tune train --study" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "again.db").exists()
+    path.write_text(shown.stdout.replace(line, "alpha = " + line.split("# searched: ")[1]))
     done = robust_tune("run", str(path), "--db", str(tmp_path / "again.db"), "--trials", "1", "--device", "cpu",
                        "--log-file", str(tmp_path / "ax.log"))
     assert done.returncode == 0, done.stderr
     assert "tiny-best" in done.stdout
+    searched = robust_tune("train", "--study", str(path), "--device", "cpu")
+    assert searched.returncode == 2 and "params.alpha: is searched" in searched.stderr
+    assert "--param alpha=VALUE" in searched.stderr and len(searched.stderr.strip().splitlines()) == 1
     settings = json.loads(robust_tune("best", "tiny", "--db", str(db), "--format", "json").stdout)
     assert settings["train"]["params"]["lr_head"] == 0.05 and settings["train"]["method"] == "ls"
 
