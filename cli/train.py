@@ -19,7 +19,7 @@ from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig,
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
-from pipeline.methods.declarations import FAMILIES
+from pipeline.methods.declarations import FAMILIES, PAPERS
 from pipeline.params import TRAINING_PARAMS, Choice, HParam, Range, parse_assignment
 
 
@@ -218,6 +218,11 @@ def methods() -> None:
             for p in params:
                 table.add_row(p.name, _default_text(p.default), _valid_text(p), _search_text(p.search), p.help)
             stdout.print(table)
+    cited = " ".join(title + " " + " ".join(p.help for p in params) for title, params in sections)
+    stdout.print("Papers named above:", style="bold", highlight=False)
+    for name, title in PAPERS.items():
+        if name in cited:
+            stdout.print(Padding(Text(f"{name}: {title}"), (0, 0, 0, 2), expand=False))
     stdout.print("A method joins parts with + in any order: one loss (default erm; gils implies ls), one sampler "
                  "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack), "
                  f"at most one weights part. For example: {EXAMPLES}.")

@@ -1,5 +1,6 @@
 """`robust-tune train` and `robust-tune methods` through the real command line."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -41,6 +42,22 @@ def test_methods_lists_every_parameter(cli):
     assert code == 0
     for word in ("alpha", "eta", "gamma", "perturb", "beta", "importance_sampling", "[1.5, 3]", "[0.1, 1000] log"):
         assert word in out
+
+
+def test_methods_gives_the_title_of_every_paper_a_part_cites(cli):
+    from pipeline.methods.declarations import FAMILIES, PAPERS
+
+    code, out, _ = cli("methods")
+    flat = " ".join(out.split())
+    described = " ".join(part.source + " ".join(p.help for p in part.params)
+                         for registry in FAMILIES.values() for part in registry.values())
+    cited = re.findall(r"[A-Z][A-Za-z]+(?: and [A-Z][A-Za-z]+| et al\.) \d{4}|(?:GI-LS|hardness-weighted sampling) paper",
+                       described)
+    assert set(re.findall(r"([\w-]+) paper\b", described)) <= {"GI-LS", "sampling", "the"}  # "the paper": its part's
+    assert cited and all(name in PAPERS for name in cited), sorted(set(cited) - set(PAPERS))
+    assert all(name in described for name in PAPERS)  # no title for a paper nothing cites
+    for title in PAPERS.values():
+        assert " ".join(title.split()) in flat
 
 
 @pytest.mark.parametrize("args, message", [

@@ -25,6 +25,24 @@ MIX_ALPHA = HParam("mix_alpha", "float", 1.0, "(0, inf)", "the mixing weight is 
                    "(default 1.0: uniform, as in both papers)", Range(0.1, 2.0))
 EPS_8 = 8 / 255  # the GI-LS paper's maximum perturbation for PGD and FGSM (section 4.3)
 
+# The papers the parts' descriptions cite, by the name they cite them with, and each paper's title.
+PAPERS = {
+    "GI-LS paper": "Wang, Zhang, Xu et al.: Generalizing Few Data to Unseen Domains Flexibly Based on Label "
+                   "Smoothing Integrated with Distributionally Robust Optimization",
+    "hardness-weighted sampling paper": "Fidon, Ourselin and Vercauteren: Distributionally Robust Deep Learning "
+                                        "using Hardness Weighted Sampling",
+    "Zhang et al. 2018": "mixup: Beyond Empirical Risk Minimization (ICLR 2018)",
+    "Yun et al. 2019": "CutMix: Regularization Strategy to Train Strong Classifiers with Localizable Features "
+                       "(ICCV 2019)",
+    "DeVries and Taylor 2017": "Improved Regularization of Convolutional Neural Networks with Cutout",
+    "Madry et al. 2018": "Towards Deep Learning Models Resistant to Adversarial Attacks (ICLR 2018)",
+    "Goodfellow et al. 2014": "Explaining and Harnessing Adversarial Examples (ICLR 2015)",
+    "Carlini and Wagner 2017": "Towards Evaluating the Robustness of Neural Networks (IEEE S&P 2017)",
+    "Sagawa et al. 2020": "Distributionally Robust Neural Networks for Group Shifts: On the Importance of "
+                          "Regularization for Worst-Case Generalization (ICLR 2020)",
+    "Ren et al. 2018": "Learning to Reweight Examples for Robust Deep Learning (ICML 2018)",
+}
+
 LOSS = "pipeline.methods.losses:SmoothedLoss"  # erm is eq. 3 with alpha = 0
 ERM = Part("erm", "loss", (), "plain cross-entropy training (the benchmark every table compares against)", LOSS)
 LOSSES: Registry[LossFactory] = Registry("loss", [
