@@ -125,7 +125,7 @@ CARDS_BELOW = 60  # narrower terminals get one block of `header value` lines per
 NAME_WIDTH = 12  # a long cell (a study's name, a data set) is cut to no fewer characters than this
 FLEXIBLE_WIDTH = 10  # a FLEXIBLE column (errors, parameter lists) given less room than this is not shown
 # Results a terminal table always shows, even when every row has the same: the objective, test and worst class.
-RESULTS = ("best", "val acc", "test acc", "worst class", "val balanced", "test balanced", "val worst", "test worst")
+RESULTS = ("best", "objective", "val acc", "test acc", "worst class", "val balanced", "test balanced", "val worst", "test worst")
 # Columns it never leaves out for room: the results and what names a row.
 KEPT = (*RESULTS, "study", "trial", "variant", "method", "metric", "verdict")
 # Short headers for a narrow terminal, each with the words the legend under the table gives it.

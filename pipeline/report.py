@@ -64,6 +64,14 @@ def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
     return [s for s in store.all_studies() if not names or s.name in names]
 
 
+def worst_class(trial: TrialRecord) -> str | None:
+    """The name of the class with the lowest test accuracy in a trial (the first of equals), where it stored
+    its per-class accuracies."""
+    test = (trial.per_class or {}).get("test") or {}
+    accuracies = {name: value for name, value in test.items() if isinstance(value, (int, float))}
+    return min(accuracies, key=lambda name: accuracies[name]) if accuracies else None
+
+
 def best_table(store: Store, names: list[str] | None = None) -> Table:
     """One row per (data set, network, method): the best trial's searched parameters and accuracies."""
     best: dict[tuple[str, str, str], tuple[StudyRecord, TrialRecord, int]] = {}
@@ -84,27 +92,33 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                       for s, _, _ in best.values())]
     shown = sorted(best.items())
     flags = {study.name: bound_flags(study.study.search, trial.parameters) for _, (study, trial, _) in shown}
+    objectives = {study.study.objective for _, (study, _, _) in shown}
+    objective_header = OBJECTIVE_LABELS.get(*objectives, *objectives) if len(objectives) == 1 else "objective"
     headers = (["data set", "network", "method"] + [p.column or p.name for p in columns]
-               + ["val acc", "test acc", "worst class", "trials", "selected on"]
+               + [objective_header, "test acc", "worst class", "trials", "selected on"]
                + (["on a bound"] if any(flags.values()) else []) + ["study"])
     table = Table("Best combination of hyper-parameters", headers, [])
     for (dataset, network, method), (study, trial, completed) in shown:
         config = study.study
         params = [_value(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
         on_bound = [", ".join(f.short for f in flags[study.name]) or "-"] if any(flags.values()) else []
-        table.rows.append([dataset, network, method, *params, percent(trial.metrics.get("val_accuracy")),
+        worst = worst_class(trial)
+        table.rows.append([dataset, network, method, *params, percent(trial.metrics.get(config.objective)),
                            percent(trial.metrics.get("test_accuracy")),
-                           percent(trial.metrics.get("test_worst_class_accuracy")),
+                           percent(trial.metrics.get("test_worst_class_accuracy")) + (f" ({worst})" if worst else ""),
                            f"{completed}/{config.budget.trials}",
                            selection_label(config), *on_bound, study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
-                              "metrics": trial.metrics, "completed_trials": completed,
+                              "metrics": trial.metrics, "worst_class": worst, "completed_trials": completed,
                               "objective": config.objective, "selected_on_test": config.selected_on_test,
                               "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial,
                               "bound_flags": [asdict(f) for f in flags[study.name]]})
-    table.notes.append("Accuracies in %. The best trial is chosen by each study's objective; "
-                       "worst class is the lowest per-class accuracy on the test set.")
+    ranked = ("" if len(objectives) == 1 else "objective: the value of each study's own (" + ", ".join(
+        f"{study.name}: {OBJECTIVE_LABELS.get(study.study.objective, study.study.objective)}"
+        for _, (study, _, _) in shown) + "); ")
+    table.notes.append(f"Accuracies in %. The best trial is chosen by each study's objective; {ranked}worst class "
+                       "is the lowest per-class accuracy on the test set, the class named beside it.")
     table.notes += [flag.text(name) for name, found in flags.items() for flag in found]
     if any(r["selected_on_test"] for r in table.records):
         table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "

@@ -136,7 +136,7 @@ def test_evaluate_and_best_take_a_pareto_trial(ran, cli):
     code, out, err = cli("best", "moo", "--db", str(db))
     assert code == 0 and "Pareto set" in err and f"trial {best.trial_index}" in err
     assert 'objectives = ["val_balanced_accuracy", "val_worst_class_accuracy"]' in out
-    assert parse_study(__import__("tomllib").loads(out), "best.toml").objectives == OBJECTIVES
+    assert parse_study(__import__("tomllib").loads(out), "best.toml", searching=False).objectives == OBJECTIVES
     code, out, err = cli("train", "--from-study", "moo", "--db", str(db), "--device", "cpu", "--json")
     assert code == 0 and "Pareto set" in err and f"trial {best.trial_index}" in err, err
     code, out, err = cli("evaluate", "moo", "--db", str(db), "--trial", str(chosen), "--seeds", "1",
