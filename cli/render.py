@@ -106,12 +106,25 @@ def training_progress(description: str) -> Iterator:
 
         def on_event(event: Any) -> None:  # the trainer's EpochEnd or BatchEnd
             if isinstance(event, BatchEnd):
-                bar.update(batches, total=event.batches, completed=event.batch)
+                update_batch_bars(bar, epochs, batches, event)
             else:
                 bar.update(epochs, total=event.epochs, completed=event.epoch,
                            status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
 
         yield on_event
+
+
+BATCH_STAGES = {"train": "  batches", "val": "  evaluating val", "test": "  evaluating test"}
+
+
+def update_batch_bars(bar: Progress, epochs: Any, batches: Any, event: Any,
+                      labels: dict[str, str] = BATCH_STAGES) -> None:
+    """A trainer's BatchEnd on an epochs bar and a batches bar: the epoch count known from the first batch,
+    the batches bar named by `labels` for what it counts (training batches, or evaluating the validation or
+    test split)."""
+    if next(task for task in bar.tasks if task.id == epochs).total is None:
+        bar.update(epochs, total=event.epochs)
+    bar.update(batches, total=event.batches, completed=event.batch, description=labels[event.stage])
 
 
 def print_upgrade(message: str | None) -> None:
@@ -125,7 +138,8 @@ CARDS_BELOW = 60  # narrower terminals get one block of `header value` lines per
 NAME_WIDTH = 12  # a long cell (a study's name, a data set) is cut to no fewer characters than this
 FLEXIBLE_WIDTH = 10  # a FLEXIBLE column (errors, parameter lists) given less room than this is not shown
 # Results a terminal table always shows, even when every row has the same: the objective, test and worst class.
-RESULTS = ("best", "objective", "val acc", "test acc", "worst class", "val balanced", "test balanced", "val worst", "test worst")
+RESULTS = ("best", "objective", "val acc", "test acc", "worst class", "val balanced", "test balanced", "val worst",
+           "test worst")
 # Columns it never leaves out for room: the results and what names a row.
 KEPT = (*RESULTS, "study", "trial", "variant", "method", "metric", "verdict")
 # Short headers for a narrow terminal, each with the words the legend under the table gives it.

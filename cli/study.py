@@ -16,7 +16,7 @@ from rich.text import Text
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
 from cli.options import Db, Device, Precision, Threads, Wide
-from cli.render import (image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
+from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
                         terminal_width)
 from pipeline.errors import ServerLost, UserError
 from pipeline.formats import FORMATS, check_extension, output_format
@@ -36,6 +36,10 @@ def _clock(seconds: float) -> str:
     minutes, seconds = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+# The batch bar of a trial trained in this process names what it counts: training batches or an evaluation.
+BATCH_LABELS = {"train": "batch  ", "val": "eval val", "test": "eval test"}
 
 
 class StudyView:
@@ -99,7 +103,7 @@ class StudyView:
         from pipeline.trainer import BatchEnd, EpochEnd
 
         if isinstance(event, BatchEnd):
-            self.bars.update(self.batches, total=event.batches, completed=event.batch)
+            update_batch_bars(self.bars, self.epochs, self.batches, event, BATCH_LABELS)
         elif isinstance(event, EpochEnd):
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
                              status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -24,13 +25,19 @@ class SplitMetrics:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, split: Split) -> torch.Tensor:
-    """Predicted labels of a split's examples in eval mode, in batches."""
+def predict(model: nn.Module, split: Split, on_chunk: Callable[[int, int], None] | None = None) -> torch.Tensor:
+    """Predicted labels of a split's examples in eval mode, in chunks; `on_chunk(done, chunks)` after each
+    (an evaluation of a large split takes a while)."""
     was_training = model.training
     model.eval()
-    predictions = torch.cat([model(chunk).argmax(dim=1) for chunk in split.chunks(EVAL_BATCH_SIZE)])
+    chunks = max(1, -(-len(split.labels) // EVAL_BATCH_SIZE))
+    predictions = []
+    for done, chunk in enumerate(split.chunks(EVAL_BATCH_SIZE), start=1):
+        predictions.append(model(chunk).argmax(dim=1))
+        if on_chunk is not None:
+            on_chunk(done, chunks)
     model.train(was_training)
-    return predictions
+    return torch.cat(predictions) if predictions else torch.empty(0, dtype=torch.long, device=split.labels.device)
 
 
 def split_metrics(predictions: torch.Tensor, labels: torch.Tensor, class_names: list[str]) -> SplitMetrics:
@@ -50,5 +57,7 @@ def split_metrics(predictions: torch.Tensor, labels: torch.Tensor, class_names: 
     )
 
 
-def evaluate(model: nn.Module, split: Split, class_names: list[str]) -> SplitMetrics:
-    return split_metrics(predict(model, split), split.labels, class_names)
+def evaluate(model: nn.Module, split: Split, class_names: list[str],
+             on_chunk: Callable[[int, int], None] | None = None) -> SplitMetrics:
+    """A split's metrics from the model's predictions."""
+    return split_metrics(predict(model, split, on_chunk), split.labels, class_names)

@@ -40,11 +40,15 @@ class EpochEnd:
 
 @dataclass(frozen=True)
 class BatchEnd:
-    """Sent after each batch (no values read back from the device, so it costs no sync)."""
+    """Sent after each training batch, and each evaluation chunk of the validation and test splits (`stage`),
+    with the run's epoch count so a progress bar knows it from the start (no values read back from the device,
+    so it costs no sync)."""
 
     epoch: int
     batch: int
     batches: int
+    epochs: int
+    stage: str = "train"  # train | val | test
 
 
 Progress = Callable[[EpochEnd | BatchEnd], None]
@@ -250,14 +254,17 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, sto
     for epoch in range(1, epochs + 1):
         epoch_start = time.perf_counter()
         loss = run_epoch(run, run.train,
-                         lambda batch: report(BatchEnd(epoch, batch, run.sampler.batches_per_epoch)))
+                         lambda batch: report(BatchEnd(epoch, batch, run.sampler.batches_per_epoch, epochs)))
         epoch_losses.append(loss)
         check_diverged(epoch_losses, epochs, dataset.num_classes)
         run.scheduler.step()
-        val_predictions = predict(run.model, dataset.val)
+        val_predictions = predict(run.model, dataset.val,
+                                  lambda chunk, chunks: report(BatchEnd(epoch, chunk, chunks, epochs, "val")))
         val_metrics = split_metrics(val_predictions, dataset.val.labels, dataset.class_names)
         epoch_val_accuracy.append(val_metrics.accuracy)
-        epoch_metrics.append(EpochMetrics(epoch, loss, val_metrics, evaluate(run.model, dataset.test, dataset.class_names)))
+        test_metrics = evaluate(run.model, dataset.test, dataset.class_names,
+                                lambda chunk, chunks: report(BatchEnd(epoch, chunk, chunks, epochs, "test")))
+        epoch_metrics.append(EpochMetrics(epoch, loss, val_metrics, test_metrics))
         report(EpochEnd(epoch, epochs, loss, val_metrics.accuracy, time.perf_counter() - epoch_start))
         if epoch < epochs and stop is not None and stop(epoch_metrics):
             stopped_at = epoch

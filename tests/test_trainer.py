@@ -30,6 +30,39 @@ def test_result_carries_metrics_curves_and_resolved_settings(digits):
     assert flat["test_accuracy"] == result.test.accuracy and "test_worst_class_accuracy" in flat
 
 
+def test_progress_knows_the_epochs_from_the_first_batch_and_shows_each_evaluation_chunk(digits):
+    """A large split's evaluation takes a while: the bars say so (not `0/?`) in `train` and in a study's view."""
+    import io
+
+    from rich.console import Console
+
+    from cli.render import BATCH_STAGES
+    from cli.study import BATCH_LABELS, StudyView
+
+    events = []
+    train(TrainConfig(method="erm", params={"epochs": 2}, device="cpu"), digits, events.append)
+    batches = [e for e in events if isinstance(e, BatchEnd)]
+    assert batches[0].epochs == 2 and batches[0].stage == "train"
+    chunks = -(-len(digits.test) // 256)
+    for epoch in (1, 2):
+        test = [(e.batch, e.batches) for e in batches if e.epoch == epoch and e.stage == "test"]
+        assert test == [(k, chunks) for k in range(1, chunks + 1)] and chunks > 1
+        assert [e.stage for e in batches if e.epoch == epoch][-1] == "test"
+        assert any(e.stage == "val" for e in batches if e.epoch == epoch)
+
+    def shown(view_bars) -> str:
+        console = Console(file=io.StringIO(), width=100, color_system=None)
+        console.print(view_bars)
+        return console.file.getvalue()
+
+    view = StudyView()
+    view.on_event(batches[0])
+    assert "0/2" in shown(view.bars) and "?" not in shown(view.bars)
+    view.on_event(next(e for e in batches if e.stage == "test"))
+    assert BATCH_LABELS["test"] in shown(view.bars) and f"1/{chunks}" in shown(view.bars)
+    assert set(BATCH_STAGES) == set(BATCH_LABELS) == {"train", "val", "test"}
+
+
 @pytest.mark.parametrize("method, params", [
     ("erm", {}), ("ls", {"alpha": 0.2}), ("gils", {"T": 2, "perturb": "input"}),
     ("gils", {"T": 2, "perturb": "feature"}), ("hws", {"beta": 1.0, "importance_sampling": True}),
