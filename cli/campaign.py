@@ -13,9 +13,10 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept
-from cli.options import Db, Device, Precision, Threads, Wide
+from cli.options import Db, Device, Mlflow, Precision, Threads, Wide
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
-from cli.study import StudyView
+from cli.study import StudyView, live_export
+from pipeline.campaign_config import REFERENCE
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
 
@@ -24,8 +25,10 @@ class CampaignView:
     """A line for each stage of the campaign, the running study's live view under it on a terminal; plain
     lines in a log."""
 
-    def __init__(self, ctrl_c: CtrlC) -> None:
+    def __init__(self, ctrl_c: CtrlC, live: Any = None) -> None:
         self.ctrl_c = ctrl_c
+        self.live = live  # with MLflow: each trial's run logged once the trial is stored
+        self.searching = ""  # the study being searched
         self.header = Text("")
         self.study: StudyView | None = None
         self.evaluation = EvaluationView(None, ctrl_c)
@@ -37,8 +40,11 @@ class CampaignView:
         from pipeline.campaign import CampaignStage, CampaignStarted, MethodSetAside
         from pipeline.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
+        from pipeline.study import TrialEnded
 
         self.ctrl_c.check()
+        if self.live is not None and isinstance(event, TrialEnded) and event.status != "interrupted":
+            self.live.study(self.searching)
         if isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
         elif isinstance(event, CampaignStarted):
@@ -56,6 +62,7 @@ class CampaignView:
             print_image_line(event.data)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
+                self.searching = event.study
                 line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"
                 self.study = StudyView(None)
             else:
@@ -90,6 +97,7 @@ def compare(
         envvar="ROBUST_TUNE_SCHEDULER",
         help="Run trials on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
     trials_per_gpu: Annotated[int, typer.Option(help="With --workers on a machine with GPUs: trials per GPU.")] = 1,
+    mlflow: Mlflow = None,
     log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
         Path("runs/robust-tune.log"),
     set_: Annotated[Optional[list[str]], typer.Option(
@@ -115,16 +123,18 @@ def compare(
         check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
     if scheduler:
         check_scheduler_reachable(scheduler)
+    live = live_export(db, mlflow or campaign.studies[REFERENCE].mlflow)
 
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))
 
     resume = "".join([f"robust-tune compare {campaign_file}", f" --db {shown_database(db)}" if db else "",
                       f" --replicates {replicates}" if replicates else "", f" --workers {workers}" if workers else "",
-                      f" --scheduler {scheduler}" if scheduler else "", f" --threads {threads}" if threads else "", *[f" --set {o}" for o in set_ or []]])
+                      f" --scheduler {scheduler}" if scheduler else "", f" --threads {threads}" if threads else "", *[f" --set {o}" for o in set_ or []],
+                      f" --mlflow {mlflow}" if mlflow else ""])
     try:
         with ctrl_c_kept() as ctrl_c:
-            view = CampaignView(ctrl_c)
+            view = CampaignView(ctrl_c, live)
             if stderr.is_terminal:
                 with Live(view, console=stderr, refresh_per_second=4, transient=True):
                     summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
@@ -141,6 +151,11 @@ def compare(
                  f"run(s) now; search {summary.search_seconds:.0f} s, re-training {summary.retrain_seconds:.0f} s"
                  + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
                  soft_wrap=True, highlight=False)
+    if live is not None:
+        live.campaign(campaign.name)
+        if not live.failed:
+            stderr.print(f"MLflow: campaign {campaign.name}'s studies, trials and verdict at {live.uri}",
+                         soft_wrap=True, highlight=False)
     store = Store(db, create=False)
     print_tables(verdict_tables(take_verdict(store, store.require_campaign(campaign.name))), "table", None,
                  wide=wide)

@@ -1,4 +1,5 @@
-"""Options several commands share, declared once: the database, the device, the precision and the threads."""
+"""Options several commands share, declared once: the database, the device, the precision, the threads, the
+terminal tables' width and MLflow."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -21,3 +22,8 @@ Threads = Annotated[Optional[int], typer.Option(
 Wide = Annotated[bool, typer.Option(
     "--wide", help="Terminal tables with every column, long cells wrapped (default: the columns that fit one line "
                    "per row; the rest is in --format markdown, csv or json).")]
+Mlflow = Annotated[Optional[str], typer.Option(
+    "--mlflow", metavar="URI",
+    help="Also log each trial to MLflow as it ends (and a campaign's verdict), at this tracking URI, e.g. "
+         "file:./mlruns or http://HOST:5000 (default: the file's [tracking] mlflow). Needs pip install "
+         "'robust-tune[mlflow]'.")]

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept
-from cli.options import Db, Device, Precision, Threads, Wide
+from cli.options import Db, Device, Mlflow, Precision, Threads, Wide
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
                         terminal_width)
 from pipeline.errors import ServerLost, UserError
@@ -181,6 +181,7 @@ def run(
         help="Run trials on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
     trials_per_gpu: Annotated[int, typer.Option(
         help="With --workers on a machine with GPUs: how many trials share one GPU.")] = 1,
+    mlflow: Mlflow = None,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it.
 
@@ -197,10 +198,11 @@ def run(
     from pipeline.parallel import trial_runner
     from pipeline.report import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, shown_database
-    from pipeline.study import StudyInterrupted, StudyStarted, as_stored, run_study
+    from pipeline.study import StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
     from pipeline.trial import dataset_for
 
     study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
+    live = live_export(db, mlflow or study.mlflow)
 
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
         data = dataset_for(study.data, "cpu" if workers or scheduler else device)  # trials in this process reuse it
@@ -214,6 +216,11 @@ def run(
             print_line(stderr, "\n".join(split_lines), markup=False, highlight=False)
             split_lines.clear()
 
+    def export_trial(event: Any) -> None:
+        """With MLflow, each trial's run once the trial is stored."""
+        if live is not None and isinstance(event, TrialEnded) and event.status != "interrupted":
+            live.study(study.name)
+
     view = StudyView(study.fixed.get("epochs"))
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     parallel = dict(runner=runner, precision=precision)
@@ -222,12 +229,14 @@ def run(
                       f" --seed {seed}" if seed is not None else "",
                       f" --search-seed {search_seed}" if search_seed is not None else "",
                       f" --threads {threads}" if threads is not None else "",
-                      f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else ""])
+                      f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else "",
+                      f" --mlflow {mlflow}" if mlflow else ""])
     try:
         if stderr.is_terminal:
             def on_live_event(event: Any) -> None:
                 ctrl_c.check()
                 show_splits(event)
+                export_trial(event)
                 if isinstance(event, SchemaUpgraded):
                     print_upgrade(event.message)
                 view.on_event(event)
@@ -240,6 +249,7 @@ def run(
             def on_event(event: Any) -> None:
                 ctrl_c.check()
                 show_splits(event)
+                export_trial(event)
                 line = view.on_event(event)
                 if line:
                     print_line(stderr, line, markup=False, highlight=False)
@@ -269,12 +279,27 @@ def run(
                      + (f"; trials began training {sum(summary.start_delays) / len(summary.start_delays):.2f} s "
                         "after they were stored, on average" if workers or scheduler else "")
                      + f". Library messages: {summary.log_file}")
+    if live is not None:
+        live.study(study.name)  # a study resumed or finished before: what MLflow lacks of it
+        if not live.failed:
+            stderr.print(f"MLflow: study {study.name} and its trials at {live.uri}", soft_wrap=True, highlight=False)
     picks = model_pick_table(Store(db), [study.name])
     print_tables([best_table(Store(db), [study.name]), *pareto_tables(Store(db), [study.name])]
                  + ([picks] if picks else []), "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
         raise typer.Exit(1)
+
+
+def live_export(db: str | None, uri: str | None) -> Any:
+    """With an MLflow URI (--mlflow or the file's [tracking] mlflow), what logs each trial there as it ends;
+    None without one."""
+    if uri is None:
+        return None
+    from pipeline.export_mlflow import LiveExport
+
+    return LiveExport(db, uri, lambda problem: print_line(stderr, f"warning: {problem}", markup=False,
+                                                          highlight=False))
 
 
 @app.command()

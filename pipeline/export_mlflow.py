@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
 import warnings
 from contextlib import contextmanager
@@ -44,8 +45,15 @@ class Exported:
     created: bool
 
 
+# MLflow retries a server that does not answer 5 times with backoff (over a minute) per request; a user's own
+# MLFLOW_HTTP_REQUEST_* settings win over these.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
 def mlflow_client(uri: str) -> MlflowClient:
     """MLflow's client for the tracking `uri`; a UserError saying how to install it when MLflow is missing."""
+    for name, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         with warnings.catch_warnings():  # MLflow's own deprecation notices at import are not the user's to act on
             warnings.simplefilter("ignore")
@@ -58,11 +66,14 @@ def mlflow_client(uri: str) -> MlflowClient:
 
 
 def export_to_mlflow(store: Store, uri: str, studies: list[str] | None = None,
-                     on_run: Callable[[Exported], None] | None = None) -> list[Exported]:
-    """Export the named studies (default: every stored one) and every stored campaign's verdict to the MLflow
-    tracking store at `uri`; what each run was is given to `on_run` as it is reached, and returned."""
+                     on_run: Callable[[Exported], None] | None = None,
+                     campaigns: list[str] | None = None) -> list[Exported]:
+    """Export the named studies (default: every stored one) and the named campaigns' verdicts (default: every
+    stored campaign's when no study is named, none otherwise) to the MLflow tracking store at `uri`; what each
+    run was is given to `on_run` as it is reached, and returned."""
     records = [store.require_study(name) for name in studies] if studies else store.all_studies()
-    campaigns = store.all_campaigns() if not studies else []
+    campaigns = ([store.require_campaign(name) for name in campaigns] if campaigns is not None
+                 else store.all_campaigns() if not studies else [])
     client = mlflow_client(uri)
     done: list[Exported] = []
 
@@ -83,10 +94,13 @@ def export_to_mlflow(store: Store, uri: str, studies: list[str] | None = None,
 def _mlflow_errors(uri: str) -> Iterator[None]:
     """Within the block, MLflow refusing or failing to write (a folder it cannot write, a server that does not
     answer, a store it no longer opens) is a UserError naming the URI, in one line."""
-    from mlflow.exceptions import MlflowException
-
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from mlflow.exceptions import MlflowException
     try:
-        yield
+        with warnings.catch_warnings():  # MLflow's own deprecation notices are not the user's to act on
+            warnings.simplefilter("ignore")
+            yield
     except UserError:
         raise
     except Exception as error:
@@ -247,3 +261,40 @@ def _export_verdict(client: MlflowClient, store: Store, campaign: CampaignRecord
         note(Exported("verdict", campaign.name, True))
     else:
         note(Exported("verdict", campaign.name, False))
+
+
+class LiveExport:
+    """MLflow kept up to date while studies run (`run --mlflow`, `compare --mlflow`, or [tracking] mlflow): a
+    study's new runs after each of its trials ends, and a campaign's verdict when it is taken. A tracking store
+    that fails midway is said once (`on_problem`) and left alone: the run goes on, the database holds every
+    trial, and `robust-tune export --mlflow URI` adds what MLflow missed."""
+
+    def __init__(self, db: str | None, uri: str, on_problem: Callable[[str], None]) -> None:
+        with _mlflow_errors(uri):  # MLflow missing, or a tracking store it cannot reach: one line before anything runs
+            mlflow_client(uri).search_experiments(max_results=1)
+        self.db, self.uri, self.on_problem = db, uri, on_problem
+        self.store: Store | None = None  # opened at the first export, once the study is stored
+        self.failed = False
+
+    def study(self, name: str) -> None:
+        """The study's runs MLflow does not have yet."""
+        self._export([name], [])
+
+    def campaign(self, name: str) -> None:
+        """A campaign's studies (every search replicate's) and its verdict."""
+        if self.failed:
+            return
+        self.store = self.store or Store(self.db, create=False)
+        record = self.store.require_campaign(name)
+        self._export([study for method in record.methods for study in record.study_names(method)], [name])
+
+    def _export(self, studies: list[str], campaigns: list[str]) -> None:
+        if self.failed:
+            return
+        try:
+            self.store = self.store or Store(self.db, create=False)
+            export_to_mlflow(self.store, self.uri, studies, campaigns=campaigns)
+        except UserError as error:
+            self.failed = True
+            self.on_problem(f"{error}; the run goes on without MLflow, its database holds everything: "
+                            f"robust-tune export --mlflow {self.uri} adds what MLflow missed")

@@ -170,6 +170,9 @@ class StudyConfig:
     # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
     # was written, not what the study is: not stored, not compared.
     image_size_given: bool = field(default=True, compare=False)
+    # [tracking] mlflow: an MLflow tracking URI the study's runs are logged to as they end. Where a copy goes, not
+    # what the study is: not stored, not compared.
+    mlflow: str | None = field(default=None, compare=False)
 
     @property
     def multi_objective(self) -> bool:
@@ -205,9 +208,10 @@ class StudyConfig:
                            threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
-        """The study as stored: every field but image_size_given, which says how its file was written."""
+        """The study as stored: every field but image_size_given, which says how its file was written, and
+        mlflow, where copies of its runs go."""
         stored = dataclasses.asdict(self)
-        del stored["image_size_given"]
+        del stored["image_size_given"], stored["mlflow"]
         return stored
 
     @classmethod
@@ -461,6 +465,10 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     epoch_prefixes = search_fields.take("epoch_prefixes", bool, False)
     search_fields.done()
 
+    tracking = _Fields(source, "tracking", top.take("tracking", dict, {}))
+    mlflow = tracking.take("mlflow", str, None)
+    tracking.done()
+
     budget_fields = _Fields(source, "budget", top.take("budget", dict, {}))
     budget = Budget(**{f.name: budget_fields.take(f.name, _BUDGET_TYPES[f.type], f.default)
                        for f in dataclasses.fields(Budget)})
@@ -481,7 +489,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
                        constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes,
-                       image_size_given=image_size_given)
+                       image_size_given=image_size_given, mlflow=mlflow)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}

@@ -142,3 +142,50 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
     code, _, err = cli("export", "--mlflow", f"file:{tmp_path / 'mlruns'}", "--db", str(db))
     assert code == 2 and "pip install 'robust-tune[mlflow]'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_run_mlflow_logs_each_trial_as_it_ends_and_a_resumed_run_adds_only_the_new(tmp_path, cli):
+    uri = f"file:{tmp_path / 'mlruns'}"
+    db = str(tmp_path / "live.db")
+    path = study_file(tmp_path, trials=2)
+    run = ["run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log")]
+    code, out, err = cli(*run, "--trials", "1", "--mlflow", uri)
+    assert code == 0, err
+    assert f"MLflow: study tiny and its trials at {uri}" in err
+    client = MlflowClient(tracking_uri=uri)
+    assert sorted(r.info.run_name for r in runs_of(client, "tiny")) == ["0", "tiny"]
+
+    # the study file names the tracking store itself: the resumed run logs its new trial there, and no other
+    path.write_text(path.read_text() + f'\n[tracking]\nmlflow = "{uri}"\n')
+    code, out, err = cli(*run)
+    assert code == 0, err
+    runs = runs_of(client, "tiny")
+    assert sorted(r.info.run_name for r in runs) == ["0", "1", "tiny"]  # nothing twice
+    store = Store(db, create=False)
+    (trial,) = [t for t in store.trials(store.require_study("tiny").id) if t.trial_index == 1]
+    (logged,) = [r for r in runs if r.info.run_name == "1"]
+    assert logged.data.metrics["val_accuracy"] == pytest.approx(trial.metrics["val_accuracy"])
+
+
+def test_run_with_an_mlflow_it_cannot_reach_stops_in_one_line_before_anything_is_stored(tmp_path, cli):
+    db = tmp_path / "never.db"
+    code, out, err = cli("run", str(study_file(tmp_path)), "--db", str(db), "--mlflow", "http://127.0.0.1:9")
+    assert code == 2 and "cannot export to MLflow at http://127.0.0.1:9" in err, err
+    assert len(err.strip().splitlines()) == 1 and not db.exists()
+    (tmp_path / "bad.toml").write_text(study_file(tmp_path).read_text() + "\n[tracking]\nmlflw = \"x\"\n")
+    code, out, err = cli("run", str(tmp_path / "bad.toml"), "--db", str(db))
+    assert code == 2 and "tracking.mlflw: unknown field" in err and not db.exists()
+
+
+def test_compare_mlflow_logs_the_campaigns_studies_and_its_verdict(tmp_path, cli):
+    db = tmp_path / "campaign.db"
+    shutil.copyfile(CAMPAIGN_DB, db)
+    uri = f"file:{tmp_path / 'mlruns'}"
+    code, out, err = cli("compare", str(CAMPAIGN_DB.parent / "old-trio.toml"), "--db", str(db), "--device", "cpu",
+                         "--log-file", str(tmp_path / "ax.log"), "--mlflow", uri)
+    assert code == 0, err
+    assert "nothing was missing" in err and f"campaign old-trio's studies, trials and verdict at {uri}" in err
+    client = MlflowClient(tracking_uri=uri)
+    assert [r.info.run_name for r in runs_of(client, "old-trio")] == ["verdict"]
+    for method in ("erm", "ls", "cb"):
+        assert {r.info.run_name for r in runs_of(client, f"old-trio.{method}")} == {f"old-trio.{method}", "0", "1"}
