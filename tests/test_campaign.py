@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from conftest import texts_off_canvas
 from pipeline.campaign_config import parse_campaign
 from pipeline.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
@@ -240,6 +241,7 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
     assert picture.data["methods"] == ["ls", "cb"]
     assert [len(picture.data[metric]) for metric in METRICS] == [2, 2, 2, 2]
     assert len(picture.figure.axes) == len(METRICS)
+    assert texts_off_canvas(picture) == []
     page = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
     assert page.returncode == 0 and "data:image/png;base64," in page.stdout and "Verdict of campaign trio" in page.stdout
 

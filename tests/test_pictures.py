@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pipeline.plots import SAVE_DPI, draw, load_studies
+from pipeline.plots import draw, load_studies
 from pipeline.report import compare_table
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
+from conftest import texts_off_canvas
 from test_inputs import one_line
 from test_report import add_study
 from test_study import study_file
@@ -23,34 +24,6 @@ HWS = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true 
 NAME = "six"
 EXPECTED = {f"{NAME}-{kind}.png" for kind in ("trace", "map-lr_head-beta", "map-beta-importance_sampling",
                                               "map-lr_head-importance_sampling", "curves", "per-class")}
-
-
-def texts_off_canvas(picture) -> list[str]:
-    """Each visible text of `picture` that does not lie wholly inside its canvas, once drawn as its PNG is saved
-    (titles fitted, at SAVE_DPI): a title, label, tick label, legend entry or note cut at the picture's edge."""
-    from matplotlib.text import Text
-
-    assert picture.png.startswith(b"\x89PNG")  # fits the titles, as saving does
-    figure = picture.figure
-    figure.set_dpi(SAVE_DPI)
-    figure.canvas.draw()
-    renderer = figure.canvas.get_renderer()
-    canvas = figure.bbox
-    undrawn = set()  # the labels of ticks outside the axes' range: matplotlib keeps them but draws none
-    for axes in figure.axes:
-        for axis in (axes.xaxis, axes.yaxis):
-            low, high = sorted(axis.get_view_interval())
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if tick.get_loc() is None or not low - 1e-9 * (high - low) <= tick.get_loc() <= high + 1e-9 * (high - low):
-                    undrawn |= {id(tick.label1), id(tick.label2)}
-    off = []
-    for text in figure.findobj(Text):
-        if not text.get_visible() or not text.get_text().strip() or id(text) in undrawn:
-            continue
-        box = text.get_window_extent(renderer)
-        if box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1 or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1:
-            off.append(f"{picture.file_name}: {text.get_text()!r} at {box.bounds}, canvas {canvas.bounds}")
-    return off
 
 
 @pytest.fixture(scope="module")
