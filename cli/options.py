@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline.config import DEFAULT_DB, MAX_THREADS
+from pipeline.errors import UserError
 
 Db = Annotated[Optional[str], typer.Option(
     envvar="ROBUST_TUNE_DB",
@@ -27,3 +28,12 @@ Mlflow = Annotated[Optional[str], typer.Option(
     help="Also log each trial to MLflow as it ends (and a campaign's verdict), at this tracking URI, e.g. "
          "file:./mlruns or http://HOST:5000 (default: the file's [tracking] mlflow). Needs pip install "
          "'robust-tune[mlflow]'.")]
+ResultFormat = Annotated[str, typer.Option("--format", help="table (for people) or json (for scripts).")]
+JsonAlias = Annotated[bool, typer.Option("--json", hidden=True, help="The same as --format json.")]
+
+
+def wants_json(format_: str, as_json: bool) -> bool:
+    """Whether a command printing one result prints it as JSON: --format json, or the older --json."""
+    if format_ not in ("table", "json"):
+        raise UserError(f"unknown format {format_!r}; known: table, json")
+    return as_json or format_ == "json"

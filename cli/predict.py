@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from cli.app import app
-from cli.options import Device
+from cli.options import Device, JsonAlias, wants_json
 from cli.render import cut_text, metrics_table, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.output_file import check_output, write_output
@@ -39,12 +39,14 @@ def predict(
                            "reads it): print accuracy, balanced, per-class and worst-class accuracy.")] = False,
     batch_size: Annotated[int, typer.Option(min=1, help="Images per forward pass.")] = 256,
     device: Device = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the predictions (with --labelled, the metrics) "
-                                                         "as JSON for scripts.")] = False,
+    format_: Annotated[str, typer.Option("--format", help="table (for people) or json (the predictions, with "
+                                                          "--labelled the metrics, for scripts).")] = "table",
+    as_json: JsonAlias = False,
 ) -> None:
     """Apply a saved model to new images.
 
     Prints the predicted class and the probability of each class per image."""
+    as_json = wants_json(format_, as_json)
     if out is not None:
         check_output(out, force)  # before any work
     if labelled and len(paths) != 1:

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.app import app
-from cli.options import Db, Device, Precision, Threads
+from cli.options import Db, Device, JsonAlias, Precision, ResultFormat, Threads, wants_json
 from cli.render import (batches_line, params_line, print_image_line, print_line, result_table, result_title,
                         stderr, stdout, terminal_width, training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
@@ -69,7 +69,8 @@ def train(
     flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.")] = False,
     crop_padding: Annotated[int, typer.Option(
         help="Randomly shift training images by up to this many pixels (padded crop); 0 is off.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON for scripts.")] = False,
+    format_: ResultFormat = "table",
+    as_json: JsonAlias = False,
     from_study: Annotated[Optional[str], typer.Option(
         help="Train a stored study's best configuration (its data, network, method and every parameter) at its "
              "seed and thread count; --param, --seed, --device and --threads still apply.")] = None,
@@ -88,6 +89,7 @@ def train(
     """Train and evaluate one configuration.
 
     It runs the same code path a study trial runs."""
+    as_json = wants_json(format_, as_json)
     if save is not None and save.exists():
         raise UserError(f"{save} exists; --save never replaces a file, give another name")
     if save is not None:
@@ -146,7 +148,7 @@ def train(
 # With --from-study or --study the configuration is the study's: options that would change it are refused, not
 # ignored.
 _FROM_STUDY_OPTIONS = {"from_study", "study_file", "trial", "db", "save", "param", "seed", "device", "precision",
-                       "threads", "as_json"}
+                       "threads", "format_", "as_json"}
 
 
 def _on_command_line(ctx: typer.Context, key: str) -> bool:

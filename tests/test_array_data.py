@@ -138,7 +138,7 @@ def test_a_multi_label_or_incomplete_medmnist_archive_is_refused(tmp_path, label
 
 def test_train_two_epochs_on_idx_files_from_the_cli(cli, idx_root):
     code, out, err = cli("train", "--dataset", "idx", "--root", str(idx_root), "--param", "epochs=2",
-                         "--device", "cpu", "--imbalance-class", "3", "--json")
+                         "--device", "cpu", "--imbalance-class", "3", "--format", "json")
     assert code == 0, err
     metrics = json.loads(out)
     assert metrics["test_examples"] == 50 and set(metrics["test_per_class_accuracy"]) == {str(d) for d in range(10)}
@@ -148,7 +148,7 @@ def test_train_two_epochs_on_idx_files_from_the_cli(cli, idx_root):
 def test_train_on_a_medmnist_archive_and_bad_files_from_the_cli(cli, tmp_path, idx_root):
     path = write_medmnist(tmp_path / "bloodmnist.npz", rgb=True)
     code, out, err = cli("train", "--dataset", "medmnist", "--path", str(path), "--param", "epochs=1",
-                         "--device", "cpu", "--json")
+                         "--device", "cpu", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["test_examples"] == 18
     path.write_bytes(b"not a zip")
@@ -163,7 +163,7 @@ def test_train_on_a_medmnist_archive_and_bad_files_from_the_cli(cli, tmp_path, i
 def test_gils_on_the_feature_map_of_wrn16_1_trains_on_idx_files(cli, idx_root):
     code, out, err = cli("train", "--dataset", "idx", "--root", str(idx_root), "--backbone", "wrn16_1",
                          "--method", "gils", "--param", "perturb=feature", "--param", "epochs=1", "--param", "T=1",
-                         "--device", "cpu", "--json")
+                         "--device", "cpu", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["settings"]["backbone"] == "wrn16_1"
 

@@ -21,7 +21,7 @@ METHOD_ARGS = {
 @pytest.mark.parametrize("method", METHOD_ARGS)
 def test_two_epoch_train_of_each_method_prints_metrics_as_json(cli, method):
     code, out, err = cli("train", "--dataset", "digits", "--method", method, "--param", "epochs=2",
-                         "--device", "cpu", *METHOD_ARGS[method], "--json")
+                         "--device", "cpu", *METHOD_ARGS[method], "--format", "json")
     assert code == 0, err
     metrics = json.loads(out)
     for key in ("test_accuracy", "val_accuracy", "test_worst_class_accuracy", "test_balanced_accuracy"):
@@ -42,6 +42,14 @@ def test_methods_lists_every_parameter(cli):
     assert code == 0
     for word in ("alpha", "eta", "gamma", "perturb", "beta", "importance_sampling", "[1.5, 3]", "[0.1, 1000] log"):
         assert word in out
+
+
+def test_train_prints_json_for_format_json_and_the_older_json_flag_and_refuses_another_format(cli):
+    runs = [cli("train", "-p", "epochs=1", "--device", "cpu", *flag) for flag in (["--format", "json"], ["--json"])]
+    assert all(code == 0 for code, _, _ in runs)
+    assert json.loads(runs[0][1])["test_accuracy"] == json.loads(runs[1][1])["test_accuracy"]
+    code, _, err = cli("train", "--format", "yaml")
+    assert code == 2 and "unknown format 'yaml'; known: table, json" in err
 
 
 def test_methods_gives_the_title_of_every_paper_a_part_cites(cli):
@@ -86,7 +94,7 @@ def test_console_script_runs_as_installed(tmp_path):
     """The real entry point, in a fresh process, as a user or a script would call it."""
     script = Path(sys.executable).with_name("robust-tune")
     done = subprocess.run([str(script), "train", "--method", "hws", "--param", "beta=10", "--param", "epochs=1",
-                           "--json"], capture_output=True, text=True, cwd=tmp_path,
+                           "--format", "json"], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "COLUMNS": "120"}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert 0 <= json.loads(done.stdout)["test_accuracy"] <= 1

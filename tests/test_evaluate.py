@@ -181,9 +181,9 @@ def test_best_toml_fixes_every_parameter_trains_as_the_best_trial_and_searches_a
     assert "  # searched: { low = " in line  # searched: fixed at the best trial's value, the range beside it
     path = tmp_path / "best.toml"
     path.write_text(shown.stdout)
-    trained = robust_tune("train", "--study", str(path), "--device", "cpu", "--json")
+    trained = robust_tune("train", "--study", str(path), "--device", "cpu", "--format", "json")
     assert trained.returncode == 0, trained.stderr
-    again = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--json")
+    again = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--format", "json")
     for key in ("val_accuracy", "test_accuracy", "test_worst_class_accuracy"):
         assert json.loads(trained.stdout)[key] == json.loads(again.stdout)[key]  # the same configuration
 
@@ -207,7 +207,7 @@ def test_train_from_study_reproduces_the_best_trial_and_saves_weights_that_load(
     trials = store.trials(store.study("tiny").id)
     best = max(trials, key=lambda t: (t.metrics["val_accuracy"], -t.trial_index))
     weights = tmp_path / "model.pt"
-    done = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--json",
+    done = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--format", "json",
                        "--save", str(weights), env={"OMP_NUM_THREADS": "2"})  # whatever this process's threads
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -31,7 +31,7 @@ def test_train_resizes_for_the_small_cnn_by_default(cli, tmp_path):
     write_folder(tmp_path / "images")
     code, out, err = cli("train", "--dataset", "images", "--root", str(tmp_path / "images"), "--backbone", "small_cnn",
                          "--cache-dir", "", "-p", "epochs=1", "--val-fraction", "0.34", "--test-fraction", "0.34",
-                         "--json")
+                         "--format", "json")
     assert code == 0, err
     assert json.loads(out)["settings"]["data"]["image_size"] == default_image_size("small_cnn") == 32
 
@@ -98,7 +98,7 @@ def test_train_and_a_one_trial_study_of_the_same_settings_give_the_same_metrics(
     (trial,) = store.trials(store.require_study("sized").id)
     code, out, err = cli("train", "--dataset", "images", "--root", str(tmp_path / "images"), "--val-fraction", "0.34",
                          "--test-fraction", "0.34", "--cache-dir", "", "--device", "cpu", "-p", "epochs=1",
-                         "-p", f"lr_head={trial.parameters['lr_head']!r}", "--json")
+                         "-p", f"lr_head={trial.parameters['lr_head']!r}", "--format", "json")
     assert code == 0, err
     assert "images: resized to 32 x 32 px, 3 channels, not cached" in err
     trained = json.loads(out)
@@ -131,7 +131,7 @@ def test_a_study_stored_at_224_keeps_it_and_its_fingerprint_when_its_file_does_n
     trials = store.trials(after.id)
     assert [t.settings.data.image_size for t in trials] == [224, 224]
     # `train --from-study` and `evaluate` re-read it from the database at 224
-    code, out, err = cli("train", "--from-study", "sized", "--db", db, "--device", "cpu", "--json")
+    code, out, err = cli("train", "--from-study", "sized", "--db", db, "--device", "cpu", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["settings"]["data"]["image_size"] == 224 and "images: resized to 224 x 224 px" in err
     code, _, err = cli("evaluate", "sized", "--db", db, "--seeds", "2", "--device", "cpu")

@@ -102,7 +102,7 @@ def test_an_attack_after_a_feature_ascent_is_refused(cli):
 def test_every_part_trains_from_the_cli_and_the_same_seed_gives_identical_metrics(cli, method):
     fewer = [arg for part in method.split("+") if part in FEWER_STEPS for arg in ("--param", FEWER_STEPS[part])]
     args = ("train", "--dataset", "digits", "--method", method, "--param", "epochs=2", "--param", "batch_size=64",
-            *fewer, "--seed", "3", "--json")
+            *fewer, "--seed", "3", "--format", "json")
     first, second = cli(*args), cli(*args)
     assert first[0] == 0, first[2]
     result = json.loads(first[1])

@@ -137,7 +137,7 @@ def test_evaluate_and_best_take_a_pareto_trial(ran, cli):
     assert code == 0 and "Pareto set" in err and f"trial {best.trial_index}" in err
     assert 'objectives = ["val_balanced_accuracy", "val_worst_class_accuracy"]' in out
     assert parse_study(__import__("tomllib").loads(out), "best.toml", searching=False).objectives == OBJECTIVES
-    code, out, err = cli("train", "--from-study", "moo", "--db", str(db), "--device", "cpu", "--json")
+    code, out, err = cli("train", "--from-study", "moo", "--db", str(db), "--device", "cpu", "--format", "json")
     assert code == 0 and "Pareto set" in err and f"trial {best.trial_index}" in err, err
     code, out, err = cli("evaluate", "moo", "--db", str(db), "--trial", str(chosen), "--seeds", "1",
                          "--device", "cpu", "--log-file", str(db.with_suffix(".eval.log")))

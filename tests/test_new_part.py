@@ -35,7 +35,7 @@ def scaled():
 
 def train_json(cli, method: str, *params: str) -> dict:
     args = ["train", "--dataset", "digits", "--method", method, "--param", "epochs=2", "--param", "batch_size=64",
-            "--seed", "4", "--device", "cpu", "--json"]
+            "--seed", "4", "--device", "cpu", "--format", "json"]
     code, out, err = cli(*args, *(arg for param in params for arg in ("--param", param)))
     assert code == 0, err
     return json.loads(out)

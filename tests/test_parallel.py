@@ -66,7 +66,7 @@ def test_two_workers_run_four_distinct_trials_at_once_with_the_sequential_sobol_
 
     with torch_threads(2):  # a trial a worker trained, trained again here: the same numbers
         code, out, err = cli("train", "--from-study", "both", "--trial", "3", "--db", str(db), "--device", "cpu",
-                             "--json")
+                             "--format", "json")
     assert code == 0, err
     again = json.loads(out)
     assert again["epoch_train_loss"] == trials[3].epoch_train_loss and again["settings"]["threads"] == DEFAULT_THREADS

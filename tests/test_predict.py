@@ -46,7 +46,7 @@ def trained(tmp_path_factory):
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
-        main(["train", *TRAIN, "--root", str(root), "--save", str(saved), "--json"])
+        main(["train", *TRAIN, "--root", str(root), "--save", str(saved), "--format", "json"])
     assert done.value.code == 0
     return root, saved, json.loads(out.getvalue())
 
@@ -87,7 +87,7 @@ def test_labelled_folder_of_the_test_split_gives_trains_test_metrics(cli, traine
         source = listing.files[i]
         (labelled / source.parent.name).mkdir(parents=True, exist_ok=True)
         shutil.copy(source, labelled / source.parent.name / source.name)
-    code, out, err = cli("predict", "--weights", str(saved), "--labelled", str(labelled), "--device", "cpu", "--json")
+    code, out, err = cli("predict", "--weights", str(saved), "--labelled", str(labelled), "--device", "cpu", "--format", "json")
     assert code == 0, err
     metrics = json.loads(out)
     for key in ("accuracy", "balanced_accuracy", "worst_class_accuracy", "per_class_accuracy", "examples"):

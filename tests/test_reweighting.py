@@ -234,7 +234,7 @@ def test_train_prints_the_distinct_examples_per_batch(cli):
 @pytest.mark.parametrize("method", ["gils+cb", "mixup+l2rw"])
 def test_weights_compose_with_a_generator_and_a_mixer_from_the_cli(cli, method):
     code, out, err = cli("train", "--method", method, "--param", "epochs=2", "--param", "batch_size=128",
-                         "--param", "T=1" if method == "gils+cb" else "mix_alpha=1", "--json")
+                         "--param", "T=1" if method == "gils+cb" else "mix_alpha=1", "--format", "json")
     assert code == 0, err
     result = json.loads(out)
     assert result["settings"]["method"] == method and len(result["epoch_train_loss"]) == 2
