@@ -20,6 +20,7 @@ from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES, PAPERS
+from pipeline.study_config import data_with
 from pipeline.params import TRAINING_PARAMS, Choice, HParam, Range, parse_assignment
 
 
@@ -69,6 +70,10 @@ def train(
     flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.")] = False,
     crop_padding: Annotated[int, typer.Option(
         help="Randomly shift training images by up to this many pixels (padded crop); 0 is off.")] = 0,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", metavar="data.FIELD=VALUE", help="Set any field of the data set as a study file's [data] does, "
+                                                  "e.g. --set data.channels=1 --set data.normalize=dataset "
+                                                  "(repeat); see docs/data-sets.md.")] = None,
     format_: ResultFormat = "table",
     as_json: JsonAlias = False,
     from_study: Annotated[Optional[str], typer.Option(
@@ -106,6 +111,11 @@ def train(
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
         precision=precision, threads=DEFAULT_THREADS if threads is None else threads)
+    if set_:
+        data = data_with(config.data, list(set_))
+        if image_size is None and not any(text.startswith("data.image_size") for text in set_):
+            data = replace(data, image_size=image_size_for(data.name, backbone))  # --set data.name=images
+        config = replace(config, data=data)
     if from_study is not None and study_file is not None:
         raise UserError("--from-study and --study each name the configuration: give one")
     if from_study is not None:

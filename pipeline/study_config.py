@@ -349,6 +349,18 @@ def _data_config(fields: _Fields) -> DataConfig:
         fields.fail(fields.section, str(error))
 
 
+def data_with(data: DataConfig, assignments: list[str], option: str = "--set") -> DataConfig:
+    """`data` with `data.FIELD=VALUE` assignments (values read as TOML, as `run --set` reads them), each field
+    checked as a study file's [data] is; any problem is a one-line UserError naming `option`."""
+    keys = [text.partition("=")[0].strip() for text in assignments]
+    if wrong := [key for key in keys if not key.startswith("data.") or key.count(".") != 1]:
+        raise UserError(f"{option} {wrong[0]}: takes data.FIELD=VALUE, a field of the data set (e.g. "
+                        "data.channels=1); a method's parameter goes in --param")
+    given = {key: value for key, value in dataclasses.asdict(data).items() if value is not None}
+    raw = apply_overrides({"data": given}, list(assignments))
+    return _data_config(_Fields(option, "data", raw["data"]))
+
+
 def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice | Value:
     where = fields.where(hparam.name)
 

@@ -52,6 +52,18 @@ def test_train_prints_json_for_format_json_and_the_older_json_flag_and_refuses_a
     assert code == 2 and "unknown format 'yaml'; known: table, json" in err
 
 
+def test_train_set_takes_any_data_field_as_a_study_file_does(cli):
+    by_option = cli("train", "-p", "epochs=1", "--device", "cpu", "--split-seed", "3", "--format", "json")
+    by_set = cli("train", "-p", "epochs=1", "--device", "cpu", "--set", "data.split_seed=3", "--format", "json")
+    assert by_option[0] == by_set[0] == 0
+    assert json.loads(by_option[1])["test_accuracy"] == json.loads(by_set[1])["test_accuracy"]
+    assert json.loads(by_set[1])["settings"]["data"]["split_seed"] == 3
+    for bad, says in [("data.chanels=1", "data.chanels: unknown field"), ("channels=1", "takes data.FIELD=VALUE"),
+                      ("data.channels=2", "channels must be 1 or 3")]:
+        code, _, err = cli("train", "--set", bad)
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_methods_gives_the_title_of_every_paper_a_part_cites(cli):
     from pipeline.methods.declarations import FAMILIES, PAPERS
 
