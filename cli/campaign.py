@@ -12,7 +12,7 @@ from rich.text import Text
 
 from cli.app import app
 from cli.evaluate import EvaluationView
-from cli.interrupts import CtrlC, ctrl_c_kept
+from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
 from cli.options import Db, Device, Mlflow, Precision, Threads, Wide
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, live_export
@@ -83,6 +83,7 @@ class CampaignView:
 
 @app.command()
 def compare(
+    ctx: typer.Context,
     campaign_file: Annotated[Path, typer.Argument(help="A campaign file (TOML), e.g. studies/digits-campaign.toml.")],
     db: Db = None,
     device: Device = "auto",
@@ -128,10 +129,7 @@ def compare(
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))
 
-    resume = "".join([f"robust-tune compare {campaign_file}", f" --db {shown_database(db)}" if db else "",
-                      f" --replicates {replicates}" if replicates else "", f" --workers {workers}" if workers else "",
-                      f" --scheduler {scheduler}" if scheduler else "", f" --threads {threads}" if threads else "", *[f" --set {o}" for o in set_ or []],
-                      f" --mlflow {mlflow}" if mlflow else ""])
+    resume = resume_command(ctx, {"db": shown_database})
     try:
         with ctrl_c_kept() as ctrl_c:
             view = CampaignView(ctrl_c, live)

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
-from cli.interrupts import CtrlC, ctrl_c_kept
+from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
 from cli.options import Db, Device, Precision, Threads, Wide
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
@@ -81,6 +81,7 @@ Pick = Annotated[str, typer.Option(
 
 @app.command()
 def evaluate(
+    ctx: typer.Context,
     study: Annotated[str, typer.Argument(help="A study in the database.")],
     db: Db = None,
     seeds: Annotated[int, typer.Option(help="Train on seeds 0..N-1.")] = 5,
@@ -145,11 +146,7 @@ def evaluate(
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[status]}"), console=stderr, transient=True) if stderr.is_terminal else None
     view = None
-    resume = "".join([f"robust-tune evaluate {study}", f" --db {shown_database(db)}" if db else "",
-                      f" --seeds {seeds}" if seeds != 5 else "", f" --trial {trial}" if trial is not None else "",
-                      f" --against {against}" if against else "", *[f" --param {p}" for p in param or []],
-                      f" --vary {vary}" if vary else "", " --resplit" if resplit else "",
-                      f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else ""])
+    resume = resume_command(ctx, {"db": shown_database})
     try:
         with bars or nullcontext(), ctrl_c_kept() as ctrl_c:
             view = EvaluationView(bars, ctrl_c, named_trial=trial is not None)

@@ -8,10 +8,11 @@ the next batch or epoch.
 """
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 
 class CtrlC:
@@ -47,3 +48,24 @@ def ctrl_c_kept() -> Iterator[CtrlC]:
     finally:
         signal.signal(signal.SIGINT, previous)
         sys.unraisablehook = previous_hook
+
+
+def resume_command(ctx: Any, shown: dict[str, Callable[[Any], str]] | None = None) -> str:
+    """The command as the user typed it, to type again: its arguments, then every option given on the command
+    line (not those from defaults or the environment, which a second call gets again), each value through
+    `shown` where it names the option (a database URL with its password hidden)."""
+    shown = shown or {}
+    words, options = ["robust-tune", *ctx.command_path.split()[1:]], []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if source is None or source.name != "COMMANDLINE":  # typer bundles its own click: compare by name
+            continue
+        value, show = ctx.params[param.name], shown.get(param.name, str)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if param.param_type_name == "argument":
+            words += [show(v) for v in values]
+        elif getattr(param, "is_flag", False):
+            options.append(param.opts[0] if value else (param.secondary_opts or param.opts)[0])
+        else:
+            options += [word for v in values for word in (param.opts[0], show(v))]
+    return shlex.join(words + options)

@@ -14,7 +14,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from cli.app import app
-from cli.interrupts import ctrl_c_kept
+from cli.interrupts import ctrl_c_kept, resume_command
 from cli.options import Db, Device, Mlflow, Precision, Threads, Wide
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
                         terminal_width)
@@ -160,6 +160,7 @@ def _stopped_trials(study: str, indices: list[int]) -> str:
 
 @app.command()
 def run(
+    ctx: typer.Context,
     study_file: Annotated[Path, typer.Argument(help="A study file (TOML), e.g. studies/quickstart.toml.")],
     trials: Annotated[Optional[int], typer.Option(
         min=1, help="Run until this many trials have run, completed or failed (default: the study's budget).")] = None,
@@ -224,13 +225,7 @@ def run(
     view = StudyView(study.fixed.get("epochs"))
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     parallel = dict(runner=runner, precision=precision)
-    resume = "".join([f"robust-tune run {study_file}", f" --db {shown_database(db)}" if db else "",
-                      f" --trials {trials}" if trials else "", *[f" --set {o}" for o in set_ or []],
-                      f" --seed {seed}" if seed is not None else "",
-                      f" --search-seed {search_seed}" if search_seed is not None else "",
-                      f" --threads {threads}" if threads is not None else "",
-                      f" --workers {workers}" if workers else "", f" --scheduler {scheduler}" if scheduler else "",
-                      f" --mlflow {mlflow}" if mlflow else ""])
+    resume = resume_command(ctx, {"db": shown_database})
     try:
         if stderr.is_terminal:
             def on_live_event(event: Any) -> None:

@@ -335,10 +335,12 @@ def test_an_interrupted_evaluate_names_the_stopped_runs_and_the_resume_command(c
         raise KeyboardInterrupt
 
     monkeypatch.setattr("pipeline.evaluate.run_evaluation", stopped_in_the_second_run)
-    code, _, err = cli("evaluate", "s", "--db", str(db), "--seeds", "2", "--against", "erm", "--device", "cpu")
+    code, _, err = cli("evaluate", "s", "--db", str(db), "--seeds", "2", "--pick", "observed", "--against", "erm",
+                       "--device", "cpu", "--threads", "1")
     assert code == 130 and "Traceback" not in err and err.splitlines()[-1] == (
         "interrupted: evaluate of study s stopped run 2 (erm, seed 0), which will run again; the 1 run(s) stored "
-        f"by this call are kept; resume with robust-tune evaluate s --db {db} --seeds 2 --against erm")
+        f"by this call are kept; resume with robust-tune evaluate s --db {db} --seeds 2 --pick observed --against "
+        "erm --device cpu --threads 1")  # every option as given, --pick and --threads too
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")

@@ -181,7 +181,7 @@ def test_the_scheduler_killed_mid_trial_is_one_line_leaves_nothing_running_and_a
     assert progress[0] == "examples per split and class:" and progress[4:] == ["study orphan: budget 2 trials"], err
     assert last == (f"error: lost the Dask scheduler at {address} (the client's connection to it closed); trial 0 of "
                     f"study orphan was stopped and will run again first; resume with robust-tune run {path} --db {db} "
-                    f"--scheduler {address} once it is back"), err
+                    f"--device cpu --log-file {db.with_suffix('.log')} --scheduler {address} once it is back"), err
     (parameters,), = rows(db, "select parameters from rt_trials where status = 'interrupted'")
     assert rows(db, "select status from rt_trials") == [("interrupted",)]  # at once: nothing left running
     assert rows(db, "select * from rt_study_locks") == []

@@ -2,6 +2,7 @@
 evaluate, delete; a study is created whole or not at all; bad URLs and a missing driver are one line."""
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -226,7 +227,7 @@ def test_the_server_stopped_mid_trial_is_one_line_and_the_next_run_completes_the
     assert last.startswith(f"error: lost the database server 127.0.0.1:{server.port} (") and server.password not in err
     shown = url.replace(server.password, "***")
     assert last.endswith(f"trial 0 of study cut was stopped and will run again first; resume with robust-tune run "
-                         f"{path} --db {shown} once it is back"), last
+                         f"{path} --db {shlex.quote(shown)} --device cpu --log-file {log} once it is back"), last  # quoted: ***
 
     server.start()
     (parameters,), = rows(url, "select parameters from rt_trials where status = 'running'")  # left for the next run

@@ -144,7 +144,8 @@ def test_ctrl_c_names_the_trial_and_how_to_resume_then_resume_runs_it_once(tmp_p
     _, err = process.communicate()
     assert process.returncode == 130 and "Traceback" not in err
     assert (f"interrupted: trial 0 of study stopped was stopped and will run again first; "
-            f"resume with robust-tune run {path} --db {db} --threads 1") in " ".join(err.split())
+            f"resume with robust-tune run {path} --db {db} --device cpu --threads 1 --log-file "
+            f"{db.with_suffix('.log')}") in " ".join(err.split())
     assert "--set threads" not in err  # the resume line repeats the options as they were given
     (status, parameters), = rows(db, "select status, parameters from rt_trials")
     assert status == "interrupted"
