@@ -36,3 +36,13 @@ def test_readme_is_a_front_page():
     assert len(readme.splitlines()) <= 300
     for page in PAGES[1:]:
         assert f"docs/{page.name}" in readme, f"docs/{page.name} is not linked from the README"
+
+
+def test_commands_md_lists_every_command_and_option_as_the_app_declares_them():
+    from cli.main import app
+    from cli.reference import MARKER, commands_reference
+
+    text = (ROOT / "docs" / "commands.md").read_text()
+    assert MARKER in text, "docs/commands.md lost its generated part: python tools/commands_doc.py"
+    assert text.split(MARKER)[1] == commands_reference(app).split(MARKER)[1], \
+        "docs/commands.md differs from the app's options: python tools/commands_doc.py"
