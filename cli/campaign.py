@@ -13,7 +13,8 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import Db, Device, Mlflow, Precision, Threads, Wide
+from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu, Wide,
+                         Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, live_export
 from pipeline.campaign_config import REFERENCE
@@ -92,15 +93,11 @@ def compare(
     replicates: Annotated[Optional[int], typer.Option(
         help="Repeat each method's whole search with this many search seeds (the luck of the search counted "
              "in the verdict); default: the file's `replicates`, else 1.")] = None,
-    workers: Annotated[Optional[int], typer.Option(
-        help="Run this many trials at once, on a Dask cluster of as many worker processes on this machine.")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(
-        envvar="ROBUST_TUNE_SCHEDULER",
-        help="Run trials on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
-    trials_per_gpu: Annotated[int, typer.Option(help="With --workers on a machine with GPUs: trials per GPU.")] = 1,
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    trials_per_gpu: TrialsPerGpu = 1,
     mlflow: Mlflow = None,
-    log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
-        Path("runs/robust-tune.log"),
+    log_file: LogFile = DEFAULT_LOG_FILE,
     set_: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE", help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import Db, Device, Precision, Threads, Wide
+from cli.options import DEFAULT_LOG_FILE, Db, Device, LogFile, Precision, Scheduler, Threads, TrialsPerGpu, Wide, Workers
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
@@ -106,15 +106,10 @@ def evaluate(
     device: Device = "auto",
     precision: Precision = "auto",
     threads: Threads = None,
-    workers: Annotated[Optional[int], typer.Option(
-        help="Train this many runs at once, on a Dask cluster of as many worker processes on this machine.")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(
-        envvar="ROBUST_TUNE_SCHEDULER",
-        help="Train runs on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
-    trials_per_gpu: Annotated[int, typer.Option(
-        help="With --workers on a machine with GPUs: how many runs share one GPU.")] = 1,
-    log_file: Annotated[Path, typer.Option(help="Where Dask's and other libraries' messages go.")] =
-        Path("runs/robust-tune.log"),
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    trials_per_gpu: TrialsPerGpu = 1,
+    log_file: LogFile = DEFAULT_LOG_FILE,
     wide: Wide = False,
 ) -> None:
     """Re-train a study's best over seeds, against baselines.

@@ -2,6 +2,7 @@
 terminal tables' width and MLflow."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -37,3 +38,13 @@ def wants_json(format_: str, as_json: bool) -> bool:
     if format_ not in ("table", "json"):
         raise UserError(f"unknown format {format_!r}; known: table, json")
     return as_json or format_ == "json"
+Workers = Annotated[Optional[int], typer.Option(
+    help="Train this many trials (or re-training runs) at once, on a Dask cluster of as many worker processes on this "
+         "machine.")]
+Scheduler = Annotated[Optional[str], typer.Option(
+    envvar="ROBUST_TUNE_SCHEDULER",
+    help="Train on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")]
+TrialsPerGpu = Annotated[int, typer.Option(
+    help="With --workers on a machine with GPUs: how many trials (or runs) share one GPU.")]
+LogFile = Annotated[Path, typer.Option(help="Where Ax's, Dask's and other libraries' messages go.")]
+DEFAULT_LOG_FILE = Path("runs/robust-tune.log")

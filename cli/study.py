@@ -15,7 +15,8 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept, resume_command
-from cli.options import Db, Device, Mlflow, Precision, Threads, Wide
+from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu, Wide,
+                         Workers)
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
                         terminal_width)
 from pipeline.errors import ServerLost, UserError
@@ -173,15 +174,10 @@ def run(
         help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE", help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
-    log_file: Annotated[Path, typer.Option(help="Where Ax's and other libraries' messages go.")] =
-        Path("runs/robust-tune.log"),
-    workers: Annotated[Optional[int], typer.Option(
-        help="Run this many trials at once, on a Dask cluster of as many worker processes on this machine.")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(
-        envvar="ROBUST_TUNE_SCHEDULER",
-        help="Run trials on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")] = None,
-    trials_per_gpu: Annotated[int, typer.Option(
-        help="With --workers on a machine with GPUs: how many trials share one GPU.")] = 1,
+    log_file: LogFile = DEFAULT_LOG_FILE,
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    trials_per_gpu: TrialsPerGpu = 1,
     mlflow: Mlflow = None,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it.
@@ -448,7 +444,7 @@ def delete_study(
     name: Annotated[str, typer.Argument(help="The study to delete.")],
     db: Db = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    log_file: Annotated[Path, typer.Option(help="Where Ax's messages go.")] = Path("runs/robust-tune.log"),
+    log_file: LogFile = DEFAULT_LOG_FILE,
 ) -> None:
     """Delete one study and Ax's records of it.
 
