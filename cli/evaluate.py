@@ -5,7 +5,6 @@ import json
 import sys
 from contextlib import nullcontext
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer

@@ -158,9 +158,9 @@ def verdict_table(verdict: Verdict) -> Table:
           if thin else []),
         "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
         "(not evidence that there is none).",
-        f"P>ERM %: the share of paired runs where the method beats ERM (ties count half; "
+        "P>ERM %: the share of paired runs where the method beats ERM (ties count half; "
         + ("each search's share, averaged" if verdict.replicates > 1 else "Bouthillier et al. 2021")
-        + f") with a 95% percentile bootstrap interval over the "
+        + ") with a 95% percentile bootstrap interval over the "
         + (f"{verdict.replicates} searches" if verdict.replicates > 1 else "paired runs")
         + "; with few of them the interval cannot reach "
           "beyond the shares seen, and (n=N) means all N scored the same: no interval to give.",

@@ -14,6 +14,8 @@ from pipeline.store.records import (CampaignRecord, EvaluationRecord, Importance
 from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import SchemaUpgraded
 
-__all__ = ["CampaignRecord", "DEFAULT_DB", "EvaluationRecord", "DatabaseBusy", "LOCK_STALE_SECONDS", "LockLost", "SchemaUpgraded",
-           "Store", "StudyLock", "StudyRecord", "TrialRecord", "best_trial", "model_pick", "picked_trial", "create_missing_tables",
-           "database_url", "epochs", "evaluations", "is_busy", "shown_database", "sqlite_file", "studies", "study_locks", "trials"]
+__all__ = ["best_trial", "CampaignRecord", "create_missing_tables", "database_url", "DatabaseBusy", "DEFAULT_DB",
+           "epochs", "EvaluationRecord", "evaluations", "ImportanceRecord", "is_busy", "LOCK_STALE_SECONDS",
+           "LockLost", "model_pick", "ParameterShare", "picked_trial", "SchemaUpgraded", "shown_database",
+           "sqlite_file", "Store", "studies", "study_locks", "StudyLock", "StudyRecord", "TrialRecord", "trials",
+           "trials_completed", "trials_ran"]
