@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -35,14 +35,16 @@ def test_readme_is_a_front_page():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
     for page in PAGES[1:]:
-        assert f"docs/{page.name}" in readme, f"docs/{page.name} is not linked from the README"
+        name = page.relative_to(ROOT).as_posix()
+        assert f"({name})" in readme, f"{name} is not linked from the README"
 
 
 def test_commands_md_lists_every_command_and_option_as_the_app_declares_them():
     from cli.main import app
     from cli.reference import MARKER, commands_reference
 
-    text = (ROOT / "docs" / "commands.md").read_text()
+    (page,) = [page for page in PAGES if page.name == "commands.md"]
+    text = page.read_text()
     assert MARKER in text, "docs/commands.md lost its generated part: python tools/commands_doc.py"
     assert text.split(MARKER)[1] == commands_reference(app).split(MARKER)[1], \
         "docs/commands.md differs from the app's options: python tools/commands_doc.py"

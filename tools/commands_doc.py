@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT))
 from cli.main import app  # noqa: E402
 from cli.reference import MARKER, commands_reference  # noqa: E402
 
-DOC = ROOT / "docs" / "commands.md"
+DOC = next((ROOT / "docs").rglob("commands.md"))  # the command reference, wherever docs/ keeps it
 
 
 def main() -> None:
