@@ -220,7 +220,7 @@ def tuned(tmp_path_factory):
     """A database holding a finished two-trial `ls` study `tiny` (TUNED_LS), shared by the modules that evaluate
     it (never changed by the tests: they copy it); built once per test process, by `robust-tune run` in this
     process, which has torch and Ax loaded already (the CLI in its own process is tested where it matters)."""
-    from test_study import study_file
+    from helpers import study_file
 
     folder = tmp_path_factory.mktemp("tuned")
     db = folder / "tuned.db"

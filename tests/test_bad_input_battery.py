@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store
-from test_inputs import one_line, snapshot
-from test_report import add_study
+from helpers import one_line, snapshot, add_study
 
 QUICKSTART = (Path(__file__).resolve().parents[1] / "studies" / "quickstart.toml").read_text()
 CAMPAIGN = (Path(__file__).resolve().parents[1] / "studies" / "digits-campaign.toml").read_text()

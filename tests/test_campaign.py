@@ -1,13 +1,12 @@
 """`compare` and `report --verdict`: a real campaign of three methods on the digits (real Ax, real PyTorch,
 real SQLite, real processes), killed and resumed; the verdict's statistics and stopping rule by simulation."""
+import functools
 import json
 import re
 import os
 import random
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,8 @@ from pipeline.campaign_config import parse_campaign
 from pipeline.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
 from pipeline.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds, sequential_comparisons
+import helpers
 
-ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
 
 CAMPAIGN = """
 name = "trio"
@@ -55,9 +54,7 @@ def campaign_file(folder: Path, more: str = "", text: str = CAMPAIGN) -> Path:
     return path
 
 
-def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([ROBUST_TUNE, *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "100", "OMP_NUM_THREADS": "1", **(env or {})})
+robust_tune = functools.partial(helpers.robust_tune, columns=100, threads=1)
 
 
 def rows(db: Path, query: str) -> list[tuple]:

@@ -14,8 +14,7 @@ from pipeline.faults import readable, write_locked
 from pipeline.store import Store, study_locks
 from pipeline.study import run_study
 from pipeline.study_config import load_study
-from test_study import study_file
-from test_study_safety import FAST, ROBUST_TUNE, ax_trials, rows, start_run, wait_until_stale
+from helpers import study_file, FAST, ROBUST_TUNE, ax_trials, rows, start_run, wait_until_stale
 
 CAMPAIGN = """
 name = "held"

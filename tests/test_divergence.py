@@ -8,7 +8,7 @@ from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 from pipeline.trainer import TrainingDiverged, check_collapsed, train
-from test_study import study_file
+from helpers import study_file
 
 
 def test_a_finite_but_huge_loss_fails_the_run(digits):

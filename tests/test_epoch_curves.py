@@ -58,7 +58,7 @@ def test_figure_1_draws_each_variants_mean_over_seeds_overall_and_on_the_rare_di
     assert [line.get_label() for line in panels[1].get_lines()] == ["erm (2 seeds)", "beta=10 (2 seeds)",
                                                                     "tuned hws (1 seeds)"]
     assert Image.open(io.BytesIO(picture.png)).size[0] > 0
-    from test_pictures import texts_off_canvas
+    from conftest import texts_off_canvas
 
     assert texts_off_canvas(picture) == []
 

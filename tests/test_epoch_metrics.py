@@ -12,7 +12,7 @@ from pipeline.config import TrainConfig
 from pipeline.data import Dataset
 from pipeline.store import Store
 from pipeline.trainer import train
-from test_methods import EVERY_METHOD, FEWER_STEPS
+from helpers import EVERY_METHOD, FEWER_STEPS
 
 
 def small(digits: Dataset, n: int = 192) -> Dataset:

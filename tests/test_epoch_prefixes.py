@@ -12,35 +12,7 @@ from pipeline.params import Range
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
-from test_study_safety import ax_trials, rows, start_run
-
-STUDY = """
-name = "{name}"
-objective = "val_balanced_accuracy"
-[data]
-name = "digits"
-[method]
-name = "erm"
-[params]
-epochs = {{ low = 1, high = 4 }}
-lr_head = {{ low = 0.001, high = 0.2, log = true }}
-lr_backbone = 0.05
-momentum = 0.0
-[search]
-epoch_prefixes = {prefixes}
-[budget]
-trials = {trials}
-initial = 3
-early_stopping = "{stopping}"
-early_stopping_min_epochs = 1
-"""
-
-
-def study_file(tmp_path: Path, name: str = "pf", prefixes: str = "true", stopping: str = "off",
-               trials: int = 4) -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(STUDY.format(name=name, prefixes=prefixes, stopping=stopping, trials=trials))
-    return path
+from helpers import ax_trials, rows, start_run, prefixes_study_file as study_file
 
 
 def stored(db: Path, name: str = "pf"):

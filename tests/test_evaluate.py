@@ -1,10 +1,9 @@
 """evaluate, report --compare, best and train --from-study: a real tiny study (real Ax, real PyTorch, a real
 SQLite file), re-trained over seeds in real processes."""
+import functools
 import json
 import math
-import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +17,12 @@ from pipeline.report import compare_table
 from pipeline.stats import mean_interval
 from pipeline.store import Store
 from pipeline.study_config import parse_study
-from test_study import study_file
-
-ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
-
-
-def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([ROBUST_TUNE, *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "160", **(env or {})})
+import helpers
+from helpers import study_file, evaluations
 
 
-def evaluations(db: Path) -> list[tuple]:
-    """The stored evaluation rows; none while the table does not exist."""
-    try:
-        return sqlite3.connect(db).execute("select id, variant, seed, metrics from rt_evaluations order by id").fetchall()
-    except sqlite3.OperationalError:
-        return []
+
+robust_tune = functools.partial(helpers.robust_tune, columns=160)
 
 
 @pytest.fixture

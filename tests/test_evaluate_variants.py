@@ -1,6 +1,7 @@
 """evaluate beyond one study: named variants with their own values, --drop, runs shared between studies,
 report --compare across studies, and runs trained by a runner (Dask workers). Real Ax (the module's study),
 real PyTorch on the digits, real SQLite files, the CLI in real processes or in this one."""
+import functools
 import io
 import json
 import shutil
@@ -15,8 +16,9 @@ from pipeline.stats import paired_difference, simultaneous_confidence
 from pipeline.store import Store
 from pipeline.study_config import load_study
 from pipeline.trial import run_trial
-from test_evaluate import evaluations, robust_tune
-from test_study import study_file
+import helpers
+from helpers import evaluations, study_file
+robust_tune = functools.partial(helpers.robust_tune, columns=160)
 
 
 @pytest.fixture

@@ -1,11 +1,9 @@
 """The everyday command line: start-up without torch, progress a person can follow, tables that fit,
 and the housekeeping commands (version, ROBUST_TUNE_DB, studies delete, completion, plain help)."""
 import io
-import os
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -17,16 +15,9 @@ from pipeline.store import Store
 from pipeline.study import StudyStarted, TrialEnded, TrialStarted, run_study
 from pipeline.study_config import load_study
 from pipeline.trainer import EpochEnd
-from test_report import add_study
-from test_study import study_file
-
-SCRIPT = str(Path(sys.executable).with_name("robust-tune"))
+from helpers import add_study, robust_tune, study_file
 
 
-def robust_tune(*args: str, env: dict | None = None, cwd: Path | None = None, stdin: str | None = None):
-    """The installed console script in a fresh process; stderr is a pipe, not a terminal."""
-    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, input=stdin, cwd=cwd, timeout=600,
-                          env={**os.environ, "COLUMNS": "120", **(env or {})})
 
 
 @pytest.fixture

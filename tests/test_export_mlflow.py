@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store, best_trial
-from test_study import study_file
+from helpers import study_file
 
 mlflow = pytest.importorskip("mlflow")  # the test extra installs it; without it there is nothing to read back
 from mlflow.tracking import MlflowClient  # noqa: E402

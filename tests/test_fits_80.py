@@ -9,7 +9,7 @@ from rich.console import Console
 
 from cli.render import print_line
 from pipeline.data.dataset import Dataset
-from test_everyday_cli import robust_tune
+from helpers import robust_tune
 
 
 def _commands(help_text: str) -> list[str]:

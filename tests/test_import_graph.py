@@ -54,3 +54,12 @@ def test_the_check_finds_a_cycle_through_an_import_inside_a_function(tmp_path: P
     graph = {name: imports_of(tmp_path / f"{name}.py", {"a", "b"}) for name in ("a", "b")}
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter(graph).prepare()
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test code lives in tests/helpers.py (and fixtures in conftest.py), so a test module can move."""
+    tests = ROOT / "tests"
+    modules = {path.stem for path in tests.rglob("test_*.py")}
+    found = [f"{path.relative_to(ROOT)} imports {name}" for path in sorted(tests.rglob("*.py"))
+             for name in imports_of(path, modules)]
+    assert found == []

@@ -13,7 +13,7 @@ from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 from pipeline.trial import InProcessRunner, Outcome, run_trial
-from test_study import study_file
+from helpers import study_file
 
 # Three searched parameters of three kinds (a log range, a linear range, a choice); the objective depends on lr_head.
 SEARCH = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
@@ -236,7 +236,7 @@ def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
     assert any(t.startswith("tuned hws") for t in ticks), ticks
     legend = pictures[f"{NAME}-trace.png"].figure.axes[0].get_legend()
     assert legend.get_bbox_to_anchor().x0 > pictures[f"{NAME}-trace.png"].figure.axes[0].bbox.x1 - 1
-    from test_pictures import texts_off_canvas  # importance, comparison, every study's maps and the shared trace
+    from conftest import texts_off_canvas
 
     assert {"importance", "compare", "trace"} <= {p.kind for p in pictures.values()}
     assert [off for p in pictures.values() for off in texts_off_canvas(p)] == []

@@ -12,14 +12,7 @@ from pipeline.methods import parse_method
 from pipeline.params import HParam
 from pipeline.store import Store
 from pipeline.study_config import load_study
-from test_report import add_study
-from test_study import study_file
-
-
-def one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+from helpers import add_study, study_file, one_line, snapshot
 
 
 @pytest.fixture
@@ -28,10 +21,6 @@ def db(tmp_path) -> Path:
     path = tmp_path / "x.db"
     add_study(Store(str(path)), "s", runs=[({"alpha": 0.1, "T": 3, "eta": 2.0}, (0.8, 0.75))])
     return path
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_report_out_never_replaces_the_database_or_an_existing_file(cli, db, tmp_path, monkeypatch):

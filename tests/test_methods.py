@@ -14,10 +14,9 @@ from pipeline.report import best_table
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
+from helpers import EVERY_METHOD, FEWER_STEPS
 
-EVERY_METHOD = [*PARTS, "gils+pgd", "mixup+hws", "mixup+ls"]  # mixup+ls: mixed targets smoothed as eq. 3
 LOSS = "pipeline.methods.losses:SmoothedLoss"
-FEWER_STEPS = {"gils": "T=1", "pgd": "pgd_steps=2", "pgdl2": "pgdl2_steps=2", "cw": "cw_steps=2"}  # keep tests small
 
 
 def test_todays_names_keep_their_meaning():

@@ -151,7 +151,7 @@ def test_evaluate_and_best_take_a_pareto_trial(ran, cli):
 def test_a_killed_multi_objective_study_resumes_exactly(ran, tmp_path):
     """Killed after a GP trial's record and before Ax was told, then resumed: Ax is told every metric from the
     stored record and the study goes on to the same proposals and results as the run that never stopped."""
-    from test_study_safety import start_run
+    from helpers import start_run
 
     path, db = study_file(tmp_path), tmp_path / "runs.db"
     run_study(load_study(path), str(db), "cpu", trials=2, log_file=tmp_path / "ax.log")
@@ -246,7 +246,7 @@ def test_the_front_picture_greys_infeasible_trials_and_is_drawn_only_for_several
     picture, = front_pictures(StudyData(study, trials))
     assert picture.kind == "pareto-front" and picture.png.startswith(b"\x89PNG")
     assert picture.data["pareto"] == [1, 0] and picture.data["infeasible"] == [2]  # joined along the first objective
-    from test_pictures import texts_off_canvas
+    from conftest import texts_off_canvas
 
     assert texts_off_canvas(picture) == []
     single = record(hand_study(objective="val_balanced_accuracy"))

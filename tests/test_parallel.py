@@ -17,9 +17,8 @@ from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 from pipeline.trainer import torch_threads
-from test_study import study_file
+from helpers import study_file, FAST, rows, start_run
 from conftest import free_port
-from test_study_safety import FAST, rows, start_run
 
 # Long enough to be killed in the middle: the kills follow a poll of the trials' rows, and a worker's trial
 # also loads the libraries and the data first; every epoch more is trained again by the run that goes on.

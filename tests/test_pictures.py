@@ -14,9 +14,7 @@ from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 from conftest import texts_off_canvas
-from test_inputs import one_line
-from test_report import add_study
-from test_study import study_file
+from helpers import one_line, add_study, study_file
 
 # Three searched parameters: a log range, a linear range and a choice, so every kind of map is drawn.
 HWS = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'

@@ -16,8 +16,7 @@ from pipeline.errors import UserError
 from pipeline.store import Store, database_url
 from pipeline.study import run_study
 from pipeline.study_config import load_study
-from test_study import study_file
-from test_study_safety import ROBUST_TUNE, _default_sigint
+from helpers import ROBUST_TUNE, default_sigint, study_file
 
 FAST = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
 
@@ -54,7 +53,7 @@ def ax_trials(study, url: str, log) -> dict[int, tuple[str, dict, float | None]]
 def start_run(path, url: str, log, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([ROBUST_TUNE, "run", str(path), "--db", url, "--device", "cpu", "--log-file", str(log)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **(env or {})}, preexec_fn=_default_sigint)
+                            env={**os.environ, **(env or {})}, preexec_fn=default_sigint)
 
 
 def test_a_study_runs_reports_evaluates_and_is_deleted_on_postgresql(tmp_path, cli, postgres_url):
@@ -116,7 +115,7 @@ def test_a_kill_mid_trial_on_postgresql_then_resume_completes_the_budget_with_no
 
 
 def test_a_write_with_a_lock_another_process_took_over_changes_nothing_on_postgresql(postgres_url):
-    from test_store_lock import check_writes_after_a_takeover_change_nothing
+    from helpers import check_writes_after_a_takeover_change_nothing
 
     check_writes_after_a_takeover_change_nothing(Store(postgres_url))
 
@@ -129,7 +128,7 @@ def test_taking_over_a_lock_whose_row_a_paused_transaction_keeps_locked_is_one_l
 
     from pipeline.store import DatabaseBusy, study_locks
     from pipeline.store import lock as lock_module
-    from test_store_lock import stored
+    from helpers import stored
 
     monkeypatch.setattr(lock_module, "LOCK_WAIT_MS", 300)
     store = Store(postgres_url)

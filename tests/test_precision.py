@@ -13,7 +13,7 @@ from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 from pipeline.trainer import prepare, run_epoch, train
-from test_study import study_file
+from helpers import study_file
 
 # bf16 keeps 8 bits of mantissa: on the digits after two epochs its accuracies stay within this many
 # points of fp32's on the same seed (measured: at most 1.1 points apart, erm, gils, gils+hws and pgd).

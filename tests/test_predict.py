@@ -98,7 +98,7 @@ def test_labelled_folder_of_the_test_split_gives_trains_test_metrics(cli, traine
 
 
 def test_terminal_table_fits_80_columns_and_counts_the_rest(trained):
-    from test_everyday_cli import robust_tune
+    from helpers import robust_tune
 
     root, saved, _ = trained
     done = robust_tune("predict", "--weights", str(saved), root.name, "--device", "cpu", env={"COLUMNS": "80"},

@@ -7,31 +7,9 @@ import pytest
 
 from pipeline.config import DataConfig
 from pipeline.formats import render_text
-from pipeline.params import Range
 from pipeline.report import best_table, dataset_label, trials_table
 from pipeline.store import Store
-from pipeline.study_config import Budget, StudyConfig
-
-
-def result(val, test, worst=0.5):
-    return {"val_accuracy": val, "test_accuracy": test, "test_worst_class_accuracy": worst,
-            "val_per_class_accuracy": {"a": val}, "test_per_class_accuracy": {"a": test},
-            "epoch_train_loss": [1.0, 0.5], "epoch_val_accuracy": [val / 2, val], "train_seconds": 1.5,
-            "settings": {}, "seed": 0}
-
-
-def add_study(store, name, method="gils", objective="val_accuracy", backbone="resnet18", runs=()):
-    config = StudyConfig(name=name, data=DataConfig(name="digits"), backbone=backbone, weights="none", method=method,
-                         objective=objective, search={"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0)},
-                         fixed={"epochs": 30, "gamma": 1e-3}, budget=Budget(trials=20))
-    study = store.create_study(config)
-    for index, (parameters, values) in enumerate(runs):
-        row = store.start_trial(study.id, index, parameters, 0, 0.1)
-        if values is None:
-            store.fail_trial(row, "TrainingDiverged: training loss is nan")
-        else:
-            store.complete_trial(row, result(*values))
-    return study
+from helpers import add_study
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pipeline.store import Store, StudyRecord
 from pipeline.study import settle_threads
 from pipeline.study_config import load_study, parse_study
 from pipeline.trainer import EpochEnd, train
-from test_study import study_file
+from helpers import study_file
 
 
 # The quickstart's learning rates: the whole network moves, and a run on 1 or on 2 threads ends elsewhere when

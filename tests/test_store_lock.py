@@ -8,11 +8,7 @@ import sqlalchemy as sa
 from pipeline.errors import UserError
 from pipeline.store import LockLost, Store, study_locks
 from pipeline.store import lock as lock_module
-from pipeline.study_config import parse_study
-
-
-def stored(store: Store, name: str = "held"):
-    return store.create_study(parse_study({"name": name, "method": {"name": "ls"}}, f"{name}.toml"))
+from helpers import stored, check_writes_after_a_takeover_change_nothing
 
 
 def test_check_passes_while_held_and_stops_the_holder_once_another_process_took_the_lock_over(tmp_path):
@@ -57,7 +53,7 @@ def test_the_heartbeat_records_a_takeover_it_finds(tmp_path, monkeypatch):
 def test_a_study_that_lost_its_lock_stops_before_its_next_write_and_leaves_the_trials_to_the_new_holder(tmp_path):
     from pipeline.study import TrialStarted, run_study
     from pipeline.study_config import load_study
-    from test_study import study_file
+    from helpers import study_file
 
     db = str(tmp_path / "runs.db")
     store = Store(db)
@@ -87,39 +83,11 @@ def test_a_write_with_a_lock_another_process_took_over_raises_lock_lost_and_chan
     check_writes_after_a_takeover_change_nothing(Store(str(tmp_path / "runs.db")))
 
 
-def check_writes_after_a_takeover_change_nothing(store: Store) -> None:
-    """Every write of the Store, given a lock another process has taken over since the holder's last look,
-    raises LockLost in its own transaction and leaves the study's records as they were."""
-    study = stored(store)
-    lock = store.lock_study(study)
-    row = store.start_trial(study.id, 0, {"alpha": 0.1}, 0, 0.1, lock=lock)
-    store.complete_trial(row, result(0.5), lock=lock)  # held: written
-    running = store.start_trial(study.id, 1, {"alpha": 0.2}, 0, 0.1, lock=lock)
-    with store.engine.begin() as connection:  # taken over between the holder's last check and its write
-        connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
-    assert lock.lost is None  # its heartbeat has not noticed: the write's own transaction must
-    before = [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)]
-    writes = [lambda: store.complete_trial(running, result(0.9), lock=lock),
-              lambda: store.fail_trial(running, "TrainingDiverged", lock=lock),
-              lambda: store.interrupt_trial(running, "stopped", lock=lock),
-              lambda: store.interrupt_running_trials(study.id, "stopped", lock=lock),
-              lambda: store.start_trial(study.id, 2, {"alpha": 0.3}, 0, 0.1, lock=lock),
-              lambda: store.add_evaluation(study.id, "tuned", 0, 0, {}, result(0.9), {"0": 1}, lock=lock)]
-    for write in writes:
-        with pytest.raises(LockLost, match="lost the lock of study held: process 4321 on host elsewhere took it over"):
-            write()
-    assert [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)] == before
-    assert before[1][:2] == (1, "running") and store.evaluations(study.id) == []
-    lock.release()
-    with store.engine.connect() as connection:  # the new holder's row stays, its heartbeat untouched
-        assert [(row.token, row.pid) for row in connection.execute(study_locks.select())] == [("another", 4321)]
-
-
 def test_ax_is_not_written_once_the_lock_is_lost(tmp_path):
     from pipeline.library_logs import quiet_libraries
     from pipeline.study import create_study
     from pipeline.study_config import load_study
-    from test_study import study_file
+    from helpers import study_file
 
     quiet_libraries(tmp_path / "ax.log")
     from pipeline.search import Searcher
@@ -167,7 +135,7 @@ def test_loading_ax_writes_nothing_once_the_lock_is_lost(tmp_path):
     from pipeline.library_logs import quiet_libraries
     from pipeline.study import create_study
     from pipeline.study_config import load_study
-    from test_study import study_file
+    from helpers import study_file
 
     quiet_libraries(tmp_path / "ax.log")
     from pipeline.search import Searcher

@@ -16,29 +16,7 @@ from pipeline.store import Store, best_trial
 from pipeline.study import INTERRUPTED, run_study
 from pipeline.trial import run_trial
 from pipeline.study_config import load_study
-
-TINY = """
-name = "{name}"
-seed = {seed}
-[data]
-name = "digits"
-[method]
-name = "{method}"
-[params]
-{params}
-[budget]
-trials = {trials}
-initial = 2
-max_failures = {max_failures}
-"""
-GILS = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
-
-
-def study_file(tmp_path: Path, name="tiny", method="gils", params=GILS, trials=3, seed=0, max_failures=3) -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(TINY.format(name=name, method=method, params=params, trials=trials, seed=seed,
-                                max_failures=max_failures))
-    return path
+from helpers import GILS, study_file
 
 
 def completed(store: Store, name: str):

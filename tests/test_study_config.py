@@ -1,12 +1,11 @@
 """Study files: defaults from the papers, overrides, and one-line errors naming file and field."""
-import tomllib
-from pathlib import Path
 
 import pytest
 
 from pipeline.errors import UserError
 from pipeline.params import Choice, Range
 from pipeline.study_config import load_study
+from helpers import STUDIES, STUDY_FILES, CAMPAIGN_FILES
 
 MINIMAL = 'name = "s"\n[method]\nname = "gils"\n'
 
@@ -105,18 +104,6 @@ def test_run_refuses_a_malformed_study_or_missing_data_with_exit_code_2(tmp_path
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and message in lines[0] and "Traceback" not in err
     assert not db.exists()  # nothing was started
-
-
-STUDIES = Path(__file__).resolve().parents[1] / "studies"
-
-
-def is_campaign(path: Path) -> bool:
-    """A campaign file (`robust-tune compare`) lists methods; a study file names one."""
-    return "methods" in tomllib.loads(path.read_text())
-
-
-STUDY_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if not is_campaign(p)]
-CAMPAIGN_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if is_campaign(p)]
 
 
 @pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.stem)

@@ -3,9 +3,7 @@ import datetime as dt
 import json
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,49 +13,8 @@ from pipeline.errors import UserError
 from pipeline.store import Store, study_locks
 from pipeline.study import run_study
 from pipeline.study_config import load_study, parse_study
-from test_study import study_file
-
-ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
-FAST = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
-
-
-def start_run(path: Path, db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`robust-tune run` in its own process (and process group), output captured."""
-    return subprocess.Popen([ROBUST_TUNE, "run", str(path), "--db", str(db), "--device", "cpu",
-                             "--log-file", str(db.with_suffix(".log")), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **(env or {})}, preexec_fn=_default_sigint)
-
-
-def _default_sigint() -> None:
-    """Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT from its parent (the test
-    process may have ignored it while it started Dask workers), and Python then keeps ignoring it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def rows(db: Path, sql: str) -> list[tuple]:
-    """Rows from the database file, or none while the tables do not exist yet."""
-    try:
-        return sqlite3.connect(db).execute(sql).fetchall() if db.exists() else []
-    except sqlite3.OperationalError:
-        return []
-
-
-def wait_for_running_trial(process: subprocess.Popen, db: Path) -> None:
-    while not rows(db, "select 1 from rt_trials where status = 'running'"):
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.05)
-
-
-def ax_trials(study, db: Path) -> dict[int, tuple[str, dict]]:
-    """Ax's stored trials: index -> (status, parameters)."""
-    from pipeline.library_logs import quiet_libraries
-
-    quiet_libraries(db.with_suffix(".log"))
-    from pipeline.search import Searcher
-
-    trials = Searcher(study, Store(str(db)).url).client._experiment.trials
-    return {i: (trial.status.name.lower(), trial.arm and dict(trial.arm.parameters)) for i, trial in trials.items()}
+from helpers import (study_file, ROBUST_TUNE, FAST, start_run, rows, wait_for_running_trial, ax_trials, now,
+                     wait_until_stale)
 
 
 def completed_trials(db: Path, name: str) -> list[tuple[dict, dict]]:
@@ -182,10 +139,6 @@ def test_two_runs_of_one_new_study_one_refuses_in_one_line_and_a_dead_holder_is_
     assert len(indices) == len(set(indices)) == done + 2  # plus the interrupted one
 
 
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
 def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
     store = Store(str(tmp_path / "runs.db"))
     held = parse_study({"name": "held", "method": {"name": "ls"}}, "held.toml")
@@ -204,13 +157,6 @@ def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
     assert store.create_study(other).fingerprint == held.fingerprint()  # creation cannot overwrite
     lock.release()
     assert rows(tmp_path / "runs.db", "select * from rt_study_locks") == []
-
-
-def wait_until_stale(db: Path, seconds: float) -> None:
-    """Wait until the study's lock has not been refreshed for `seconds` (its holder is paused)."""
-    while (now() - dt.datetime.fromisoformat(rows(db, "select heartbeat_at from rt_study_locks")[0][0])
-           ).total_seconds() <= seconds:
-        time.sleep(0.1)
 
 
 def test_a_run_paused_past_the_stale_time_and_taken_over_stops_without_writing_again(tmp_path, monkeypatch):

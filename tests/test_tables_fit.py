@@ -7,8 +7,8 @@ import pytest
 from cli.render import ABBREVIATIONS, RESULTS, fit_columns
 from pipeline.report import best_table, compare_table, studies_table, trials_table
 from pipeline.store import Store
-from test_everyday_cli import robust_tune
-from test_report import add_study
+from helpers import robust_tune
+from helpers import add_study
 
 LONG = "digits-{}-resnet18-imbalanced-class-3-seed-{}-a-long-study-name"
 

@@ -3,6 +3,7 @@ once, with a copy kept; its studies list, report, resume and evaluate. Reading c
 a database from a newer version is refused; a kill during the upgrade leaves the old database usable.
 Real SQLite files (and a real PostgreSQL server), the CLI as a user runs it, real processes for the kill."""
 import hashlib
+import functools
 import json
 import os
 import shutil
@@ -17,8 +18,8 @@ import sqlalchemy as sa
 
 from pipeline.store import Store, database_url
 from pipeline.store.schema import BASELINE, HEAD, VERSIONS
-from test_study_config import STUDY_FILES
-from test_study_safety import ROBUST_TUNE
+import helpers
+from helpers import STUDY_FILES
 
 DATA = Path(__file__).parent / "data"
 UPGRADED = "upgraded database"
@@ -54,9 +55,7 @@ def backups(db: Path) -> list[Path]:
     return sorted(db.parent.glob(db.name + ".bak*"))
 
 
-def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([ROBUST_TUNE, *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "160", **(env or {})})
+robust_tune = functools.partial(helpers.robust_tune, columns=160)
 
 
 def test_the_fixture_is_a_0_1_0_database_at_the_baseline(old):
@@ -192,7 +191,7 @@ def test_a_postgresql_database_in_the_0_1_0_layout_is_upgraded_in_one_transactio
     reader leaves it so; an upgrade killed midway leaves it so; the next writer upgrades it and it resumes."""
     from pipeline.study import run_study
     from pipeline.study_config import load_study
-    from test_study import study_file
+    from helpers import study_file
 
     path, log = study_file(tmp_path, "shared", params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }',
                            trials=1), tmp_path / "ax.log"
@@ -239,7 +238,7 @@ def test_every_study_file_reads_back_from_its_stored_json_as_the_same_study(path
 def test_a_0_5_0_database_keeps_its_trials_and_resumes_with_epoch_prefixes_after_the_upgrade(tmp_path, cli):
     """A database in the 0.5.0 layout (no rt_trials.prefix_of): a reader reads it unchanged; the next `run`
     upgrades it to this version, keeps every trial (each its own run), and goes on storing prefixes."""
-    from test_epoch_prefixes import study_file
+    from helpers import prefixes_study_file as study_file
 
     path, db, log = study_file(tmp_path, trials=2), tmp_path / "v050.db", str(tmp_path / "ax.log")
     code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", log)

@@ -1,0 +1,231 @@
+"""Helpers the test modules share: study files, the command in a fresh process, database rows, stored
+studies for the report tests. Test modules import these from here, never from each other."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import DataConfig
+from pipeline.methods.declarations import PARTS
+from pipeline.params import Range
+from pipeline.store import LockLost, Store, study_locks
+from pipeline.study_config import Budget, StudyConfig, parse_study
+
+TINY = """
+name = "{name}"
+seed = {seed}
+[data]
+name = "digits"
+[method]
+name = "{method}"
+[params]
+{params}
+[budget]
+trials = {trials}
+initial = 2
+max_failures = {max_failures}
+"""
+
+
+GILS = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
+
+
+def study_file(tmp_path: Path, name="tiny", method="gils", params=GILS, trials=3, seed=0, max_failures=3) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(TINY.format(name=name, method=method, params=params, trials=trials, seed=seed,
+                                max_failures=max_failures))
+    return path
+
+
+def result(val, test, worst=0.5):
+    return {"val_accuracy": val, "test_accuracy": test, "test_worst_class_accuracy": worst,
+            "val_per_class_accuracy": {"a": val}, "test_per_class_accuracy": {"a": test},
+            "epoch_train_loss": [1.0, 0.5], "epoch_val_accuracy": [val / 2, val], "train_seconds": 1.5,
+            "settings": {}, "seed": 0}
+
+
+def add_study(store, name, method="gils", objective="val_accuracy", backbone="resnet18", runs=()):
+    config = StudyConfig(name=name, data=DataConfig(name="digits"), backbone=backbone, weights="none", method=method,
+                         objective=objective, search={"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0)},
+                         fixed={"epochs": 30, "gamma": 1e-3}, budget=Budget(trials=20))
+    study = store.create_study(config)
+    for index, (parameters, values) in enumerate(runs):
+        row = store.start_trial(study.id, index, parameters, 0, 0.1)
+        if values is None:
+            store.fail_trial(row, "TrainingDiverged: training loss is nan")
+        else:
+            store.complete_trial(row, result(*values))
+    return study
+
+
+ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
+
+
+def robust_tune(*args: str, env: dict | None = None, cwd: Path | None = None, stdin: str | None = None,
+                columns: int = 120, threads: int | None = None) -> subprocess.CompletedProcess:
+    """The installed console script in a fresh process, on a terminal `columns` wide (stderr is a pipe, not a
+    terminal), torch at `threads` threads where given."""
+    own = {"COLUMNS": str(columns), **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    return subprocess.run([ROBUST_TUNE, *args], capture_output=True, text=True, input=stdin, cwd=cwd, timeout=600,
+                          env={**os.environ, **own, **(env or {})})
+
+
+FAST = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
+
+
+def start_run(path: Path, db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`robust-tune run` in its own process (and process group), output captured."""
+    return subprocess.Popen([ROBUST_TUNE, "run", str(path), "--db", str(db), "--device", "cpu",
+                             "--log-file", str(db.with_suffix(".log")), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, **(env or {})}, preexec_fn=default_sigint)
+
+
+def default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT from its parent (the test
+    process may have ignored it while it started Dask workers), and Python then keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    """Rows from the database file, or none while the tables do not exist yet."""
+    try:
+        return sqlite3.connect(db).execute(sql).fetchall() if db.exists() else []
+    except sqlite3.OperationalError:
+        return []
+
+
+def wait_for_running_trial(process: subprocess.Popen, db: Path) -> None:
+    while not rows(db, "select 1 from rt_trials where status = 'running'"):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+
+
+def ax_trials(study, db: Path) -> dict[int, tuple[str, dict]]:
+    """Ax's stored trials: index -> (status, parameters)."""
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries(db.with_suffix(".log"))
+    from pipeline.search import Searcher
+
+    trials = Searcher(study, Store(str(db)).url).client._experiment.trials
+    return {i: (trial.status.name.lower(), trial.arm and dict(trial.arm.parameters)) for i, trial in trials.items()}
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def wait_until_stale(db: Path, seconds: float) -> None:
+    """Wait until the study's lock has not been refreshed for `seconds` (its holder is paused)."""
+    while (now() - dt.datetime.fromisoformat(rows(db, "select heartbeat_at from rt_study_locks")[0][0])
+           ).total_seconds() <= seconds:
+        time.sleep(0.1)
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+
+def is_campaign(path: Path) -> bool:
+    """A campaign file (`robust-tune compare`) lists methods; a study file names one."""
+    return "methods" in tomllib.loads(path.read_text())
+
+
+STUDY_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if not is_campaign(p)]
+
+
+CAMPAIGN_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if is_campaign(p)]
+
+
+def stored(store: Store, name: str = "held"):
+    return store.create_study(parse_study({"name": name, "method": {"name": "ls"}}, f"{name}.toml"))
+
+
+def check_writes_after_a_takeover_change_nothing(store: Store) -> None:
+    """Every write of the Store, given a lock another process has taken over since the holder's last look,
+    raises LockLost in its own transaction and leaves the study's records as they were."""
+    study = stored(store)
+    lock = store.lock_study(study)
+    row = store.start_trial(study.id, 0, {"alpha": 0.1}, 0, 0.1, lock=lock)
+    store.complete_trial(row, result(0.5), lock=lock)  # held: written
+    running = store.start_trial(study.id, 1, {"alpha": 0.2}, 0, 0.1, lock=lock)
+    with store.engine.begin() as connection:  # taken over between the holder's last check and its write
+        connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
+    assert lock.lost is None  # its heartbeat has not noticed: the write's own transaction must
+    before = [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)]
+    writes = [lambda: store.complete_trial(running, result(0.9), lock=lock),
+              lambda: store.fail_trial(running, "TrainingDiverged", lock=lock),
+              lambda: store.interrupt_trial(running, "stopped", lock=lock),
+              lambda: store.interrupt_running_trials(study.id, "stopped", lock=lock),
+              lambda: store.start_trial(study.id, 2, {"alpha": 0.3}, 0, 0.1, lock=lock),
+              lambda: store.add_evaluation(study.id, "tuned", 0, 0, {}, result(0.9), {"0": 1}, lock=lock)]
+    for write in writes:
+        with pytest.raises(LockLost, match="lost the lock of study held: process 4321 on host elsewhere took it over"):
+            write()
+    assert [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)] == before
+    assert before[1][:2] == (1, "running") and store.evaluations(study.id) == []
+    lock.release()
+    with store.engine.connect() as connection:  # the new holder's row stays, its heartbeat untouched
+        assert [(row.token, row.pid) for row in connection.execute(study_locks.select())] == [("another", 4321)]
+
+
+EVERY_METHOD = [*PARTS, "gils+pgd", "mixup+hws", "mixup+ls"]  # mixup+ls: mixed targets smoothed as eq. 3
+
+
+FEWER_STEPS = {"gils": "T=1", "pgd": "pgd_steps=2", "pgdl2": "pgdl2_steps=2", "cw": "cw_steps=2"}  # keep tests small
+
+
+def evaluations(db: Path) -> list[tuple]:
+    """The stored evaluation rows; none while the table does not exist."""
+    try:
+        return sqlite3.connect(db).execute("select id, variant, seed, metrics from rt_evaluations order by id").fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+PREFIXES_STUDY = """
+name = "{name}"
+objective = "val_balanced_accuracy"
+[data]
+name = "digits"
+[method]
+name = "erm"
+[params]
+epochs = {{ low = 1, high = 4 }}
+lr_head = {{ low = 0.001, high = 0.2, log = true }}
+lr_backbone = 0.05
+momentum = 0.0
+[search]
+epoch_prefixes = {prefixes}
+[budget]
+trials = {trials}
+initial = 3
+early_stopping = "{stopping}"
+early_stopping_min_epochs = 1
+"""
+
+
+def prefixes_study_file(tmp_path: Path, name: str = "pf", prefixes: str = "true", stopping: str = "off",
+                        trials: int = 4) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(PREFIXES_STUDY.format(name=name, prefixes=prefixes, stopping=stopping, trials=trials))
+    return path
