@@ -492,7 +492,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     if not 1 <= budget.seeds_per_trial <= MAX_SEEDS_PER_TRIAL:
         budget_fields.fail("budget.seeds_per_trial", f"must be between 1 and {MAX_SEEDS_PER_TRIAL}, got "
                                                      f"{budget.seeds_per_trial} (each seed trains the network again)")
-    if epoch_prefixes and (refusal := epoch_prefixes_refusal(method.parts, search, budget.seeds_per_trial)):
+    if epoch_prefixes and searching and (refusal := epoch_prefixes_refusal(method.parts, search,
+                                                                            budget.seeds_per_trial)):
         search_fields.fail("search.epoch_prefixes", refusal)
     _check_early_stopping(budget_fields, budget)
     top.done()

@@ -20,6 +20,10 @@ from pipeline.params import Range
 from pipeline.store import LockLost, Store, study_locks
 from pipeline.study_config import Budget, StudyConfig, parse_study
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+DATA = ROOT / "tests" / "data"  # databases and files written by earlier versions
+
+
 TINY = """
 name = "{name}"
 seed = {seed}
@@ -142,7 +146,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-STUDIES = Path(__file__).resolve().parents[1] / "studies"
+STUDIES = ROOT / "studies"
 
 
 def is_campaign(path: Path) -> bool:
@@ -160,24 +164,31 @@ def stored(store: Store, name: str = "held"):
     return store.create_study(parse_study({"name": name, "method": {"name": "ls"}}, f"{name}.toml"))
 
 
+def one_epoch_result(accuracy: float) -> dict:
+    """A finished run's result as the trainer gives it, one epoch."""
+    return {"val_accuracy": accuracy, "test_accuracy": accuracy, "val_per_class_accuracy": {"0": accuracy},
+            "test_per_class_accuracy": {"0": accuracy}, "epoch_train_loss": [1.0], "epoch_val_accuracy": [accuracy],
+            "train_seconds": 1.0, "settings": {}}
+
+
 def check_writes_after_a_takeover_change_nothing(store: Store) -> None:
     """Every write of the Store, given a lock another process has taken over since the holder's last look,
     raises LockLost in its own transaction and leaves the study's records as they were."""
     study = stored(store)
     lock = store.lock_study(study)
     row = store.start_trial(study.id, 0, {"alpha": 0.1}, 0, 0.1, lock=lock)
-    store.complete_trial(row, result(0.5), lock=lock)  # held: written
+    store.complete_trial(row, one_epoch_result(0.5), lock=lock)  # held: written
     running = store.start_trial(study.id, 1, {"alpha": 0.2}, 0, 0.1, lock=lock)
     with store.engine.begin() as connection:  # taken over between the holder's last check and its write
         connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
     assert lock.lost is None  # its heartbeat has not noticed: the write's own transaction must
     before = [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)]
-    writes = [lambda: store.complete_trial(running, result(0.9), lock=lock),
+    writes = [lambda: store.complete_trial(running, one_epoch_result(0.9), lock=lock),
               lambda: store.fail_trial(running, "TrainingDiverged", lock=lock),
               lambda: store.interrupt_trial(running, "stopped", lock=lock),
               lambda: store.interrupt_running_trials(study.id, "stopped", lock=lock),
               lambda: store.start_trial(study.id, 2, {"alpha": 0.3}, 0, 0.1, lock=lock),
-              lambda: store.add_evaluation(study.id, "tuned", 0, 0, {}, result(0.9), {"0": 1}, lock=lock)]
+              lambda: store.add_evaluation(study.id, "tuned", 0, 0, {}, one_epoch_result(0.9), {"0": 1}, lock=lock)]
     for write in writes:
         with pytest.raises(LockLost, match="lost the lock of study held: process 4321 on host elsewhere took it over"):
             write()

@@ -12,6 +12,7 @@ import torch
 from pipeline.config import DataConfig
 from pipeline.data.arrays import load_idx, load_medmnist
 from pipeline.errors import UserError
+from helpers import STUDIES
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -169,7 +170,7 @@ def test_gils_on_the_feature_map_of_wrn16_1_trains_on_idx_files(cli, idx_root):
 
 
 def test_a_two_trial_study_of_the_hardness_papers_mnist_file_on_generated_idx_files(cli, idx_root, tmp_path):
-    study = Path(__file__).resolve().parents[1] / "studies" / "paper" / "hws-mnist-wrn16-1.toml"
+    study = STUDIES / "paper" / "hws-mnist-wrn16-1.toml"
     db = tmp_path / "runs.db"
     code, _, err = cli("run", str(study), "--db", str(db), "--set", f"data.root={idx_root}",
                        "--set", "budget.trials=2", "--set", "budget.initial=2", "--set", "params.epochs=1",

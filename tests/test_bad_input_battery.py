@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store
-from helpers import one_line, snapshot, add_study
+from helpers import add_study, one_line, snapshot, STUDIES
 
-QUICKSTART = (Path(__file__).resolve().parents[1] / "studies" / "quickstart.toml").read_text()
-CAMPAIGN = (Path(__file__).resolve().parents[1] / "studies" / "digits-campaign.toml").read_text()
+QUICKSTART = (STUDIES / "quickstart.toml").read_text()
+CAMPAIGN = (STUDIES / "digits-campaign.toml").read_text()
 
 # (id, (text to replace, replacement) in the quickstart study file, a word the error line must hold)
 STUDY_FIELDS = [

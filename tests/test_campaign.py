@@ -18,6 +18,7 @@ from pipeline.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
 from pipeline.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds, sequential_comparisons
 import helpers
+from helpers import DATA
 
 
 CAMPAIGN = """
@@ -193,7 +194,7 @@ def same_verdict(tables: list[dict], before: list[dict]) -> bool:
 def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_verdict(tmp_path, cli):
     """tests/data/v0.6.0-campaign.db: its file (no resplit in it) runs nothing, its runs stay on the search's
     split, the verdict's numbers are 0.6.0's, and a file asking to resplit it is one line, exit 2."""
-    data = Path(__file__).parent / "data"
+    data = DATA
     db = tmp_path / "old.db"
     shutil.copy(data / "v0.6.0-campaign.db", db)
     code, out, err = cli("compare", str(data / "old-trio.toml"), "--db", str(db), "--device", "cpu",
@@ -215,7 +216,7 @@ def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_ver
 
 def test_resplit_false_trains_what_0_6_0_trained(tmp_path):
     """The 0.6.0 campaign run afresh with resplit = false: the same verdict, number for number."""
-    data = Path(__file__).parent / "data"
+    data = DATA
     path = tmp_path / "old-trio.toml"
     path.write_text((data / "old-trio.toml").read_text().replace("seeds = 3", "seeds = 3\nresplit = false"))
     ran = robust_tune("compare", str(path), "--db", str(tmp_path / "new.db"), "--device", "cpu",

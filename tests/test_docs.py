@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

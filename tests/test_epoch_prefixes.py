@@ -1,5 +1,6 @@
 """Epoch prefixes told to Ax and early stopping (pipeline/epochs.py) through real studies: real Ax, real SQLite,
 real processes for the kill, digits and the small CNN for 1-4 epochs."""
+import re
 import json
 import signal
 from pathlib import Path
@@ -11,7 +12,7 @@ from pipeline.epochs import MIN_CURVES, StopRule, objective_curve, prefix_epochs
 from pipeline.params import Range
 from pipeline.store import Store
 from pipeline.study import run_study
-from pipeline.study_config import load_study
+from pipeline.study_config import load_configuration, load_study
 from helpers import ax_trials, rows, start_run, prefixes_study_file as study_file
 
 
@@ -115,8 +116,12 @@ def test_early_stopping_stops_trials_behind_the_median_and_stores_each_once_with
     code, out, err = cli("best", "pf", "--db", str(db))  # `best` writes a study that prefixes and stops the same way
     assert code == 0, err
     (tmp_path / "best.toml").write_text(out)
-    tuned = load_study(tmp_path / "best.toml")
-    assert tuned.epoch_prefixes and tuned.budget == study.budget and tuned.search == study.search
+    tuned = load_configuration(tmp_path / "best.toml")  # every parameter fixed at the best trial's value
+    assert tuned.epoch_prefixes and tuned.budget == study.budget and not tuned.search
+    ranges = re.sub(r"^(\w+) = .*  # searched: (.*)$", r"\1 = \2", out, flags=re.M)  # each range given back
+    (tmp_path / "again.toml").write_text(ranges)
+    again = load_study(tmp_path / "again.toml")
+    assert again.epoch_prefixes and again.budget == study.budget and again.search == study.search
 
 
 @pytest.mark.parametrize("edit, problem", [

@@ -111,7 +111,7 @@ def test_tables_fit_120_columns_and_names_are_never_cut(tmp_path):
 def test_version_flags_and_bare_groups_print_help_without_an_error_line():
     assert robust_tune("--version").stdout.startswith("robust-tune ")
     help_text = robust_tune("train", "--help").stdout
-    assert "--json " in help_text and "<bool>" not in help_text
+    assert "--flip " in help_text and "<bool>" not in help_text
     for args in ([], ["data"]):
         done = robust_tune(*args)
         assert done.returncode in (0, 2) and "Usage: robust-tune" in done.stdout + done.stderr

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store, best_trial
-from helpers import study_file
+from helpers import DATA, study_file
 
 mlflow = pytest.importorskip("mlflow")  # the test extra installs it; without it there is nothing to read back
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-CAMPAIGN_DB = Path(__file__).parent / "data" / "v0.6.0-campaign.db"
+CAMPAIGN_DB = DATA / "v0.6.0-campaign.db"
 
 
 def digest(path: Path) -> str:

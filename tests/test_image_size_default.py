@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import tomllib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,8 @@ from PIL import Image
 from pipeline.config import default_image_size
 from pipeline.errors import UserError
 from pipeline.store import Store
+from helpers import DATA
 
-DATA = Path(__file__).parent / "data"
 
 
 def write_folder(root, classes=("a", "b"), per_class=6, side=24):

@@ -7,8 +7,8 @@ import graphlib
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pipeline", "cli")
 
 

@@ -1,9 +1,9 @@
 """A study's two seeds: `search_seed` drives Sobol and the Gaussian process, `seed` every trial's training."""
-from pathlib import Path
 
 from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
+from helpers import STUDIES
 
 STUDY = """
 name = "{name}"
@@ -70,7 +70,7 @@ def test_the_quickstart_validation_split_sees_its_rare_class():
 
     from pipeline.data import load_dataset
 
-    study = load_study(Path(__file__).parents[1] / "studies" / "quickstart.toml")
+    study = load_study(STUDIES / "quickstart.toml")
     assert study.data.imbalance_in == "train" and "balanced" in study.objective
     data = load_dataset(study.data, torch.device("cpu"))
     rare = data.class_names.index(study.data.imbalance_class)

@@ -2,9 +2,9 @@
 are printed once."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from tests.test_image_size_default import write_folder
+from helpers import STUDIES
 
 
 def test_a_two_image_class_is_refused_in_one_line(cli, tmp_path):
@@ -30,7 +30,7 @@ def test_run_refuses_a_lost_class_before_any_trial(cli, tmp_path):
     write_folder(tmp_path / "images", classes=("a", "b"), per_class=10)
     write_folder(tmp_path / "more", classes=("c",), per_class=2)
     (tmp_path / "more" / "c").rename(tmp_path / "images" / "c")
-    study = Path(__file__).resolve().parents[1] / "studies" / "quickstart.toml"
+    study = STUDIES / "quickstart.toml"
     db = tmp_path / "s.db"
     code, out, err = cli("run", str(study), "--db", str(db), "--set", "data.name=images",
                          "--set", f"data.root={tmp_path / 'images'}", "--set", "data.cache_dir=",

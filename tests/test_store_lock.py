@@ -72,13 +72,6 @@ def test_a_study_that_lost_its_lock_stops_before_its_next_write_and_leaves_the_t
         assert [row.pid for row in connection.execute(study_locks.select())] == [4321]
 
 
-def result(accuracy: float) -> dict:
-    """A finished run's result as the trainer gives it, one epoch."""
-    return {"val_accuracy": accuracy, "test_accuracy": accuracy, "val_per_class_accuracy": {"0": accuracy},
-            "test_per_class_accuracy": {"0": accuracy}, "epoch_train_loss": [1.0], "epoch_val_accuracy": [accuracy],
-            "train_seconds": 1.0, "settings": {}}
-
-
 def test_a_write_with_a_lock_another_process_took_over_raises_lock_lost_and_changes_nothing(tmp_path):
     check_writes_after_a_takeover_change_nothing(Store(str(tmp_path / "runs.db")))
 

@@ -19,9 +19,8 @@ import sqlalchemy as sa
 from pipeline.store import Store, database_url
 from pipeline.store.schema import BASELINE, HEAD, VERSIONS
 import helpers
-from helpers import STUDY_FILES
+from helpers import DATA, STUDY_FILES
 
-DATA = Path(__file__).parent / "data"
 UPGRADED = "upgraded database"
 
 
