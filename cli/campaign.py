@@ -43,7 +43,8 @@ class CampaignView:
             print_upgrade(event.message)
         elif isinstance(event, CampaignStarted):
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
-            print_line(stderr, f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
+            task = "" if event.task is None else f", task {event.task} ({event.number}/{event.tasks})"
+            print_line(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods ({', '.join(event.methods)}), "
                        f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
                        f", then {event.looks[0]} seeds each{rounds}", highlight=False)
             base = event.split_seed
