@@ -104,8 +104,9 @@ def compare(
     from pipeline.config import check_precision
     from pipeline.parallel import check_options, check_scheduler_reachable, trial_runner
     from pipeline.store import Store, shown_database
+    from pipeline.across_tasks import take_across_tasks
     from pipeline.verdict import take_verdict
-    from pipeline.verdict_report import verdict_tables
+    from pipeline.verdict_report import across_tables, verdict_tables
 
     check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates)
@@ -141,5 +142,6 @@ def compare(
                  + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
                  soft_wrap=True, highlight=False)
     store = Store(db, create=False)
-    print_tables(verdict_tables(take_verdict(store, store.require_campaign(campaign.name))), "table", None,
-                 wide=wide)
+    record = store.require_campaign(campaign.name)
+    print_tables(across_tables(take_across_tasks(store, record)) if record.tasks
+                 else verdict_tables(take_verdict(store, record)), "table", None, wide=wide)
