@@ -226,7 +226,7 @@ def across_reading(result: AcrossTasks) -> str:
     sentences = []
     first = result.rankings[0] if result.rankings else None
     if first is not None and first.refusal:
-        sentences.append(f"Cannot rank the methods across tasks: {first.refusal}")
+        sentences.append(f"cannot rank the methods across tasks: {first.refusal}")
     for r in result.rankings:
         if r.refusal or r.p_value is None:
             continue
@@ -243,14 +243,19 @@ def across_reading(result: AcrossTasks) -> str:
             sentences.append(f"on {label} the ranks differ ({test} p = {r.p_value:.3f}) but the Nemenyi post-hoc "
                              "separates no pair")
     clear = [a for a in result.aggregates if a.low > 0 or a.high < 0]
-    for a in clear:
-        word = "above" if a.low > 0 else "below"
-        sentences.append(f"{a.method} is {word} ERM on {READING_LABELS[a.metric]} over the tasks by "
-                         f"{_points(a.difference)} points [{_points(a.low)}, {_points(a.high)}] (its bootstrap "
-                         "interval excludes 0; it counts the runs' spread within tasks, not which tasks were chosen)")
-    if result.aggregates and not clear:
+    for method in dict.fromkeys(a.method for a in clear):
+        for word, side in (("above", [a for a in clear if a.method == method and a.low > 0]),
+                           ("below", [a for a in clear if a.method == method and a.high < 0])):
+            if side:
+                shown = ", ".join(f"{READING_LABELS[a.metric]} ({_points(a.difference)} points [{_points(a.low)}, "
+                                  f"{_points(a.high)}])" for a in side)
+                sentences.append(f"{method} is {word} ERM over the tasks on {shown}")
+    if clear:
+        sentences.append("these bootstrap intervals exclude 0; they count the runs' spread within the tasks, not "
+                         "which tasks were chosen")
+    elif result.aggregates:
         sentences.append("no method's difference to ERM averaged over the tasks has a bootstrap interval that excludes 0")
     for task, (half, full) in result.budget_changes.items():
         sentences.append(f"on {task} the order by expected best validation score changes with the budget "
                          f"({' > '.join(half)} at half, {' > '.join(full)} at the full budget)")
-    return "".join(f"{s[0].upper()}{s[1:]}. " for s in sentences).strip()
+    return "".join(f"{s}. " for s in sentences).strip()
