@@ -311,3 +311,34 @@ def test_the_note_says_when_the_order_at_half_the_budget_is_not_the_order_at_the
     assert "changes with the budget: steady > gambler at 2 trials, gambler > steady at 4" in note
     assert "is the same at 2 and 4 trials" in budget_note([steady, budget_curve("low", "v", [0.1], [0.1], 4)])
     assert budget_note([steady]) == "" and isinstance(steady, BudgetCurve)
+
+
+# --- the paper's Table 5 as one campaign, on fake trees -----------------------------------------------------------
+
+def test_table5_runs_end_to_end_on_fake_trees_at_two_tasks(tmp_path, mt_root, mvtec_root, cli):
+    """studies/paper/table5.toml with two of its twelve tasks (MT-Defect and Wood, ResNet18), no ImageNet weights,
+    small images, 2 trials of 1 epoch and 2 pairs: one `compare` on splits `data prepare` wrote from fake trees."""
+    splits = tmp_path / "splits"
+    assert cli("data", "prepare", "mt", "--root", str(mt_root), "--out", str(splits))[0] == 0
+    assert cli("data", "prepare", "mvtec", "--root", str(mvtec_root), "--category", "wood", "--out", str(splits))[0] == 0
+    text = (Path(__file__).parent.parent / "studies" / "paper" / "table5.toml").read_text()
+    head, *tasks = text.split("\n[tasks.")
+    kept = [t for t in tasks if t.startswith(("mt-defect-r18.", "wood-r18."))]
+    assert len(tasks) == 24 and len(kept) == 4  # twelve tasks of two tables each
+    small = (head.replace('weights = "imagenet"', 'weights = "none"').replace("image_size = 224", "image_size = 16")
+             .replace("trials = 20\ninitial = 5", "trials = 2\ninitial = 2").replace("seeds = 5", "seeds = 2")
+             .replace("momentum = 0.9", "momentum = 0.9\nepochs = 1\nlr_head = { low = 0.01, high = 0.1, log = true }")
+             .replace("low = 16, high = 112", "low = 2, high = 8"))
+    path = tmp_path / "table5.toml"
+    path.write_text(small + "".join("\n[tasks." + t for t in kept).replace('"data/splits/', f'"{splits}/'))
+    code, out, err = cli("compare", str(path), "--db", str(tmp_path / "t.db"), "--device", "cpu",
+                         "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    store = Store(str(tmp_path / "t.db"), create=False)
+    names = sorted(s.name for s in store.all_studies())
+    assert names == sorted(f"table5.{t}.{m}" for t in ("mt-defect-r18", "wood-r18")
+                           for m in ("erm", "gils", "cutmix", "cutout", "mixup"))
+    assert all(len(store.evaluations(s.id)) == 2 for s in store.all_studies())
+    flat = " ".join(out.split())
+    assert "Verdict of campaign table5.mt-defect-r18" in flat and "Verdict of campaign table5.wood-r18" in flat
+    assert "Campaign table5 across its 2 tasks" in flat and "cannot rank the methods across tasks" in flat
