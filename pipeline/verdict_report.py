@@ -203,7 +203,7 @@ def budget_table(verdict: Verdict) -> Table:
     budget = verdict.curves[0].budget if verdict.curves else 0
     half = half_budget(budget)
     steps = sorted({1, half, budget})
-    table = Table(f"Campaign {verdict.campaign}: expected best validation score after n trials",
+    table = Table(f"Expected best validation score after n trials, campaign {verdict.campaign}",
                   ["method", *[f"n={n}" for n in steps], "search's best"], [])
     for c in verdict.curves:
         table.rows.append([c.method, *[f"{percent(c.at(n))} [{percent(c.low[n - 1])}, {percent(c.high[n - 1])}]"

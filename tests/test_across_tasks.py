@@ -156,7 +156,7 @@ def test_report_verdict_reprints_the_across_task_verdict_in_every_format_and_cha
     for task in ("rare3", "rare8"):
         verdict = tables[next(t for t in tables if t.startswith(f"Verdict of campaign pair.{task}"))]
         assert {r["method"] for r in verdict["rows"]} == {"erm", "cb"}
-        curves = tables[f"Campaign pair.{task}: expected best validation score after n trials"]
+        curves = tables[f"Expected best validation score after n trials, campaign pair.{task}"]
         assert [len(r["expected"]) for r in curves["rows"]] == [2, 2]
     for fmt in ("table", "markdown", "html"):
         assert "Reading across tasks" in shown[fmt].stdout
