@@ -392,7 +392,9 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
 
     if studies or compare or list_trials:
         raise UserError("--verdict reports one campaign; give no study names, --compare or --trials with it")
-    campaign = store.require_campaign(name)
+    parent, _, task = name.partition(".")  # CAMPAIGN.TASK: one task's verdict alone
+    found = store.campaign(parent) if task else None
+    campaign = found.task(task) if found is not None and task in found.tasks else store.require_campaign(name)
     if campaign.tasks:  # several tasks: each task's verdict, then the verdict across them
         from pipeline.across_tasks import take_across_tasks
         from pipeline.verdict_report import across_tables
