@@ -108,7 +108,8 @@ def rank_methods(metric: str, scores: Mapping[str, Mapping[str, float]], methods
     if len(scores) < MIN_TASKS:
         return Ranking(metric, ordered, plain, ranks,
                        refusal=f"{len(scores)} task{'s' if len(scores) != 1 else ''}: a test on ranks needs at least "
-                               f"{MIN_TASKS} (autorank's rule, after Demsar 2006); the mean ranks are shown, not tested")
+                               f"{MIN_TASKS} (autorank's rule, after Demsar 2006); the mean ranks are shown, not "
+                               "tested")
     import pandas as pd
     from autorank import autorank
     from scipy.stats import friedmanchisquare
@@ -193,7 +194,8 @@ def across_of(name: str, verdicts: Mapping[str, Verdict], values: Mapping[str, V
             for t in tasks:
                 keys = [k for k in values[t][m][metric] if k in values[t][REFERENCE][metric]]
                 if keys:
-                    pairs[t] = ([values[t][m][metric][k] for k in keys], [values[t][REFERENCE][metric][k] for k in keys])
+                    pairs[t] = ([values[t][m][metric][k] for k in keys],
+                                [values[t][REFERENCE][metric][k] for k in keys])
             if pairs:
                 aggregates.append(aggregate(m, metric, pairs))
     result = AcrossTasks(name, tasks, dict(verdicts), rankings, aggregates)
@@ -254,7 +256,8 @@ def across_reading(result: AcrossTasks) -> str:
         sentences.append("these bootstrap intervals exclude 0; they count the runs' spread within the tasks, not "
                          "which tasks were chosen")
     elif result.aggregates:
-        sentences.append("no method's difference to ERM averaged over the tasks has a bootstrap interval that excludes 0")
+        sentences.append("no method's difference to ERM averaged over the tasks has a bootstrap interval that "
+                         "excludes 0")
     for task, (half, full) in result.budget_changes.items():
         sentences.append(f"on {task} the order by expected best validation score changes with the budget "
                          f"({' > '.join(half)} at half, {' > '.join(full)} at the full budget)")

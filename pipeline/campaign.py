@@ -144,8 +144,9 @@ def _searched(store: Store, name: str, budget: int) -> bool:
             and any(t.status == "completed" for t in trials))
 
 
-def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, looks: list[int], set_aside: dict[str, str],
-             summary: CampaignSummary, device: str, precision: str, on_event: OnEvent, runner: RunnerFactory) -> None:
+def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, looks: list[int],
+             set_aside: dict[str, str], summary: CampaignSummary, device: str, precision: str, on_event: OnEvent,
+             runner: RunnerFactory) -> None:
     """Re-train in rounds: each look's seeds for the methods whose verdict is still open, and for ERM."""
     from pipeline.evaluate import plan_evaluation, run_evaluation
     from pipeline.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons

@@ -17,9 +17,10 @@ A campaign file is a study file with `methods` instead of `[method]`:
     [tasks.rare8.model]  backbone = "resnet18"
 
 Each method becomes an ordinary study named `<campaign>.<method>` (`.r<k>` appended for the k-th extra
-search replicate), built by the study file's own parser, so every study rule holds for each of them. With tasks, every method is tuned on each task with the same budget
-in a study named `<campaign>.<task>.<method>`, and each task gets its confirmation runs and its verdict as a
-one-task campaign would (`CampaignConfig.task_campaigns`); a file without [tasks] is one task, as before 0.8.
+search replicate), built by the study file's own parser, so every study rule holds for each of them. With
+tasks, every method is tuned on each task with the same budget in a study named `<campaign>.<task>.<method>`,
+and each task gets its confirmation runs and its verdict as a one-task campaign would
+(`CampaignConfig.task_campaigns`); a file without [tasks] is one task, stored and fingerprinted as before.
 
 With `resplit` (the default for a new campaign) the verdict is about the method, not about one split:
 confirmation pair k trains on training seed k and split seed `split_seed + k`, the same pairs for every

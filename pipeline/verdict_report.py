@@ -260,7 +260,8 @@ def across_tables(result: AcrossTasks) -> list[Table]:
     for a in result.aggregates:
         versus.rows.append([a.method, METRIC_LABELS[a.metric],
                             f"{100 * a.difference:+.1f} [{_end(a.low)}, {_end(a.high)}]",
-                            f"{100 * a.improvement:.0f} [{100 * a.improvement_low:.0f}, {100 * a.improvement_high:.0f}]"])
+                            f"{100 * a.improvement:.0f} [{100 * a.improvement_low:.0f}, "
+                            f"{100 * a.improvement_high:.0f}]"])
         versus.records.append(dataclasses.asdict(a))
     versus.notes += [
         "vs ERM: the mean over tasks of each task's mean paired difference, in points; P>ERM: per task the share of "

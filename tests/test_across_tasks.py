@@ -205,13 +205,15 @@ def five_tasks(tmp_path_factory) -> Path:
                 trial = store.start_trial(study.id, index, {"lr_head": 0.05}, 0, 0.1)
                 store.complete_trial(trial, {"val_balanced_accuracy": score, "settings": {"method": method},
                                              "val_per_class_accuracy": {}, "test_per_class_accuracy": {},
-                                             "train_seconds": 1.0, "epoch_train_loss": [0.5], "epoch_val_accuracy": [score]})
+                                             "train_seconds": 1.0, "epoch_train_loss": [0.5],
+                                             "epoch_val_accuracy": [score]})
             for seed, value in enumerate(FIVE[task.removeprefix("five.")][method]):
                 store.add_evaluation(study.id, "tuned", seed, 0, {}, _result(value, value / 2), counts)
     return db
 
 
-def _matrix() -> "pd.DataFrame":
+def _matrix():
+    """The per-task means of FIVE's test accuracy: tasks in rows, methods in columns."""
     import pandas as pd
 
     return pd.DataFrame([[sum(FIVE[t][m]) / 3 for m in ("erm", "ls", "cb")] for t in FIVE], columns=["erm", "ls", "cb"])
@@ -323,7 +325,8 @@ def test_table5_runs_end_to_end_on_fake_trees_at_two_tasks(tmp_path, mt_root, mv
     small images, 2 trials of 1 epoch and 2 pairs: one `compare` on splits `data prepare` wrote from fake trees."""
     splits = tmp_path / "splits"
     assert cli("data", "prepare", "mt", "--root", str(mt_root), "--out", str(splits))[0] == 0
-    assert cli("data", "prepare", "mvtec", "--root", str(mvtec_root), "--category", "wood", "--out", str(splits))[0] == 0
+    wood = ("--root", str(mvtec_root), "--category", "wood", "--out", str(splits))
+    assert cli("data", "prepare", "mvtec", *wood)[0] == 0
     text = (Path(__file__).parent.parent / "studies" / "paper" / "table5.toml").read_text()
     head, *tasks = text.split("\n[tasks.")
     kept = [t for t in tasks if t.startswith(("mt-defect-r18.", "wood-r18."))]
