@@ -228,21 +228,21 @@ def across_reading(result: AcrossTasks) -> str:
     sentences = []
     first = result.rankings[0] if result.rankings else None
     if first is not None and first.refusal:
-        sentences.append(f"cannot rank the methods across tasks: {first.refusal}")
+        sentences.append(f"Cannot rank the methods across tasks: {first.refusal}")
     for r in result.rankings:
         if r.refusal or r.p_value is None:
             continue
         label = READING_LABELS[r.metric]
         test = "Friedman" if r.test == "friedman" else "Wilcoxon signed-rank"
         if r.p_value >= ALPHA:
-            sentences.append(f"on {label} the {test} test finds no difference between the methods' ranks "
+            sentences.append(f"On {label} the {test} test finds no difference between the methods' ranks "
                              f"(p = {r.p_value:.3f})")
         elif r.differ:
             pairs = ", ".join(f"{a} > {b}" for a, b in r.differ)
-            sentences.append(f"on {label} the ranks differ ({test} p = {r.p_value:.3f}); "
+            sentences.append(f"On {label} the ranks differ ({test} p = {r.p_value:.3f}); "
                              f"{'Nemenyi separates ' if r.test == 'friedman' else ''}{pairs}")
         else:
-            sentences.append(f"on {label} the ranks differ ({test} p = {r.p_value:.3f}) but the Nemenyi post-hoc "
+            sentences.append(f"On {label} the ranks differ ({test} p = {r.p_value:.3f}) but the Nemenyi post-hoc "
                              "separates no pair")
     clear = [a for a in result.aggregates if a.low > 0 or a.high < 0]
     for method in dict.fromkeys(a.method for a in clear):
@@ -253,12 +253,12 @@ def across_reading(result: AcrossTasks) -> str:
                                   f"{_points(a.high)}])" for a in side)
                 sentences.append(f"{method} is {word} ERM over the tasks on {shown}")
     if clear:
-        sentences.append("these bootstrap intervals exclude 0; they count the runs' spread within the tasks, not "
-                         "which tasks were chosen")
+        sentences.append("These bootstrap intervals exclude 0; they count the runs' spread within the tasks, not "
+                         "which tasks were chosen, and are not corrected for the number of comparisons")
     elif result.aggregates:
-        sentences.append("no method's difference to ERM averaged over the tasks has a bootstrap interval that "
+        sentences.append("No method's difference to ERM averaged over the tasks has a bootstrap interval that "
                          "excludes 0")
     for task, (half, full) in result.budget_changes.items():
-        sentences.append(f"on {task} the order by expected best validation score changes with the budget "
+        sentences.append(f"On {task} the order by expected best validation score changes with the budget "
                          f"({' > '.join(half)} at half, {' > '.join(full)} at the full budget)")
     return "".join(f"{s}. " for s in sentences).strip()

@@ -135,7 +135,7 @@ def test_a_two_task_campaign_killed_twice_resumes_without_a_duplicate_and_ranks_
     out, err = done[-1].stdout, done[-1].stderr
     assert "campaign pair, task rare8 (2/2)" in err
     assert "Verdict of campaign pair.rare3" in out and "Verdict of campaign pair.rare8" in out
-    assert "cannot rank the methods across tasks: 2 tasks: a test on ranks needs at least 5" in " ".join(out.split())
+    assert "Cannot rank the methods across tasks: 2 tasks: a test on ranks needs at least 5" in " ".join(out.split())
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
@@ -347,4 +347,4 @@ def test_table5_runs_end_to_end_on_fake_trees_at_two_tasks(tmp_path, mt_root, mv
     assert all(len(store.evaluations(s.id)) == 2 for s in store.all_studies())
     flat = " ".join(out.split())
     assert "Verdict of campaign table5.mt-defect-r18" in flat and "Verdict of campaign table5.wood-r18" in flat
-    assert "Campaign table5 across its 2 tasks" in flat and "cannot rank the methods across tasks" in flat
+    assert "Campaign table5 across its 2 tasks" in flat and "Cannot rank the methods across tasks" in flat
