@@ -268,10 +268,19 @@ def test_five_tasks_aggregate_the_differences_to_erm_as_rliable_estimates_them(f
     assert "cb is above ERM over the tasks on test accuracy (+" in result.reading
 
 
-def test_the_five_task_page_holds_a_critical_difference_diagram_per_metric(five_tasks):
+def test_the_five_task_page_holds_a_critical_difference_diagram_per_metric_and_renders_in_chromium(five_tasks,
+                                                                                                   tmp_path):
     page = robust_tune("report", "--verdict", "five", "--db", str(five_tasks), "--format", "html")
     assert page.returncode == 0, page.stderr
     assert 'alt="five-ranks-test_accuracy.png"' in page.stdout and 'alt="five.t5-budget.png"' in page.stdout
+    from test_importance_page import CHROMIUM, rendered
+
+    if CHROMIUM is not None:  # .ci/run installs it; the page's own checks above hold without it
+        (tmp_path / "five.html").write_text(page.stdout)
+        dom = rendered(tmp_path / "five.html", tmp_path)
+        assert int(dom["body"]["data-images"]) == len(dom["images"]) == 5 * 2 + len(METRICS)
+        assert all(int(image["data-decoded"]) > 100 for image in dom["images"])
+        assert any(c.startswith("Campaign five across its 5 tasks: mean rank") for c in dom["captions"])
     shown = robust_tune("report", "--verdict", "five", "--db", str(five_tasks))
     assert shown.returncode == 0 and "Friedman p=0.015, CD 1.48" in shown.stdout, shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
