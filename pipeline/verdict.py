@@ -268,7 +268,7 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     verdict.budget_note = budget_note(verdict.curves)
     if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
             verdict.curves, half_budget(verdict.curves[0].budget)):
-        verdict.reading += f" With half the search budget, {verdict.budget_note.removeprefix('the ')}."
+        verdict.reading += f" T{verdict.budget_note[1:]}."  # "the order ... changes with the budget: ..."
     return verdict
 
 

@@ -206,7 +206,7 @@ def budget_table(verdict: Verdict) -> Table:
     table = Table(f"Expected best validation score after n trials, campaign {verdict.campaign}",
                   ["method", *[f"n={n}" for n in steps], "search's best"], [])
     for c in verdict.curves:
-        table.rows.append([c.method, *[f"{percent(c.at(n))} [{percent(c.low[n - 1])}, {percent(c.high[n - 1])}]"
+        table.rows.append([c.method, *[f"{percent(c.at(n))} ({100 * c.low[n - 1]:.1f}-{100 * c.high[n - 1]:.1f})"
                                        for n in steps], percent(c.observed[-1]) if c.observed else "-"])
         table.records.append({"method": c.method, "objective": c.objective, "trials": c.trials, "budget": c.budget,
                               "n": list(range(1, c.budget + 1)), "expected": list(c.expected), "low": list(c.low),
@@ -215,7 +215,7 @@ def budget_table(verdict: Verdict) -> Table:
         objective = verdict.curves[0].objective
         table.notes += [
             f"{objective} in %: the expected best of n trials drawn from each method's trained trials (Dodge et al. "
-            "2019), [mean - sd, mean + sd] within the scores seen; search's best: the best its own search had. The "
+            "2019), (mean - sd to mean + sd) within the scores seen; search's best: the best its own search had. The "
             "search's trials are not independent draws (after the Sobol start each is chosen from the ones before): "
             "the curve reads them as if picked at random from those run, a pessimistic reading of the model-guided "
             "ones.", *([f"Budget: {verdict.budget_note}."] if verdict.budget_note else [])]
