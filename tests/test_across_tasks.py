@@ -75,6 +75,10 @@ def test_a_campaign_without_tasks_is_stored_and_fingerprinted_as_before():
     assert campaign.tasks == {} and [t for t, _ in campaign.task_campaigns()] == [None]
     assert "tasks" not in campaign.to_dict() and set(campaign.to_dict()["studies"]) == {"erm", "cb"}
     assert campaign.task_campaigns()[0][1] is campaign
+    from pipeline.campaign_config import load_campaign
+
+    old = load_campaign(Path(__file__).parent / "data" / "old-trio.toml").settle_resplit(None)
+    assert old.fingerprint() == "857ecf1b48274c7c"  # what 0.7.0 computed for the same file
 
 
 @pytest.mark.parametrize("tables, problem", [
