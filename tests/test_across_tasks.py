@@ -261,3 +261,12 @@ def test_the_note_says_when_the_order_at_half_the_budget_is_not_the_order_at_the
     assert "changes with the budget: steady > gambler at 2 trials, gambler > steady at 4" in note
     assert "is the same at 2 and 4 trials" in budget_note([steady, budget_curve("low", "v", [0.1], [0.1], 4)])
     assert budget_note([steady]) == "" and isinstance(steady, BudgetCurve)
+
+
+def test_reading_the_verdict_across_tasks_never_imports_torch_or_ax(five_tasks):
+    probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('torch', 'torchvision', 'ax') if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe, "report", "--verdict", "five", "--db", str(five_tasks),
+                           "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+    assert '"test": "friedman"' in done.stdout  # the test on ranks ran, with autorank, not torch
