@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_image_size_default import write_folder
+from test_image_size_default import write_folder  # not tests.…: autorank installs a package named tests
 
 
 def test_a_two_image_class_is_refused_in_one_line(cli, tmp_path):
