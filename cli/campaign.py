@@ -50,7 +50,9 @@ class CampaignView:
             print_upgrade(event.message)
         elif isinstance(event, CampaignStarted):
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
-            print_line(stderr, f"campaign {event.name}: {len(event.methods)} methods ({', '.join(event.methods)}), "
+            task = "" if event.task is None else f", task {event.task} ({event.number}/{event.tasks})"
+            print_line(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods "
+                       f"({', '.join(event.methods)}), "
                        f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
                        f", then {event.looks[0]} seeds each{rounds}", highlight=False)
             base = event.split_seed
@@ -106,13 +108,14 @@ def compare(
 
     Tune every method of a campaign with the same budget, re-train each best on the same (seed, split) pairs
     as a tuned ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
+    from pipeline.across_tasks import take_across_tasks
     from pipeline.campaign import run_campaign
     from pipeline.campaign_config import load_campaign
     from pipeline.config import check_precision
     from pipeline.parallel import check_options, check_scheduler_reachable, trial_runner
     from pipeline.store import Store, shown_database
     from pipeline.verdict import take_verdict
-    from pipeline.verdict_report import verdict_tables
+    from pipeline.verdict_report import across_tables, verdict_tables
 
     check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates, list(set_ or []))
@@ -152,5 +155,6 @@ def compare(
             stderr.print(f"MLflow: campaign {campaign.name}'s studies, trials and verdict at {live.uri}",
                          soft_wrap=True, highlight=False)
     store = Store(db, create=False)
-    print_tables(verdict_tables(take_verdict(store, store.require_campaign(campaign.name))), "table", None,
-                 wide=wide)
+    record = store.require_campaign(campaign.name)
+    print_tables(across_tables(take_across_tasks(store, record)) if record.tasks
+                 else verdict_tables(take_verdict(store, record)), "table", None, wide=wide)

@@ -412,17 +412,31 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
 
     if studies or compare or list_trials:
         raise UserError("--verdict reports one campaign; give no study names, --compare or --trials with it")
-    result = take_verdict(store, store.require_campaign(name))
+    parent, _, task = name.partition(".")  # CAMPAIGN.TASK: one task's verdict alone
+    found = store.campaign(parent) if task else None
+    campaign = found.task(task) if found is not None and task in found.tasks else store.require_campaign(name)
+    if campaign.tasks:  # several tasks: each task's verdict, then the verdict across them
+        from pipeline.across_tasks import take_across_tasks
+        from pipeline.verdict_report import across_tables
+
+        across = take_across_tasks(store, campaign)
+        tables = across_tables(across)
+    else:
+        result = take_verdict(store, campaign)
+        tables = verdict_tables(result)
     images = None
     if plots is not None or fmt == "html":
-        from pipeline.plots import verdict_picture, write_pictures
+        from pipeline.plots import across_pictures, budget_picture, verdict_picture, write_pictures
 
-        picture = verdict_picture(result)
+        pictures = (across_pictures(across) if campaign.tasks
+                    else [p for p in (verdict_picture(result), budget_picture(result)) if p is not None])
         if plots is not None:
-            written = write_pictures([picture], plots, force, sqlite_file(store.url))
+            written = write_pictures(pictures, plots, force, sqlite_file(store.url))
             stderr.print(f"wrote {len(written)} picture(s) to {plots}")
-        images = {picture.study: [(picture.file_name, picture.png)]}
-    print_tables(verdict_tables(result), fmt, out, force, sqlite_file(store.url), images, wide)
+        images = {}
+        for picture in pictures:
+            images.setdefault(picture.study, []).append((picture.file_name, picture.png))
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), images, wide)
 
 
 studies_app = typer.Typer(help="List the studies in the database.\n\n`studies delete NAME` removes one.")

@@ -13,9 +13,14 @@ A campaign file is a study file with `methods` instead of `[method]`:
     [budget]  trials = 8; initial = 4      # each method's, the same for all
     [method_params.hws]  beta = { low = 0.1, high = 1000, log = true }  # a method's own ranges (default: the papers')
     [evaluate]     seeds = 5; max_seeds = 10; seeds_per_round = 5; resplit = true
+    [tasks.rare8.data]   imbalance_class = "8"  # optional: several tasks, each overriding [data] / [model] fields
+    [tasks.rare8.model]  backbone = "resnet18"
 
 Each method becomes an ordinary study named `<campaign>.<method>` (`.r<k>` appended for the k-th extra
-search replicate), built by the study file's own parser, so every study rule holds for each of them.
+search replicate), built by the study file's own parser, so every study rule holds for each of them. With
+tasks, every method is tuned on each task with the same budget in a study named `<campaign>.<task>.<method>`,
+and each task gets its confirmation runs and its verdict as a one-task campaign would
+(`CampaignConfig.task_campaigns`); a file without [tasks] is one task, stored and fingerprinted as before.
 
 With `resplit` (the default for a new campaign) the verdict is about the method, not about one split:
 confirmation pair k trains on training seed k and split seed `split_seed + k`, the same pairs for every
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study, read_toml
@@ -72,6 +78,21 @@ class CampaignConfig:
     replicates: int = 1  # whole searches per method, with search seeds search_seed + 0, 1, ...
     budget: dict[str, int] = field(default_factory=dict)  # as in each study
     description: str = ""
+    # Several tasks: task -> method -> its study (search replicate 0); `studies` is then the first task's. Empty: the
+    # campaign is one task, `studies` its studies, stored and fingerprinted as before tasks existed.
+    tasks: dict[str, dict[str, StudyConfig]] = field(default_factory=dict)
+
+    def task_campaigns(self) -> list[tuple[str | None, CampaignConfig]]:
+        """Each task as a one-task campaign named `<campaign>.<task>` (its studies `<campaign>.<task>.<method>`),
+        in the file's order; a campaign without tasks is its own one task (None)."""
+        if not self.tasks:
+            return [(None, self)]
+        return [(task, dataclasses.replace(self, name=f"{self.name}.{task}", studies=studies, tasks={}))
+                for task, studies in self.tasks.items()]
+
+    def all_studies(self) -> list[StudyConfig]:
+        """Every study of every task, method and search replicate."""
+        return [c.study(m, r) for _, c in self.task_campaigns() for r in range(self.replicates) for m in c.methods]
 
     def study(self, method: str, replicate: int = 0) -> StudyConfig:
         """The study that tunes `method` in search replicate `replicate` (its own search seed and name)."""
@@ -95,17 +116,31 @@ class CampaignConfig:
         """The campaign with each method's image size decided where its file does not say: as the stored campaign
         (`stored`, its config as stored) has that method's study, else the backbone's default
         (StudyConfig.settle_image_size)."""
-        kept = (stored or {}).get("studies") or {}
-        studies = {m: s.settle_image_size((kept.get(m) or {}).get("data", {}).get("image_size"))
-                   for m, s in self.studies.items()}
-        return dataclasses.replace(self, studies=studies)
+        def settle(studies: dict[str, StudyConfig], kept: dict[str, Any]) -> dict[str, StudyConfig]:
+            return {m: s.settle_image_size((kept.get(m) or {}).get("data", {}).get("image_size"))
+                    for m, s in studies.items()}
+
+        stored = stored or {}
+        tasks = {t: settle(studies, ((stored.get("tasks") or {}).get(t) or {}).get("studies") or {})
+                 for t, studies in self.tasks.items()}
+        studies = next(iter(tasks.values())) if tasks else settle(self.studies, stored.get("studies") or {})
+        return dataclasses.replace(self, studies=studies, tasks=tasks)
+
+    def with_threads(self, threads: int) -> CampaignConfig:
+        """The campaign with every study of every task training on `threads` CPU threads."""
+        def each(studies: dict[str, StudyConfig]) -> dict[str, StudyConfig]:
+            return {m: dataclasses.replace(s, threads=threads) for m, s in studies.items()}
+
+        return dataclasses.replace(self, studies=each(self.studies), tasks={t: each(s) for t, s in self.tasks.items()})
 
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,
                 "evaluation": dataclasses.asdict(self.evaluation), "replicates": self.replicates,
                 "budget": self.budget,
-                "studies": {m: self.studies[m].identity() for m in self.methods}}
+                **({"tasks": {t: {"studies": {m: studies[m].identity() for m in self.methods}}
+                              for t, studies in self.tasks.items()}} if self.tasks
+                   else {"studies": {m: self.studies[m].identity() for m in self.methods}})}
 
     def identity(self) -> dict[str, Any]:
         """What the campaign is: its methods and their studies' identities, not what may grow (NOT_IDENTITY), and
@@ -194,12 +229,73 @@ def parse_campaign(raw: dict[str, Any], source: str, replicates: int | None = No
     for param in shared:
         if not any(param in _declared(m) for m in methods):
             raise _fail(source, f"params.{param}", f"no method of the campaign takes it ({', '.join(methods)})")
-    studies = {m: _method_study({**raw, "name": f"{name}.{m}", "method": {"name": m},
-                                 "params": {**{k: v for k, v in shared.items() if k in _declared(m)},
-                                            **own.get(m, {})}}, source, m) for m in methods}
+    overrides = _tasks(source, raw.pop("tasks", None), raw)
+
+    def studies_of(study_name: str, task: str | None) -> dict[str, StudyConfig]:
+        changed = overrides.get(task, {})
+        document = {**raw, **{table: {**raw.get(table, {}), **changed[table]} for table in changed}}
+        return {m: _method_study({**document, "name": f"{study_name}.{m}", "method": {"name": m},
+                                  "params": {**{k: v for k, v in shared.items() if k in _declared(m)},
+                                             **own.get(m, {})}}, source, m, task) for m in methods}
+
+    tasks = {task: studies_of(f"{name}.{task}", task) for task in overrides}
+    _check_tasks_differ(source, tasks)
+    studies = next(iter(tasks.values())) if tasks else studies_of(name, None)
     reference = studies[REFERENCE]
     return CampaignConfig(name=name, methods=methods, studies=studies, evaluation=evaluation, replicates=replicates,
-                          budget=dataclasses.asdict(reference.budget), description=reference.description)
+                          budget=dataclasses.asdict(reference.budget), description=reference.description, tasks=tasks)
+
+
+TASK_TABLES = ("data", "model")  # what a task may override
+MODEL_FIELDS = ("backbone", "weights")
+
+
+def _tasks(source: str, raw: Any, document: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The [tasks.<task>.data] and [tasks.<task>.model] tables, checked: task names as campaign names (no two the
+    same but for case), only those two tables, and only fields that [data] and [model] have. None: no tasks."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(source, "tasks", "must hold one table per task, e.g. [tasks.wood-r50.data] root = \"data/wood\"")
+    for table in TASK_TABLES:
+        if not isinstance(document.get(table, {}), dict):
+            raise _fail(source, table, "must be a table")
+    known = {"data": [f.name for f in dataclasses.fields(DataConfig)], "model": list(MODEL_FIELDS)}
+    seen: dict[str, str] = {}
+    for task, tables in raw.items():
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", task):
+            raise _fail(source, f"tasks.{task}", "a task's name must be letters, digits, '_' or '-' (its studies are "
+                                                 "named CAMPAIGN.TASK.METHOD)")
+        if task.lower() in seen:
+            raise _fail(source, f"tasks.{task}", f"two tasks named {seen[task.lower()]!r} and {task!r}: task names "
+                                                 "must differ in more than case")
+        seen[task.lower()] = task
+        if not isinstance(tables, dict) or not tables:
+            raise _fail(source, f"tasks.{task}", "must override [data] or [model] fields, e.g. "
+                                                 f"[tasks.{task}.data] imbalance_class = \"8\"")
+        for table, fields in tables.items():
+            if table not in TASK_TABLES:
+                raise _fail(source, f"tasks.{task}.{table}", "a task overrides only [data] and [model] fields "
+                                                            f"([tasks.{task}.data], [tasks.{task}.model])")
+            if not isinstance(fields, dict):
+                raise _fail(source, f"tasks.{task}.{table}", "must be a table")
+            for key in fields:
+                if key not in known[table]:
+                    raise _fail(source, f"tasks.{task}.{table}.{key}",
+                                f"unknown field; known: {', '.join(known[table])}")
+    return raw
+
+
+def _check_tasks_differ(source: str, tasks: dict[str, dict[str, StudyConfig]]) -> None:
+    """Two tasks with the same data and model would be one task counted twice in the ranking: refused."""
+    seen: dict[str, str] = {}
+    for task, studies in tasks.items():
+        study = studies[REFERENCE].identity()
+        key = json.dumps([study.get("data"), study.get("backbone"), study.get("weights")], sort_keys=True, default=str)
+        if key in seen:
+            raise _fail(source, f"tasks.{task}", f"the same data and model as tasks.{seen[key]}: one task counted "
+                                                 "twice; change a [data] or [model] field, or drop one")
+        seen[key] = task
 
 
 def _declared(method: str) -> set[str]:
@@ -231,11 +327,11 @@ def _own_params(source: str, raw: Any, methods: tuple[str, ...]) -> dict[str, di
     return own
 
 
-def _method_study(raw: dict[str, Any], source: str, method: str) -> StudyConfig:
-    """A method's study through the study parser; its errors name the method, and a method left nothing
-    to search is told how to give it something (ERM is tuned over the shared searched parameters)."""
+def _method_study(raw: dict[str, Any], source: str, method: str, task: str | None = None) -> StudyConfig:
+    """A method's study through the study parser; its errors name the method (and the task), and a method left
+    nothing to search is told how to give it something (ERM is tuned over the shared searched parameters)."""
     try:
-        return parse_study(raw, f"{source} (method {method})")
+        return parse_study(raw, f"{source} ({'' if task is None else f'task {task}, '}method {method})")
     except UserError as error:
         if "nothing to search" in str(error):
             raise UserError(f"{source}: method {method} has nothing to search: every parameter it takes is fixed; "

@@ -86,7 +86,8 @@ def export_to_mlflow(store: Store, uri: str, studies: list[str] | None = None,
         for study in records:
             _export_study(client, study, store.trials(study.id), note)
         for campaign in campaigns:
-            _export_verdict(client, store, campaign, note)
+            for _, task in campaign.task_records():  # a campaign of several tasks: each task's verdict
+                _export_verdict(client, store, task, note)
     return done
 
 

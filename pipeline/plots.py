@@ -587,6 +587,66 @@ def verdict_picture(verdict: Any) -> Picture:
     return Picture(verdict.campaign, "verdict", figure, data)
 
 
+def budget_picture(verdict: Any) -> Picture | None:
+    """A campaign's (or one task's) budget curves (verdict.Verdict.curves): each method's expected best validation
+    score after n trials with its band, and the best its own search had (dotted); None without curves."""
+    curves = verdict.curves
+    if not curves:
+        return None
+    figure = Figure(figsize=(5.2, 3.4), layout="constrained")
+    axes = figure.add_subplot(1, 1, 1)
+    data: dict[str, Any] = {}
+    for i, c in enumerate(curves):
+        n = list(range(1, c.budget + 1))
+        axes.plot(n, [100 * v for v in c.expected], "-o", markersize=3, color=f"C{i}", label=c.method)
+        axes.fill_between(n, [100 * v for v in c.low], [100 * v for v in c.high], color=f"C{i}", alpha=0.12)
+        axes.plot(range(1, len(c.observed) + 1), [100 * v for v in c.observed], ":", color=f"C{i}")
+        data[c.method] = {"n": n, "expected": list(c.expected), "low": list(c.low), "high": list(c.high),
+                          "observed": list(c.observed)}
+    axes.set_xlabel("trials (n)", fontsize=8)
+    axes.set_ylabel(f"expected best {curves[0].objective} (%)", fontsize=8)
+    axes.set_xticks(range(1, curves[0].budget + 1))
+    axes.legend(fontsize=7, loc="lower right")
+    axes.set_title(f"{verdict.campaign}: expected best after n trials (dotted: the search's own best so far)",
+                   fontsize=9)
+    return Picture(verdict.campaign, "budget", figure, data)
+
+
+def rank_picture(campaign: str, ranking: Any) -> Picture | None:
+    """The critical-difference diagram of one metric's ranking across tasks (across_tasks.Ranking), drawn by autorank
+    (Demsar 2006: mean ranks on an axis, methods the Nemenyi test cannot separate joined by a bar); None where no
+    Friedman test was made (too few tasks or methods)."""
+    if ranking.test != "friedman":
+        return None
+    import contextlib
+    import warnings
+
+    import pandas as pd
+    from autorank import autorank, plot_stats
+
+    frame = pd.DataFrame([[scores[m] for m in ranking.methods] for scores in ranking.scores.values()],
+                         columns=ranking.methods)
+    figure = Figure(figsize=(6, 0.3 * len(ranking.methods) + 1.8), layout="constrained")
+    axes = figure.add_subplot(1, 1, 1)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # autorank prints its choice of test
+        warnings.simplefilter("ignore")
+        result = autorank(frame, alpha=0.05, verbose=False, order="descending", force_mode="nonparametric")
+        plot_stats(result, allow_insignificant=True, ax=axes)
+    axes.set_title(f"{campaign}: mean ranks on {ranking.metric}, Friedman p = {ranking.p_value:.3f}", fontsize=9)
+    return Picture(campaign, f"ranks-{ranking.metric}", figure,
+                   {"mean_ranks": ranking.mean_ranks, "critical_difference": ranking.critical_difference})
+
+
+def across_pictures(result: Any) -> list[Picture]:
+    """A campaign of several tasks (across_tasks.AcrossTasks): each task's verdict and budget curves, then each
+    metric's critical-difference diagram where a Friedman test was made."""
+    pictures = []
+    for task in result.tasks:
+        verdict = result.verdicts[task]
+        pictures += [p for p in (verdict_picture(verdict), budget_picture(verdict)) if p is not None]
+    return pictures + [p for r in result.rankings if (p := rank_picture(result.campaign, r)) is not None]
+
+
 def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Picture:
     """The search benchmark (search_bench.Summary) as regret curves: per problem, how far the true value of each
     strategy's recommendation after k trainings lies below the problem's best, median and interquartile band

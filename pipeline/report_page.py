@@ -30,8 +30,8 @@ def page_tables(store: Store, names: list[str] | None, baseline: str | None = No
     tables += [t for t in (model_pick_table(store, names), importance_table(store, names)) if t is not None]
     if evaluated or compare:  # compare_table refuses when nothing was evaluated
         tables.append(compare_table(store, [s.name for s in selected if s.name in evaluated] or names, baseline))
-    verdicts = [take_verdict(store, campaign) for campaign in store.all_campaigns()
-                if evaluated & {name for method in campaign.methods for name in campaign.study_names(method)}]
+    verdicts = [take_verdict(store, task) for campaign in store.all_campaigns() for _, task in campaign.task_records()
+                if evaluated & {name for method in task.methods for name in task.study_names(method)}]
     for verdict in verdicts:
         tables += verdict_tables(verdict)
     tables += [trials_table(store, s.name) for s in selected]

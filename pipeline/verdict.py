@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from pipeline.bounds import BoundFlag, bound_flags
+from pipeline.budget_curves import BudgetCurve, budget_note, campaign_curves, half_budget, order_at
 from pipeline.campaign_config import REFERENCE
 from pipeline.methods import parse_method
 from pipeline.report import COMPARE_METRICS, run_metrics
@@ -191,6 +192,8 @@ class Verdict:
     varies: str = ""  # what varies between the paired runs, so what the intervals contain (in words)
     same_as_erm: dict[str, str] = field(default_factory=dict)  # method -> why it is ERM here, in words
     rare: RareClass | None = None  # the rare class and its image counts, from ERM's runs
+    curves: list[BudgetCurve] = field(default_factory=list)  # each method's expected best after n trials
+    budget_note: str = ""  # whether the order by expected best changes between half and the full budget, in words
 
 
 def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key, EvaluationRecord]]:
@@ -258,9 +261,15 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     """The verdict from what is stored: every method's results and cost, its comparisons with ERM, the
     pairwise ranking and the reading in words."""
     runs = campaign_runs(store, campaign)
-    return verdict_of(campaign.name, campaign.evaluation.looks(), campaign.replicates, run_values(runs),
-                      [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], variation(campaign),
-                      rare_class(list(runs[REFERENCE].values())))
+    verdict = verdict_of(campaign.name, campaign.evaluation.looks(), campaign.replicates, run_values(runs),
+                         [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], variation(campaign),
+                         rare_class(list(runs[REFERENCE].values())))
+    verdict.curves = campaign_curves(store, campaign)
+    verdict.budget_note = budget_note(verdict.curves)
+    if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
+            verdict.curves, half_budget(verdict.curves[0].budget)):
+        verdict.reading += f" T{verdict.budget_note[1:]}."  # "the order ... changes with the budget: ..."
+    return verdict
 
 
 def verdict_of(name: str, looks: list[int], replicates: int, values: Values, results: list[MethodResult],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pipeline.across_tasks import MIN_TASKS, AcrossTasks
+from pipeline.budget_curves import half_budget
 from pipeline.campaign_config import REFERENCE
 from pipeline.stats import CONFIDENCE
 from pipeline.tables import Table, percent
@@ -195,6 +197,76 @@ def _thin_metrics(verdict: Verdict) -> dict[str, int]:
     return thin
 
 
+def budget_table(verdict: Verdict) -> Table:
+    """Each method's expected best validation score after 1, half the budget and the full budget of trials (Dodge
+    et al. 2019), and the best its search had after the full budget."""
+    budget = verdict.curves[0].budget if verdict.curves else 0
+    half = half_budget(budget)
+    steps = sorted({1, half, budget})
+    table = Table(f"Expected best validation score after n trials, campaign {verdict.campaign}",
+                  ["method", *[f"n={n}" for n in steps], "search's best"], [])
+    for c in verdict.curves:
+        table.rows.append([c.method, *[f"{percent(c.at(n))} ({100 * c.low[n - 1]:.1f}-{100 * c.high[n - 1]:.1f})"
+                                       for n in steps], percent(c.observed[-1]) if c.observed else "-"])
+        table.records.append({"method": c.method, "objective": c.objective, "trials": c.trials, "budget": c.budget,
+                              "n": list(range(1, c.budget + 1)), "expected": list(c.expected), "low": list(c.low),
+                              "high": list(c.high), "observed": list(c.observed)})
+    if verdict.curves:
+        objective = verdict.curves[0].objective
+        table.notes += [
+            f"{objective} in %: the expected best of n trials drawn from each method's trained trials (Dodge et al. "
+            "2019), (mean - sd to mean + sd) within the scores seen; search's best: the best its own search had. The "
+            "search's trials are not independent draws (after the Sobol start each is chosen from the ones before): "
+            "the curve reads them as if picked at random from those run, a pessimistic reading of the model-guided "
+            "ones.", *([f"Budget: {verdict.budget_note}."] if verdict.budget_note else [])]
+    return table
+
+
 def verdict_tables(verdict: Verdict) -> list[Table]:
-    """The cost table, the ranking, then the verdict with its reading at the bottom."""
-    return [t for t in (cost_table(verdict), ranking_table(verdict), verdict_table(verdict)) if t.rows]
+    """The cost table, the ranking, the verdict with its reading, then the budget curves' table."""
+    return [t for t in (cost_table(verdict), ranking_table(verdict), verdict_table(verdict), budget_table(verdict))
+            if t.rows]
+
+
+def across_tables(result: AcrossTasks) -> list[Table]:
+    """Every task's verdict tables, then the ranking over the tasks and each method against ERM over them, with
+    the reading across tasks at the bottom."""
+    tables = [t for task in result.tasks for t in verdict_tables(result.verdicts[task])]
+    count = len(result.tasks)
+    ranks = Table(f"Campaign {result.campaign} across its {count} tasks: mean rank of each method (1 = best)",
+                  ["metric", "mean ranks", "test"], [])
+    for r in result.rankings:
+        shown = ", ".join(f"{m} {r.mean_ranks[m]:.2f}" for m in r.methods)
+        if r.refusal:
+            test = "not tested"
+        else:
+            name = "Friedman" if r.test == "friedman" else "Wilcoxon"
+            test = f"{name} p={r.p_value:.3f}" + ("" if r.critical_difference is None
+                                                  else f", CD {r.critical_difference:.2f}")
+        ranks.rows.append([METRIC_LABELS[r.metric], shown or "-", test])
+        ranks.records.append({"metric": r.metric, "methods": r.methods, "mean_ranks": r.mean_ranks,
+                              "scores": r.scores, "test": r.test, "statistic": r.statistic, "p_value": r.p_value,
+                              "critical_difference": r.critical_difference,
+                              "differ": [list(pair) for pair in r.differ], "refusal": r.refusal or None})
+    refusals = sorted({r.refusal for r in result.rankings if r.refusal})
+    ranks.notes += [
+        "Per task, each method's mean over the pairs every method ran; ranked per task, then averaged. The test is "
+        f"autorank's (at least {MIN_TASKS} tasks; nonparametric): Friedman with the Nemenyi critical difference (CD: "
+        "two methods differ where their mean ranks are further apart), or Wilcoxon's signed-rank test for two "
+        "methods; at 5%.",
+        *[f"Not tested: {text}." for text in refusals]]
+    versus = Table(f"Campaign {result.campaign} across its {count} tasks: each method against tuned ERM",
+                   ["method", "metric", "vs ERM [95%]", "P>ERM % [95%]"], [])
+    for a in result.aggregates:
+        versus.rows.append([a.method, METRIC_LABELS[a.metric],
+                            f"{100 * a.difference:+.1f} [{_end(a.low)}, {_end(a.high)}]",
+                            f"{100 * a.improvement:.0f} [{100 * a.improvement_low:.0f}, "
+                            f"{100 * a.improvement_high:.0f}]"])
+        versus.records.append(dataclasses.asdict(a))
+    versus.notes += [
+        "vs ERM: the mean over tasks of each task's mean paired difference, in points; P>ERM: per task the share of "
+        "pairs of a method's run and ERM's that the method wins (ties half), averaged over tasks (rliable's "
+        "estimators); intervals: 95% stratified bootstrap, resampling within each task (Agarwal et al. 2021). They "
+        "count the runs' spread within the tasks, not the choice of tasks.",
+        f"Reading across tasks: {result.reading or 'nothing to compare yet.'}"]
+    return tables + [t for t in (ranks, versus) if t.rows]

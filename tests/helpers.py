@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -12,7 +13,9 @@ import time
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from pipeline.config import DataConfig
 from pipeline.methods.declarations import PARTS
@@ -240,3 +243,88 @@ def prefixes_study_file(tmp_path: Path, name: str = "pf", prefixes: str = "true"
     path = tmp_path / f"{name}.toml"
     path.write_text(PREFIXES_STUDY.format(name=name, prefixes=prefixes, stopping=stopping, trials=trials))
     return path
+
+
+def parsed(html: str) -> dict:
+    """The page's images (src, data-decoded), table captions, contents links and element ids."""
+    from html.parser import HTMLParser
+
+    found: dict = {"images": [], "captions": [], "links": [], "ids": set(), "body": {}}
+
+    class Reader(HTMLParser):
+        caption = False
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            found["ids"].add(attrs.get("id"))
+            if tag == "img":
+                found["images"].append(attrs)
+            elif tag == "a":
+                found["links"].append(attrs["href"])
+            elif tag == "body":
+                found["body"] = attrs
+            self.caption = tag == "caption"
+
+        def handle_data(self, data):
+            if self.caption:
+                found["captions"].append(data)
+                self.caption = False
+
+    Reader().feed(html)
+    return found
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+# Run in the page after it loaded: each image's decoded width (0 when it failed) and how many there are.
+PROBE = ("<script>window.addEventListener('load', () => { for (const img of document.images) "
+         "img.setAttribute('data-decoded', String(img.complete ? img.naturalWidth : 0)); "
+         "document.body.setAttribute('data-images', String(document.images.length)); });</script>")
+
+
+def rendered(page: Path, folder: Path) -> dict:
+    """The page's DOM as headless Chromium renders it, with PROBE's marks."""
+    probe = folder / f"probe-{page.name}"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                           "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return parsed(done.stdout)
+
+
+TWO_TASKS = """
+name = "pair"
+objective = "val_balanced_accuracy"
+methods = ["cb"]
+
+[data]
+name = "digits"
+imbalance_keep = 0.1
+imbalance_in = "train"
+
+[tasks.rare3.data]
+imbalance_class = "3"
+
+[tasks.rare8.data]
+imbalance_class = "8"
+
+[params]
+epochs = 1
+lr_head = { low = 0.01, high = 0.2, log = true }
+
+[budget]
+trials = 2
+initial = 2
+
+[evaluate]
+seeds = 2
+"""
+
+
+def write_folder(root, classes=("a", "b"), per_class=6, side=24):
+    rng = np.random.default_rng(0)
+    for name in classes:
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(root / name / f"{i}.png")

@@ -7,23 +7,12 @@ import json
 import shutil
 import tomllib
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from pipeline.config import default_image_size
 from pipeline.errors import UserError
 from pipeline.store import Store
-from helpers import DATA
-
-
-
-def write_folder(root, classes=("a", "b"), per_class=6, side=24):
-    rng = np.random.default_rng(0)
-    for name in classes:
-        (root / name).mkdir(parents=True)
-        for i in range(per_class):
-            Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(root / name / f"{i}.png")
+from helpers import DATA, write_folder
 
 
 def test_train_resizes_for_the_small_cnn_by_default(cli, tmp_path):

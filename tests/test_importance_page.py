@@ -13,7 +13,7 @@ from pipeline.store import Store
 from pipeline.study import run_study
 from pipeline.study_config import load_study
 from pipeline.trial import InProcessRunner, Outcome, run_trial
-from helpers import study_file
+from helpers import CHROMIUM, parsed, rendered, study_file
 
 # Three searched parameters of three kinds (a log range, a linear range, a choice); the objective depends on lr_head.
 SEARCH = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
@@ -102,35 +102,6 @@ PAGE_TABLES = ("Best combination of hyper-parameters", "The best observed trial 
                "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ", "Trials of collapsed ")
 
 
-def parsed(html: str) -> dict:
-    """The page's images (src, data-decoded), table captions, contents links and element ids."""
-    from html.parser import HTMLParser
-
-    found: dict = {"images": [], "captions": [], "links": [], "ids": set(), "body": {}}
-
-    class Reader(HTMLParser):
-        caption = False
-
-        def handle_starttag(self, tag, attrs):
-            attrs = dict(attrs)
-            found["ids"].add(attrs.get("id"))
-            if tag == "img":
-                found["images"].append(attrs)
-            elif tag == "a":
-                found["links"].append(attrs["href"])
-            elif tag == "body":
-                found["body"] = attrs
-            self.caption = tag == "caption"
-
-        def handle_data(self, data):
-            if self.caption:
-                found["captions"].append(data)
-                self.caption = False
-
-    Reader().feed(html)
-    return found
-
-
 def test_the_html_page_holds_every_table_and_picture_with_its_contents(page):
     found = parsed(page.read_text())
     for title in PAGE_TABLES:
@@ -140,23 +111,6 @@ def test_the_html_page_holds_every_table_and_picture_with_its_contents(page):
     assert {f"{NAME}-importance.png", f"{NAME}-trace.png", f"{NAME}-compare.png", f"{NAME}-per-class.png",
             "few-trace.png"} <= set(alts)
     assert all(image["src"].startswith("data:image/png;base64,") for image in found["images"])  # nothing fetched
-
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# Run in the page after it loaded: each image's decoded width (0 when it failed) and how many there are.
-PROBE = ("<script>window.addEventListener('load', () => { for (const img of document.images) "
-         "img.setAttribute('data-decoded', String(img.complete ? img.naturalWidth : 0)); "
-         "document.body.setAttribute('data-images', String(document.images.length)); });</script>")
-
-
-def rendered(page: Path, folder: Path) -> dict:
-    """The page's DOM as headless Chromium renders it, with PROBE's marks."""
-    probe = folder / f"probe-{page.name}"
-    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                           "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return parsed(done.stdout)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium; "

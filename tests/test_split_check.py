@@ -3,8 +3,7 @@ are printed once."""
 from __future__ import annotations
 
 
-from tests.test_image_size_default import write_folder
-from helpers import STUDIES
+from helpers import STUDIES, write_folder
 
 
 def test_a_two_image_class_is_refused_in_one_line(cli, tmp_path):

@@ -5,7 +5,7 @@ import pytest
 from pipeline.errors import UserError
 from pipeline.params import Choice, Range
 from pipeline.study_config import load_study
-from helpers import STUDIES, STUDY_FILES, CAMPAIGN_FILES
+from helpers import CAMPAIGN_FILES, STUDIES, STUDY_FILES, is_campaign
 
 MINIMAL = 'name = "s"\n[method]\nname = "gils"\n'
 
@@ -118,12 +118,12 @@ def test_every_shipped_campaign_file_is_valid(path):
 
     campaign = load_campaign(path)
     assert campaign.name == path.stem and campaign.methods[0] == "erm"
-    assert len(campaign.methods) >= (2 if path.stem == "demo-campaign" else 5)  # the demo's: hws against ERM
-    assert not any(study.selected_on_test for study in campaign.studies.values())
+    assert len(campaign.methods) >= {"demo-campaign": 2, "digits-tasks": 4}.get(path.stem, 5)  # the demo: hws and ERM
+    assert not any(study.selected_on_test for study in campaign.all_studies())
 
 
 def test_the_paper_set_ups_use_the_papers_settings():
-    paper = sorted(p for p in (STUDIES / "paper").glob("*.toml") if p.stem != "hws-mnist-wrn16-1")
+    paper = sorted(p for p in (STUDIES / "paper").glob("*.toml") if p.stem != "hws-mnist-wrn16-1" and not is_campaign(p))
     # GI-LS and hws x MT-Defect, MT, Wood, Carpet, and Tables 5-7's 12 methods x MT-Defect, MT; x ResNet18/34/50
     assert len(paper) == 2 * 4 * 3 + 12 * 2 * 3
     for path in paper:
@@ -164,3 +164,17 @@ def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were(
     assert load_study(STUDIES / "quickstart.toml").fingerprint() == "664d5edae8b82a64"
     medmnist = load_study(STUDIES / "quickstart.toml", ["data.name=medmnist", "data.path=derma.npz"])
     assert medmnist.identity()["data"]["path"] == "derma.npz"
+
+
+def test_table5_is_the_paper_set_ups_of_its_methods_over_four_data_sets_and_three_networks():
+    from pipeline.campaign_config import load_campaign
+
+    campaign = load_campaign(STUDIES / "paper" / "table5.toml")
+    assert campaign.methods == ("erm", "gils", "cutmix", "cutout", "mixup") and len(campaign.tasks) == 12
+    assert {(s.data.manifest, s.backbone) for s in campaign.all_studies()} == {
+        (f"data/splits/{d}", f"resnet{n}") for d in ("mt-defect", "mt", "wood", "carpet") for n in (18, 34, 50)}
+    for study in campaign.all_studies():
+        assert (study.data.image_size, study.weights, study.budget.trials) == (224, "imagenet", 20)
+        assert study.search["epochs"] == Range(21, 60) and study.fixed["lr_step"] == 20
+        per_file = load_study(STUDIES / "paper" / f"{study.method}-mt-resnet18.toml")
+        assert study.search == per_file.search and study.fixed == per_file.fixed  # the per-study files' spaces

@@ -7,8 +7,7 @@ import pytest
 from cli.render import ABBREVIATIONS, RESULTS, fit_columns
 from pipeline.report import best_table, compare_table, studies_table, trials_table
 from pipeline.store import Store
-from helpers import robust_tune
-from helpers import add_study
+from helpers import add_study, robust_tune
 
 LONG = "digits-{}-resnet18-imbalanced-class-3-seed-{}-a-long-study-name"
 

@@ -40,9 +40,29 @@ class CampaignRecord:
     config: dict[str, Any]  # CampaignConfig.to_dict() as stored
 
     def study_names(self, method: str) -> list[str]:
-        """The studies that tuned `method`, one per search replicate (CampaignConfig.study's names)."""
+        """The studies that tuned `method`, one per search replicate (CampaignConfig.study's names); with several
+        tasks, every task's."""
+        if self.tasks:
+            return [name for task in self.tasks for name in self.task(task).study_names(method)]
         base = f"{self.name}.{method}"
         return [base] + [f"{base}.r{r}" for r in range(1, self.replicates)]
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The campaign's tasks in its file's order; none for a one-task campaign (every campaign before 0.8)."""
+        return tuple(self.config.get("tasks") or ())
+
+    def task(self, task: str) -> CampaignRecord:
+        """Task `task` as a one-task campaign named `<campaign>.<task>`: its studies, its verdict (CampaignConfig.
+        task_campaigns' twin, read from what is stored)."""
+        config = {k: v for k, v in self.config.items() if k != "tasks"}
+        config |= {"name": f"{self.name}.{task}", "studies": self.config["tasks"][task]["studies"]}
+        return CampaignRecord(self.id, config["name"], self.methods, self.evaluation, self.replicates, self.budget,
+                              config)
+
+    def task_records(self) -> list[tuple[str | None, CampaignRecord]]:
+        """Each task as a one-task campaign, or the campaign itself (None) when it has no tasks."""
+        return [(t, self.task(t)) for t in self.tasks] or [(None, self)]
 
 
 @dataclass(frozen=True)
