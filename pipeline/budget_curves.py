@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from pipeline.store import CampaignRecord, Store
+from pipeline.store import CampaignRecord, Store, TrialStatus
 
 
 def expected_max(values: Sequence[float], n: int) -> tuple[float, float]:
@@ -81,7 +81,7 @@ def campaign_curves(store: Store, campaign: CampaignRecord) -> list[BudgetCurve]
             if study is None:
                 continue
             objective = study.study.objective
-            done = [t for t in store.trials(study.id) if t.ran and t.status != "failed" and t.metrics
+            done = [t for t in store.trials(study.id) if t.ran and t.status != TrialStatus.FAILED and t.metrics
                     and objective in t.metrics]
             found = [t.metrics[objective] for t in sorted(done, key=lambda t: t.trial_index)]
             scores += found

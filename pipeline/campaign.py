@@ -16,7 +16,7 @@ from typing import Callable
 from pipeline.campaign_config import REFERENCE, CampaignConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
-from pipeline.store import CampaignRecord, SchemaUpgraded, Store, trials_ran
+from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
 from pipeline.trial import OnEvent, TrialRunner
 
 RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
@@ -141,7 +141,7 @@ def _searched(store: Store, name: str, budget: int) -> bool:
         return False
     trials = store.trials(stored.id)
     return (trials_ran(trials) >= budget
-            and any(t.status == "completed" for t in trials))
+            and any(t.status == TrialStatus.COMPLETED for t in trials))
 
 
 def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, looks: list[int],

@@ -23,7 +23,7 @@ from pipeline.faults import kill_point
 from pipeline.methods import parse_method
 from pipeline.params import Value
 from pipeline.study_config import DATA_ADDED_LATER, DEFAULT_PICK, PICKS
-from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, best_trial, picked_trial
+from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus, best_trial, picked_trial
 from pipeline.store.records import pareto_set
 
 if TYPE_CHECKING:
@@ -81,8 +81,8 @@ def study_and_trial(store: Store, name: str, trial: int | None = None,
                             "one), or take the best observed trial (--pick observed)")
         return study, chosen
     chosen = next((t for t in trials if t.trial_index == trial), None)
-    if chosen is None or chosen.status != "completed":
-        done = ", ".join(str(t.trial_index) for t in trials if t.status == "completed") or "none"
+    if chosen is None or chosen.status != TrialStatus.COMPLETED:
+        done = ", ".join(str(t.trial_index) for t in trials if t.status == TrialStatus.COMPLETED) or "none"
         raise UserError(f"study {name} has no completed trial {trial}; completed: {done}")
     return study, chosen
 

@@ -24,7 +24,7 @@ from pipeline.campaign_config import REFERENCE
 from pipeline.epochs import flat_epoch_metrics
 from pipeline.errors import UserError
 from pipeline.report import dataset_label
-from pipeline.store import CampaignRecord, Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store import CampaignRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 KEY = "robust_tune.key"  # what a run is, so an export finds it again
 INSTALL = "pip install 'robust-tune[mlflow]'"
 # MLflow's end states of a run, by the stored status of a trial that trained
-RUN_STATUS = {"completed": "FINISHED", "early_stopped": "FINISHED", "failed": "FAILED"}
+RUN_STATUS = {TrialStatus.COMPLETED: "FINISHED", TrialStatus.EARLY_STOPPED: "FINISHED", TrialStatus.FAILED: "FAILED"}
 BATCH = 1000  # metrics per log_batch call
 
 

@@ -24,7 +24,7 @@ from pipeline.errors import UserError
 from pipeline.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
 from pipeline.report import COMPARE_METRICS, _select, compare_table, dataset_label
-from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, best_trial
+from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
 from pipeline.store.records import EvaluationRecord, feasible, pareto_set
 
 if TYPE_CHECKING:
@@ -155,8 +155,8 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     for i, s in enumerate(studies):
         color, marker, style = f"C{i % 10}", "osD^v<>P*X"[i % 10], ("-", "--", "-.", ":")[i % 4]
         done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
-                if t.ran and t.status != "failed" and t.metrics and s.objective in t.metrics]
-        failed = [t.trial_index for t in s.trials if t.status == "failed"]
+                if t.ran and t.status != TrialStatus.FAILED and t.metrics and s.objective in t.metrics]
+        failed = [t.trial_index for t in s.trials if t.status == TrialStatus.FAILED]
         # the best so far when each trained trial ended: its epoch prefixes (search.epoch_prefixes) count from then
         prefixes = {i: [100 * t.metrics[s.objective] for t in s.trials if t.prefix_of == i and t.metrics
                         and s.objective in t.metrics] for i, _ in done}
@@ -210,7 +210,7 @@ def trace_pictures(s: StudyData) -> list[Picture]:
 def _trial_points(s: StudyData, x: str, y: str | None = None) -> list[tuple[Any, Any, float]]:
     """(x value, y value or objective %, objective %) of each completed trial."""
     return [(t.parameters[x], t.parameters[y] if y else 100 * t.metrics[s.objective], 100 * t.metrics[s.objective])
-            for t in s.trials if t.status == "completed" and t.metrics and s.objective in t.metrics]
+            for t in s.trials if t.status == TrialStatus.COMPLETED and t.metrics and s.objective in t.metrics]
 
 
 def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
@@ -292,7 +292,7 @@ def disagreements(s: StudyData) -> list[dict[str, Any]]:
     """The completed trials the study's GP does not believe: its mean at the trial's own parameters lies outside
     the 95% band (DISAGREE_SE standard errors) and more than DISAGREE_POINTS points from what was measured (a
     lucky or collapsed run the model smooths over, or a region it misjudges)."""
-    done = [t for t in s.trials if t.status == "completed" and t.metrics and s.objective in t.metrics]
+    done = [t for t in s.trials if t.status == TrialStatus.COMPLETED and t.metrics and s.objective in t.metrics]
     if not done:
         return []
     means, ses = s.model.predict([dict(t.parameters) for t in done])
@@ -347,7 +347,7 @@ def map_pictures(s: StudyData) -> list[Picture]:
     for x, y in itertools.combinations(searched, 2):
         kind = f"map-{x}-{y}"
         if s.model is None:
-            completed = sum(t.status == "completed" for t in s.trials)
+            completed = sum(t.status == TrialStatus.COMPLETED for t in s.trials)
             note = (f"no Gaussian process: {completed} completed trial(s); "
                     "a model needs 3 and Ax's records of the study")
             pictures.append(Picture(s.study.name, kind, scatter_figure(s, x, y, note), {"note": note}))
@@ -525,7 +525,7 @@ def front_pictures(s: StudyData) -> list[Picture]:
     if not config.multi_objective:
         return []
     x, y = config.objectives[:2]
-    done = [t for t in s.trials if t.status == "completed" and t.metrics and x in t.metrics and y in t.metrics]
+    done = [t for t in s.trials if t.status == TrialStatus.COMPLETED and t.metrics and x in t.metrics and y in t.metrics]
     if not done:
         return []
     front = sorted(pareto_set(s.study, s.trials), key=lambda t: (t.metrics[x], -t.metrics[y]))
@@ -703,7 +703,7 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
     for study in _select(store, names):
         trials = store.trials(study.id)
         searched = len(study.study.search) >= 2
-        completed = sum(t.status == "completed" for t in trials)
+        completed = sum(t.status == TrialStatus.COMPLETED for t in trials)
         model = (load_study_model(study.name, store.url, study.study.objective)
                  if searched and completed >= MIN_TRIALS else None)
         runs = store.evaluations(study.id)

@@ -15,7 +15,7 @@ from pipeline.bounds import bound_flags
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
-from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, best_trial, model_pick, trials_completed
+from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial, model_pick, trials_completed
 from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.study_config import StudyConfig
 from pipeline.evaluate import TUNED, value_text
@@ -155,7 +155,7 @@ def pareto_table(store: Store, name: str) -> Table:
     best = best_trial(study, trials)
     headers = ["trial", *[labels.get(p, p) for p in searched], *[OBJECTIVE_LABELS.get(o, o) for o in
                                                                   config.all_objectives]]
-    table = Table(f"Pareto set of {name} ({len(front)} of {sum(t.status == 'completed' for t in trials)} completed "
+    table = Table(f"Pareto set of {name} ({len(front)} of {sum(t.status == TrialStatus.COMPLETED for t in trials)} completed "
                   f"trials; objectives {', '.join(config.all_objectives)})", headers, [])
     for t in front:
         marker = " *" if best is not None and t.trial_index == best.trial_index else ""
@@ -236,7 +236,7 @@ def _no_importance(store: Store, study: StudyRecord, stored: Any) -> str:
     """Why a study has no parameter importance, in a few words."""
     if stored is not None and stored.note:
         return f"no importance: {stored.note}"
-    completed = sum(t.status == "completed" for t in store.trials(study.id))
+    completed = sum(t.status == TrialStatus.COMPLETED for t in store.trials(study.id))
     if (refused := importance_refused(completed, len(study.study.search))) is not None:
         return f"no importance: {refused}"
     return ("no importance stored: it is made when a run of the study ends (a study run before 0.5.0 gets it at "
@@ -270,7 +270,7 @@ def trials_table(store: Store, name: str) -> Table:
                            *([_feasible_text(study, t)] if config.constraints else []),
                            (t.error or "").splitlines()[0][:80] if t.error else ""])
         table.records.append({k: v for k, v in asdict(t).items() if k not in ("id", "settings")})
-    if any(t.prefix_of is not None or t.status == "early_stopped" for t in store.trials(study.id)):
+    if any(t.prefix_of is not None or t.status == TrialStatus.EARLY_STOPPED for t in store.trials(study.id)):
         table.notes.append("stopped at E: stopped early after epoch E (budget.early_stopping); prefix of K: trial K's "
                            "run at this epoch count, exact, told to Ax as a trial of its own (search.epoch_prefixes)")
     return table
@@ -285,7 +285,7 @@ def status_text(trial: TrialRecord) -> str:
     """A trial's status for a table: `prefix of K` for an epoch prefix, `stopped at E` for an early-stopped trial."""
     if trial.prefix_of is not None:
         return f"prefix of {trial.prefix_of}"
-    if trial.status == "early_stopped":
+    if trial.status == TrialStatus.EARLY_STOPPED:
         return f"stopped at {len(trial.epochs)}"
     return trial.status
 
@@ -297,7 +297,7 @@ def pareto_tables(store: Store, names: list[str] | None = None) -> list[Table]:
 
 def _feasible_text(study: StudyRecord, trial: TrialRecord) -> str:
     """yes or no for a completed trial (whether it keeps every constraint), "-" for any other."""
-    if trial.status != "completed" or not trial.metrics:
+    if trial.status != TrialStatus.COMPLETED or not trial.metrics:
         return "-"
     return "yes" if feasible(study, trial) else "no"
 
@@ -316,10 +316,10 @@ def studies_table(store: Store) -> Table:
         config = study.study
         best = best_trial(study, trials)
         completed = trials_completed(trials)
-        running = sum(t.status == "running" for t in trials)
+        running = sum(t.status == TrialStatus.RUNNING for t in trials)
         table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
                            _progress_text(completed, config.budget.trials) + (f" +{running} running" if running else ""),
-                           str(sum(t.status == "failed" for t in trials)),
+                           str(sum(t.status == TrialStatus.FAILED for t in trials)),
                            "-" if best is None else percent(best.metrics[config.objective]),
                            objectives_label(config)
                            + (" (no val split) *" if config.data.val_fraction == 0 else "")])

@@ -30,7 +30,7 @@ from pipeline.report import COMPARE_METRICS, run_metrics
 from pipeline.stats import (CONFIDENCE, Improvement, PairedDifference, clustered_difference, holm, look_alphas,
                             mean_interval, paired_difference, probability_of_improvement, simultaneous_confidence,
                             t_quantile)
-from pipeline.store import CampaignRecord, EvaluationRecord, Store, picked_trial
+from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, picked_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
 METRIC_LABELS = {**dict(COMPARE_METRICS), "smallest_class_accuracy": "rare class"}  # short: the verdict fits 80 columns
@@ -240,9 +240,9 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
                                           if (f.parameter, f.bound) not in {(g.parameter, g.bound) for g in flags}]
         for t in stored:
             if t.ran:  # trained: an epoch prefix cost nothing more, an early-stopped trial its epochs run
-                trials += t.status != "failed"
+                trials += t.status != TrialStatus.FAILED
                 seconds += t.train_seconds or 0.0
-                epochs += len(t.epochs) if t.status == "early_stopped" else int(
+                epochs += len(t.epochs) if t.status == TrialStatus.EARLY_STOPPED else int(
                     t.parameters.get("epochs", study.study.fixed.get("epochs", 0)))
         if best is None:
             missing = f"study {name} has no completed trial"

@@ -25,7 +25,7 @@ from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
-                                    TrialRecord)
+                                    TrialRecord, TrialStatus)
 from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.study_config import StudyConfig
@@ -211,7 +211,7 @@ class Store:
         """Store a trial as running, before it trains; returns its row's id."""
         with self._writing(lock) as connection:
             result = connection.execute(trials.insert().values(
-                study_id=study_id, trial_index=trial_index, status="running", parameters=parameters, seed=seed,
+                study_id=study_id, trial_index=trial_index, status=TrialStatus.RUNNING, parameters=parameters, seed=seed,
                 proposal_seconds=proposal_seconds, started_at=now()))
         return result.inserted_primary_key[0]
 
@@ -223,7 +223,7 @@ class Store:
         metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k not in ("seed", "stopped_at")}
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status="early_stopped" if result.get("stopped_at") else "completed", metrics=metrics,
+                status=TrialStatus.EARLY_STOPPED if result.get("stopped_at") else TrialStatus.COMPLETED, metrics=metrics,
                 settings=result["settings"], seed_runs=result.get("seed_runs"),
                 per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
                 train_seconds=result["train_seconds"], ended_at=now(), **_started_at(started)))
@@ -243,7 +243,7 @@ class Store:
         if settings is not None:
             settings["params"] = {**settings["params"], "epochs": epoch.epoch}
         connection.execute(trials.insert().values(
-            study_id=study_id, trial_index=trial_index, status="completed",
+            study_id=study_id, trial_index=trial_index, status=TrialStatus.COMPLETED,
             parameters={**source.parameters, "epochs": epoch.epoch}, seed=source.seed,
             metrics=flat_epoch_metrics({"val": epoch.val, "test": epoch.test}), settings=settings,
             per_class={split: (getattr(epoch, split) or {}).get("per_class_accuracy") for split in ("val", "test")},
@@ -284,21 +284,21 @@ class Store:
         """Record a trial that raised, with its error."""
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status="failed", error=error, ended_at=now(), **_started_at(started)))
+                status=TrialStatus.FAILED, error=error, ended_at=now(), **_started_at(started)))
 
     def interrupt_trial(self, trial_id: int, reason: str, lock: StudyLock | None = None) -> None:
         """One trial stopped before its end (its worker died); its parameters run again as a new trial."""
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status="interrupted", error=reason, ended_at=now()))
+                status=TrialStatus.INTERRUPTED, error=reason, ended_at=now()))
 
     def interrupt_running_trials(self, study_id: int, reason: str, lock: StudyLock | None = None) -> list[int]:
         """Mark trials a killed process left `running` as interrupted; returns their Ax indices."""
         with self._writing(lock) as connection:
             running = connection.execute(sa.select(trials.c.trial_index).where(
-                trials.c.study_id == study_id, trials.c.status == "running")).scalars().all()
-            connection.execute(trials.update().where(trials.c.study_id == study_id, trials.c.status == "running")
-                               .values(status="interrupted", error=reason, ended_at=now()))
+                trials.c.study_id == study_id, trials.c.status == TrialStatus.RUNNING)).scalars().all()
+            connection.execute(trials.update().where(trials.c.study_id == study_id, trials.c.status == TrialStatus.RUNNING)
+                               .values(status=TrialStatus.INTERRUPTED, error=reason, ended_at=now()))
         return list(running)
 
     def trials(self, study_id: int) -> list[TrialRecord]:
@@ -313,7 +313,7 @@ class Store:
                                         .where(trials.c.study_id == study_id)
                                         .order_by(epochs.c.trial_id, epochs.c.epoch)):
                 curves.setdefault(e.trial_id, []).append(e)
-        return [TrialRecord(r.id, r.trial_index, r.status, r.parameters, r.seed, r.metrics, r.per_class,
+        return [TrialRecord(r.id, r.trial_index, TrialStatus(r.status), r.parameters, r.seed, r.metrics, r.per_class,
                             r.train_seconds, r.proposal_seconds, r.error,
                             [e.train_loss for e in curves.get(r.id, [])],
                             [e.val_accuracy for e in curves.get(r.id, [])],

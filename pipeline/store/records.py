@@ -7,6 +7,7 @@ earlier version read the same way; what they lack gets the value that reproduces
 from __future__ import annotations
 
 import datetime as dt
+from enum import StrEnum
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +77,18 @@ class EpochRecord:
     test: dict[str, Any] | None
 
 
+class TrialStatus(StrEnum):
+    """Where a stored trial stands; the database holds the value (a StrEnum: it equals its text)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    EARLY_STOPPED = "early_stopped"  # an early-stopping rule ended it; its result is the epoch it stopped at
+    FAILED = "failed"  # training raised (diverged, a bad combination); counted, never best
+    INTERRUPTED = "interrupted"  # its process or worker stopped; its parameters run again first, it does not count
+
+
 # How a trained trial may end and count toward its study's budget (an interrupted one runs again and does not).
-RAN = ("completed", "early_stopped", "failed")
+RAN = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED, TrialStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ class TrialRecord:
 
     id: int
     trial_index: int  # Ax's index of the trial
-    status: str  # running | completed | failed | interrupted
+    status: TrialStatus
     parameters: dict[str, Value]  # the proposed values
     seed: int
     metrics: dict[str, float] | None
@@ -123,7 +134,7 @@ def trials_ran(trials: list[TrialRecord]) -> int:
 
 def trials_completed(trials: list[TrialRecord]) -> int:
     """How many trials trained and gave a result (completed or early-stopped; not failed, not an epoch prefix)."""
-    return sum(t.ran and t.status != "failed" for t in trials)
+    return sum(t.ran and t.status != TrialStatus.FAILED for t in trials)
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,7 @@ def feasible(study: StudyRecord, trial: TrialRecord) -> bool:
 def _candidates(study: StudyRecord, trials: list[TrialRecord]) -> list[TrialRecord]:
     """The completed trials that have every objective and keep every constraint: those that may be best."""
     objectives = study.study.all_objectives
-    return [t for t in trials if t.status == "completed" and t.metrics
+    return [t for t in trials if t.status == TrialStatus.COMPLETED and t.metrics
             and all(o in t.metrics for o in objectives) and feasible(study, t)]
 
 
