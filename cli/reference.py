@@ -1,4 +1,4 @@
-"""Every command and option as the app declares them, as Markdown: the generated part of docs/commands.md
+"""Every command and option as the app declares them, as Markdown: the generated part of docs/guide/commands.md
 (`python tools/commands_doc.py` writes it; a test fails when the file and the app differ). Each option reads as
 its `--help` line does."""
 from __future__ import annotations

@@ -73,7 +73,7 @@ def train(
     set_: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="data.FIELD=VALUE", help="Set any field of the data set as a study file's [data] does, "
                                                   "e.g. --set data.channels=1 --set data.normalize=dataset "
-                                                  "(repeat); see docs/data-sets.md.")] = None,
+                                                  "(repeat); see docs/guide/data-sets.md.")] = None,
     format_: ResultFormat = "table",
     as_json: JsonAlias = False,
     from_study: Annotated[Optional[str], typer.Option(

@@ -27,7 +27,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # every machine has it (a count tied to the cores would differ between a laptop and a cluster node), N workers
 # of one thread each fill N cores without oversubscribing them, and it is never the slow case: on 2 idle cores a
 # quickstart trial takes 1.4x as long as on 2 threads, but with the cores shared 2 threads took twice as long
-# as 1 (measured in docs/performance.md). A study created with more threads keeps them.
+# as 1 (measured in docs/design/performance.md). A study created with more threads keeps them.
 DEFAULT_THREADS = 1
 # Where the database lives when no --db, ROBUST_TUNE_DB or study says otherwise (a SQLite file).
 DEFAULT_DB = "runs/robust-tune.db"

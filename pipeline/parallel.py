@@ -25,7 +25,7 @@ MAX_TRIALS_PER_GPU = 32
 # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
 # system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
 # mmap, page-faulted in and unmapped again: a small-CNN trial trained at half speed on a worker (and in this
-# process too, when started with it: docs/worker-speed.md). Workers keep glibc's defaults instead.
+# process too, when started with it: docs/design/worker-speed.md). Workers keep glibc's defaults instead.
 WORKER_MALLOC = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 

@@ -45,6 +45,6 @@ def test_commands_md_lists_every_command_and_option_as_the_app_declares_them():
 
     (page,) = [page for page in PAGES if page.name == "commands.md"]
     text = page.read_text()
-    assert MARKER in text, "docs/commands.md lost its generated part: python tools/commands_doc.py"
+    assert MARKER in text, "docs/guide/commands.md lost its generated part: python tools/commands_doc.py"
     assert text.split(MARKER)[1] == commands_reference(app).split(MARKER)[1], \
-        "docs/commands.md differs from the app's options: python tools/commands_doc.py"
+        "docs/guide/commands.md differs from the app's options: python tools/commands_doc.py"

@@ -1,4 +1,4 @@
-"""Write the generated part of docs/commands.md (every command and option, from the app itself) below its
+"""Write the generated part of docs/guide/commands.md (every command and option, from the app itself) below its
 marker, keeping the hand-written part above it. Run it after changing a command's options; tests/test_docs.py
 fails while the file and the app differ."""
 from __future__ import annotations
