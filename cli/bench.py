@@ -107,7 +107,7 @@ def bench(
     if study:
         _print_study(device, tuple(workers or (2, 4, 8)), trials or 20, image_size, epochs)
         return
-    from pipeline.benchmark import CASES, PAPER_BACKBONES, SETTINGS, Row, benchmark, machine
+    from pipeline.bench.steps import CASES, PAPER_BACKBONES, SETTINGS, Row, benchmark, machine
 
     backbones = tuple(backbone or PAPER_BACKBONES)
     for name in backbones:
@@ -162,8 +162,8 @@ def bench(
 
 def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None) -> None:
     """The study benchmark's wall times, always as a Markdown table."""
-    from pipeline.benchmark import machine
-    from pipeline.study_bench import study_benchmark
+    from pipeline.bench.steps import machine
+    from pipeline.bench.study import study_benchmark
 
     with stderr.status("measuring") as status:
         timings = study_benchmark(device, workers, trials, image_size, epochs,
@@ -182,8 +182,8 @@ def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers
     import os
 
     from pipeline.library_logs import quiet_libraries
-    from pipeline.parallel import check_options
-    from pipeline.parallel_bench import parallel_benchmark
+    from pipeline.search.parallel import check_options
+    from pipeline.bench.parallel import parallel_benchmark
 
     for n in workers:
         check_options(n, None, 1, "cpu", oversubscribe=True)
@@ -206,7 +206,7 @@ def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers
 
 
 def _print_startup(db: str, rounds: int) -> None:
-    from pipeline.startup import BASELINE, measure_startup
+    from pipeline.bench.startup import BASELINE, measure_startup
 
     with stderr.status("measuring start-up"):
         seconds = measure_startup(db, rounds)
@@ -218,7 +218,7 @@ def _print_startup(db: str, rounds: int) -> None:
 def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,
                   processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
     """The search benchmark: one table per problem, the true value of each strategy's recommendation."""
-    from pipeline.search_problems import PROBLEMS, REPLAY_TABLE
+    from pipeline.bench.problems import PROBLEMS, REPLAY_TABLE
 
     known_problems = PROBLEMS if REPLAY_TABLE.is_file() else PROBLEMS[:-1]
     for name in problems:
@@ -237,7 +237,7 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
     from pipeline.library_logs import quiet_libraries
 
     log_file = quiet_libraries("runs/robust-tune.log")
-    from pipeline.search_bench import STRATEGY_NOTES, optuna_available, search_benchmark, strategies as available
+    from pipeline.bench.search import STRATEGY_NOTES, optuna_available, search_benchmark, strategies as available
 
     names = available()
     for name in strategies:
@@ -254,12 +254,12 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
                                                         report=lambda message: status.update(message))
     if plot is not None:
         from pipeline.output_file import write_output
-        from pipeline.plots import search_picture
+        from pipeline.report.plots import search_picture
 
         write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
     _search_tables(summaries, checkpoints, seeds, initial, markdown)
     if "digits-hws-replay" in (problems or known_problems):
-        from pipeline.search_problems import read_replay, surrogate_check
+        from pipeline.bench.problems import read_replay, surrogate_check
 
         check = surrogate_check(read_replay())
         stdout.print(escape(
@@ -278,7 +278,7 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
     takes."""
     from rich.markup import escape
 
-    from pipeline.search_bench import STRATEGY_NOTES
+    from pipeline.bench.search import STRATEGY_NOTES
 
     def percent(value: float) -> str:
         return "–" if value != value else f"{100 * value:.1f}"
@@ -330,7 +330,7 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
                     processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
     """The epochs benchmark: per variant, the true value of the recommendation at quarters of the budget, and
     the epochs each needs to reach plain search's final median."""
-    from pipeline.epochs_bench import CURVES_TABLE, LOW_EPOCHS, PROBLEM, VARIANTS
+    from pipeline.bench.prefixes import CURVES_TABLE, LOW_EPOCHS, PROBLEM, VARIANTS
 
     for name in variants:
         if name not in VARIANTS:
@@ -348,7 +348,7 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
     from pipeline.library_logs import quiet_libraries
 
     log_file = quiet_libraries("runs/robust-tune.log")
-    from pipeline.epochs_bench import epochs_benchmark
+    from pipeline.bench.prefixes import epochs_benchmark
 
     chosen = tuple(name for name in VARIANTS if not variants or name in variants)
     with stderr.status("searching") as status:
@@ -356,7 +356,7 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
                                                         str(log_file), report=lambda message: status.update(message))
     if plot is not None:
         from pipeline.output_file import write_output
-        from pipeline.plots import epochs_picture
+        from pipeline.report.plots import epochs_picture
 
         write_output(plot, epochs_picture(runs, budget, PROBLEM).png, force, option="--plot")
 
@@ -402,7 +402,7 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
             stdout.print(table)
             stdout.print()
         stdout.print(escape(note))
-    from pipeline.epochs_bench import read_curves, surrogate_checks
+    from pipeline.bench.prefixes import read_curves, surrogate_checks
 
     table = read_curves()
     checks = surrogate_checks(table, (LOW_EPOCHS, table.top_epochs // 2, table.top_epochs))

@@ -17,7 +17,7 @@ from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precisio
                          Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, live_export
-from pipeline.campaign_config import REFERENCE
+from pipeline.spec.campaign_config import REFERENCE
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
 
@@ -38,10 +38,10 @@ class CampaignView:
         return Group(self.header, *([self.study] if self.study is not None else []))
 
     def on_event(self, event: Any) -> None:
-        from pipeline.campaign import CampaignStage, CampaignStarted, MethodSetAside
-        from pipeline.evaluate import EvaluationStarted, RunEnded
+        from pipeline.compare.campaign import CampaignStage, CampaignStarted, MethodSetAside
+        from pipeline.compare.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
-        from pipeline.study import TrialEnded
+        from pipeline.search.study import TrialEnded
 
         self.ctrl_c.check()
         if self.live is not None and isinstance(event, TrialEnded) and event.status != "interrupted":
@@ -108,14 +108,14 @@ def compare(
 
     Tune every method of a campaign with the same budget, re-train each best on the same (seed, split) pairs
     as a tuned ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
-    from pipeline.across_tasks import take_across_tasks
-    from pipeline.campaign import run_campaign
-    from pipeline.campaign_config import load_campaign
+    from pipeline.compare.across_tasks import take_across_tasks
+    from pipeline.compare.campaign import run_campaign
+    from pipeline.spec.campaign_config import load_campaign
     from pipeline.config import check_precision
-    from pipeline.parallel import check_options, check_scheduler_reachable, trial_runner
+    from pipeline.search.parallel import check_options, check_scheduler_reachable, trial_runner
     from pipeline.store import Store, shown_database
-    from pipeline.verdict import take_verdict
-    from pipeline.verdict_report import across_tables, verdict_tables
+    from pipeline.compare.verdict import take_verdict
+    from pipeline.report.verdict_report import across_tables, verdict_tables
 
     check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates, list(set_ or []))

@@ -18,8 +18,8 @@ from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, parse_assignment
-from pipeline.study_config import DEFAULT_PICK, StudyConfig
-from pipeline.tables import percent
+from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
+from pipeline.report.tables import percent
 
 if TYPE_CHECKING:  # the store imports SQLAlchemy: each command that reads imports it
     from pipeline.store import StudyRecord, TrialRecord
@@ -38,9 +38,9 @@ class EvaluationView:
             self.epochs = bars.add_task("epochs ", total=None, status="")
 
     def on_event(self, event: Any) -> None:
-        from pipeline.evaluate import EvaluationStarted, RunEnded, RunLost, RunStarted
-        from pipeline.trainer import EpochEnd
-        from pipeline.trial import TrialEpoch
+        from pipeline.compare.evaluate import EvaluationStarted, RunEnded, RunLost, RunStarted
+        from pipeline.training.trainer import EpochEnd
+        from pipeline.search.trial import TrialEpoch
 
         self.ctrl_c.check()
         line = None
@@ -114,8 +114,8 @@ def evaluate(
     """Re-train a study's best over seeds, against baselines.
 
     Its best configuration is re-trained on several seeds next to the baselines; only missing runs run."""
-    from pipeline.evaluate import pareto_note, plan_evaluation, run_evaluation
-    from pipeline.report import compare_table
+    from pipeline.compare.evaluate import pareto_note, plan_evaluation, run_evaluation
+    from pipeline.report.study_tables import compare_table
     from pipeline.store import Store, shown_database
 
     if drop is not None:
@@ -132,7 +132,7 @@ def evaluate(
         stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     check_precision(precision)
     print_image_line(plan.study.study.data)  # the study's, as stored
-    from pipeline.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
+    from pipeline.search.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
 
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     store = Store(db)  # upgrades a database written by an earlier version
@@ -170,7 +170,7 @@ def _stopped_runs(view: EvaluationView | None, study: str) -> str:
 
 def _drop(study: str, db: str | None, variant: str, yes: bool) -> None:
     """Remove one variant's stored runs after confirmation; refused or unanswered, nothing changes."""
-    from pipeline.evaluate import drop_variant
+    from pipeline.compare.evaluate import drop_variant
     from pipeline.store import Store
 
     store = Store(db, create=False)
@@ -261,7 +261,7 @@ def best(
     """Print a study's best configuration for reuse.
 
     Every parameter is included."""
-    from pipeline.evaluate import pareto_note, study_and_trial, trial_config
+    from pipeline.compare.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 
     if format_ not in ("toml", "json"):

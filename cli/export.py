@@ -27,7 +27,7 @@ def export(
     verdicts to MLflow. The database is only read; exporting again adds only what is new."""
     if mlflow is None:
         raise UserError("export needs a destination: --mlflow URI (e.g. --mlflow file:./mlruns)")
-    from pipeline.export_mlflow import Exported, export_to_mlflow, mlflow_client
+    from pipeline.report.export_mlflow import Exported, export_to_mlflow, mlflow_client
     from pipeline.store import Store
 
     store = Store(db, create=False)

@@ -19,7 +19,7 @@ from pipeline.errors import UserError
 from pipeline.output_file import check_output, write_output
 
 if TYPE_CHECKING:
-    from pipeline.predict import Prediction
+    from pipeline.training.predict import Prediction
 
 SHOWN_ROWS = 20  # the terminal shows this many images; --out has them all
 MIN_PATH_WIDTH = 24  # a path is cut (in the middle) to the room left, never to fewer characters than this
@@ -52,7 +52,7 @@ def predict(
     if labelled and len(paths) != 1:
         raise UserError(f"--labelled takes one folder (with one sub-folder per class), got {len(paths)} paths")
     from pipeline.config import resolve_device
-    from pipeline.predict import find_images, predict_images, predict_labelled, read_saved_model
+    from pipeline.training.predict import find_images, predict_images, predict_labelled, read_saved_model
 
     saved = read_saved_model(weights)
     on = resolve_device(device)

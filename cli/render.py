@@ -13,15 +13,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pipeline.config import IMAGE_FILE_DATA
-from pipeline.formats import render_text
+from pipeline.report.formats import render_text
 from pipeline.output_file import write_output
 from pipeline.methods.declarations import ALL_PARAMS
-from pipeline.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, Table as ReportTable, percent
+from pipeline.report.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, Table as ReportTable, percent
 
 if TYPE_CHECKING:
     from pipeline.config import DataConfig
-    from pipeline.metrics import SplitMetrics
-    from pipeline.trainer import TrainResult
+    from pipeline.training.metrics import SplitMetrics
+    from pipeline.training.trainer import TrainResult
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -96,7 +96,7 @@ def batches_line(result: "TrainResult") -> str:
 @contextmanager
 def training_progress(description: str) -> Iterator:
     """A progress bar over epochs and batches on stderr; yields the callback for the trainer."""
-    from pipeline.trainer import BatchEnd
+    from pipeline.training.trainer import BatchEnd
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[status]}"), TimeRemainingColumn())

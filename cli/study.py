@@ -20,10 +20,10 @@ from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precisio
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
                         terminal_width)
 from pipeline.errors import ServerLost, UserError
-from pipeline.formats import FORMATS, check_extension, output_format
+from pipeline.report.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
 from pipeline.output_file import check_folder, check_output
-from pipeline.tables import Table as ReportTable, percent
+from pipeline.report.tables import Table as ReportTable, percent
 
 if TYPE_CHECKING:  # the store and the report import SQLAlchemy: each command that reads imports them
     from pipeline.store import Store
@@ -98,10 +98,10 @@ class StudyView:
 
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
-        from pipeline.study import StudyStarted, TrialEnded, TrialStarted
+        from pipeline.search.study import StudyStarted, TrialEnded, TrialStarted
         from pipeline.store import SchemaUpgraded
-        from pipeline.trial import TrialEpoch, TrialRunning
-        from pipeline.trainer import BatchEnd, EpochEnd
+        from pipeline.search.trial import TrialEpoch, TrialRunning
+        from pipeline.training.trainer import BatchEnd, EpochEnd
 
         if isinstance(event, BatchEnd):
             update_batch_bars(self.bars, self.epochs, self.batches, event, BATCH_LABELS)
@@ -183,7 +183,7 @@ def run(
     """Run a Bayesian-optimisation study, or resume it.
 
     Completed trials are kept."""
-    from pipeline.study_config import check_trials, load_study
+    from pipeline.spec.study_config import check_trials, load_study
 
     check_trials(trials)
     check_log_file(log_file)
@@ -192,11 +192,11 @@ def run(
         [f"threads={threads}"] if threads is not None else [])
     study = load_study(study_file, overrides, on_note=lambda note: stderr.print(f"note: {note}"))
     # torch, Ax and Dask load only once the study file is read: a missing or bad file is said at once
-    from pipeline.parallel import trial_runner
-    from pipeline.report import best_table, model_pick_table, pareto_tables
+    from pipeline.search.parallel import trial_runner
+    from pipeline.report.study_tables import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, shown_database
-    from pipeline.study import StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
-    from pipeline.trial import dataset_for
+    from pipeline.search.study import StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
+    from pipeline.search.trial import dataset_for
 
     study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
     live = live_export(db, mlflow or study.mlflow)
@@ -287,7 +287,7 @@ def live_export(db: str | None, uri: str | None) -> Any:
     None without one."""
     if uri is None:
         return None
-    from pipeline.export_mlflow import LiveExport
+    from pipeline.report.export_mlflow import LiveExport
 
     return LiveExport(db, uri, lambda problem: print_line(stderr, f"warning: {problem}", markup=False,
                                                           highlight=False))
@@ -328,7 +328,7 @@ def report(
     """Print the best hyper-parameters of each method.
 
     The best combination of hyper-parameters per (data set, network, method), paper-style."""
-    from pipeline.report import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
+    from pipeline.report.study_tables import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
                                  trials_table)
     from pipeline.store import Store, sqlite_file
 
@@ -349,7 +349,7 @@ def report(
     if baseline and not compare:
         raise UserError("--baseline goes with --compare")
     if fmt == "html":  # one complete page: every table there is for the studies, and every picture
-        from pipeline.report_page import page_pictures, page_tables
+        from pipeline.report.report_page import page_pictures, page_tables
 
         tables, verdicts = page_tables(store, studies, baseline, compare)
         started = time.perf_counter()
@@ -366,12 +366,12 @@ def report(
         tables += trials
         pictures = []
         if plots is not None:
-            from pipeline.plots import draw, load_studies  # matplotlib and Ax only when drawing
+            from pipeline.report.plots import draw, load_studies  # matplotlib and Ax only when drawing
 
             started = time.perf_counter()
             pictures = draw(load_studies(store, studies, log_file))
     if plots is not None:
-        from pipeline.plots import write_pictures
+        from pipeline.report.plots import write_pictures
 
         written = write_pictures(pictures, plots, force, sqlite_file(store.url))
         stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
@@ -407,8 +407,8 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
                     out: Path | None, force: bool, plots: Path | None, wide: bool) -> None:
     """`report --verdict CAMPAIGN`: the verdict tables (and picture) from what is stored; nothing runs."""
     from pipeline.store import sqlite_file
-    from pipeline.verdict import take_verdict
-    from pipeline.verdict_report import verdict_tables
+    from pipeline.compare.verdict import take_verdict
+    from pipeline.report.verdict_report import verdict_tables
 
     if studies or compare or list_trials:
         raise UserError("--verdict reports one campaign; give no study names, --compare or --trials with it")
@@ -416,8 +416,8 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
     found = store.campaign(parent) if task else None
     campaign = found.task(task) if found is not None and task in found.tasks else store.require_campaign(name)
     if campaign.tasks:  # several tasks: each task's verdict, then the verdict across them
-        from pipeline.across_tasks import take_across_tasks
-        from pipeline.verdict_report import across_tables
+        from pipeline.compare.across_tasks import take_across_tasks
+        from pipeline.report.verdict_report import across_tables
 
         across = take_across_tasks(store, campaign)
         tables = across_tables(across)
@@ -426,7 +426,7 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
         tables = verdict_tables(result)
     images = None
     if plots is not None or fmt == "html":
-        from pipeline.plots import across_pictures, budget_picture, verdict_picture, write_pictures
+        from pipeline.report.plots import across_pictures, budget_picture, verdict_picture, write_pictures
 
         pictures = (across_pictures(across) if campaign.tasks
                     else [p for p in (verdict_picture(result), budget_picture(result)) if p is not None])
@@ -447,7 +447,7 @@ app.add_typer(studies_app, name="studies")
 def list_studies(ctx: typer.Context, db: Db = None, wide: Wide = False) -> None:
     """The studies in the database and how far each has come."""
     if ctx.invoked_subcommand is None:
-        from pipeline.report import studies_table
+        from pipeline.report.study_tables import studies_table
         from pipeline.store import Store
 
         print_tables([studies_table(Store(db, create=False))], "table", None, wide=wide)
@@ -463,7 +463,7 @@ def delete_study(
     """Delete one study and Ax's records of it.
 
     Its trials and curves go with it. Other studies are not touched."""
-    from pipeline.forget import delete_study as forget
+    from pipeline.search.forget import delete_study as forget
     from pipeline.store import Store
 
     check_log_file(log_file)

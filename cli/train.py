@@ -20,7 +20,7 @@ from pipeline.errors import UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES, PAPERS
-from pipeline.study_config import data_with
+from pipeline.spec.study_config import data_with
 from pipeline.params import TRAINING_PARAMS, Choice, HParam, Range, parse_assignment
 
 
@@ -128,18 +128,18 @@ def train(
 
     with stderr.status(f"loading {dataset}"):
         data = load_dataset(config.data, resolve_device(device))
-    from pipeline.models import check_weights
+    from pipeline.training.models import check_weights
 
     check_weights(config.backbone, config.weights, data.in_channels)  # a bad weights file is named before training starts
     print_image_line(config.data)  # once the data loaded: bad input stays one line
-    from pipeline.trainer import train as run_training
+    from pipeline.training.trainer import train as run_training
 
     with training_progress(f"{method} on {dataset}") as on_event:
         result = run_training(config, data, on_event)
     if save is not None:
         import torch
 
-        from pipeline.predict import CARD_KEY, model_card
+        from pipeline.training.predict import CARD_KEY, model_card
 
         torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict(),
                     CARD_KEY: model_card(data, config.data.name, config.backbone)}, save)
@@ -178,7 +178,7 @@ def _refuse_clashing_options(ctx: typer.Context, option: str) -> None:
 def _file_config(ctx: typer.Context, path: Path, params: list[str], given: TrainConfig) -> TrainConfig:
     """The configuration a study file fixes, with --param over its parameters and an explicit --seed and
     --threads."""
-    from pipeline.study_config import load_configuration
+    from pipeline.spec.study_config import load_configuration
 
     _refuse_clashing_options(ctx, "--study")
     study = load_configuration(path, params)
@@ -192,7 +192,7 @@ def _file_config(ctx: typer.Context, path: Path, params: list[str], given: Train
 def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
                   given: TrainConfig) -> TrainConfig:
     """A stored trial's full configuration, with --param over its parameters and an explicit --seed and --threads."""
-    from pipeline.evaluate import pareto_note, study_and_trial, trial_config
+    from pipeline.compare.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 
     _refuse_clashing_options(ctx, "--from-study")

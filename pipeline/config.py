@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import torch
 
 NORMALIZATIONS = ("auto", "imagenet", "dataset")
-BACKBONES = ("small_cnn", "wrn16_1", "resnet18", "resnet34", "resnet50")  # built by pipeline.models
+BACKBONES = ("small_cnn", "wrn16_1", "resnet18", "resnet34", "resnet50")  # built by pipeline.training.models
 # Where the imbalance applies. "train": the hardness paper's protocol, only training loses examples of
 # the rare class and validation and test keep the natural distribution (so a rare class can be seen
 # by the objective). "train+val": validation is skewed too, for data whose validation images come

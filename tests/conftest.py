@@ -256,7 +256,7 @@ def texts_off_canvas(picture) -> list[str]:
     (titles fitted, at SAVE_DPI): a title, label, tick label, legend entry or note cut at the picture's edge."""
     from matplotlib.text import Text
 
-    from pipeline.plots import SAVE_DPI
+    from pipeline.report.plots import SAVE_DPI
 
     assert picture.png.startswith(b"\x89PNG")  # fits the titles, as saving does
     figure = picture.figure

@@ -21,7 +21,7 @@ from pipeline.config import DataConfig
 from pipeline.methods.declarations import PARTS
 from pipeline.params import Range
 from pipeline.store import LockLost, Store, study_locks
-from pipeline.study_config import Budget, StudyConfig, parse_study
+from pipeline.spec.study_config import Budget, StudyConfig, parse_study
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DATA = ROOT / "tests" / "data"  # databases and files written by earlier versions
@@ -122,7 +122,7 @@ def ax_trials(study, db: Path) -> dict[int, tuple[str, dict]]:
     from pipeline.library_logs import quiet_libraries
 
     quiet_libraries(db.with_suffix(".log"))
-    from pipeline.search import Searcher
+    from pipeline.search.ax import Searcher
 
     trials = Searcher(study, Store(str(db)).url).client._experiment.trials
     return {i: (trial.status.name.lower(), trial.arm and dict(trial.arm.parameters)) for i, trial in trials.items()}

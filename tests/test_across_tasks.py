@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.across_tasks import MIN_TASKS, aggregate, mann_whitney_share, take_across_tasks
-from pipeline.budget_curves import BudgetCurve, budget_curve, budget_note, expected_max, order_at
-from pipeline.campaign_config import parse_campaign
+from pipeline.compare.across_tasks import MIN_TASKS, aggregate, mann_whitney_share, take_across_tasks
+from pipeline.compare.budget_curves import BudgetCurve, budget_curve, budget_note, expected_max, order_at
+from pipeline.spec.campaign_config import parse_campaign
 from pipeline.store import Store
-from pipeline.verdict import METRICS
+from pipeline.compare.verdict import METRICS
 from helpers import TWO_TASKS
 
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
@@ -48,7 +48,7 @@ def test_a_campaign_without_tasks_is_stored_and_fingerprinted_as_before():
     assert campaign.tasks == {} and [t for t, _ in campaign.task_campaigns()] == [None]
     assert "tasks" not in campaign.to_dict() and set(campaign.to_dict()["studies"]) == {"erm", "cb"}
     assert campaign.task_campaigns()[0][1] is campaign
-    from pipeline.campaign_config import load_campaign
+    from pipeline.spec.campaign_config import load_campaign
 
     old = load_campaign(Path(__file__).parent / "data" / "old-trio.toml").settle_resplit(None)
     assert old.fingerprint() == "857ecf1b48274c7c"  # what 0.7.0 computed for the same file

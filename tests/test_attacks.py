@@ -8,7 +8,7 @@ from pipeline.methods.context import PartContext
 from pipeline.methods.declarations import GENERATORS
 from pipeline.methods.generators import GilsAscent, features_and_logits
 from pipeline.methods.updates import build_update
-from pipeline.models import build_model
+from pipeline.training.models import build_model
 
 MEAN, STD = (0.3,), (0.2,)
 

@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from pipeline.config import DataConfig, TrainConfig
 from pipeline.data.augment import augment_batch, make_augment
-from pipeline.trainer import train
+from pipeline.training.trainer import train
 
 IMAGES = torch.arange(4 * 2 * 5 * 6, dtype=torch.float32).view(4, 2, 5, 6) + 1  # no zeros: padding shows
 

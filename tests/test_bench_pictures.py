@@ -15,8 +15,8 @@ def log_file(tmp_path_factory) -> str:
 
 
 def test_a_verdict_of_many_methods_under_a_long_campaign_name_stays_inside_its_picture():
-    from pipeline.plots import verdict_picture
-    from pipeline.verdict import METRICS, MethodResult, verdict_of
+    from pipeline.report.plots import verdict_picture
+    from pipeline.compare.verdict import METRICS, MethodResult, verdict_of
 
     rng = random.Random(0)
     methods = ["erm", "ls", "gils", "hws", "gils+hws", "cb", "groupdro", "mixup+l2rw"]
@@ -31,8 +31,8 @@ def test_a_verdict_of_many_methods_under_a_long_campaign_name_stays_inside_its_p
 
 
 def test_the_search_benchmarks_picture_of_every_strategy_stays_inside_its_canvas(log_file):
-    from pipeline.plots import search_picture
-    from pipeline.search_bench import search_benchmark, strategies
+    from pipeline.report.plots import search_picture
+    from pipeline.bench.search import search_benchmark, strategies
 
     _, summaries, checkpoints = search_benchmark(("hws-synthetic", "gils-synthetic"), tuple(strategies()), 2, 4, 2,
                                                  1, log_file)
@@ -42,8 +42,8 @@ def test_the_search_benchmarks_picture_of_every_strategy_stays_inside_its_canvas
 
 
 def test_the_epochs_benchmarks_picture_stays_inside_its_canvas(log_file):
-    from pipeline.epochs_bench import PROBLEM, VARIANTS, epochs_benchmark
-    from pipeline.plots import epochs_picture
+    from pipeline.bench.prefixes import PROBLEM, VARIANTS, epochs_benchmark
+    from pipeline.report.plots import epochs_picture
 
     runs, _, _ = epochs_benchmark(VARIANTS, 1, 12, 2, 2, 1, log_file)
     picture = epochs_picture(runs, 12, PROBLEM)

@@ -1,7 +1,7 @@
 """Tuned values on a bound of their range, checked against the position worked out by hand."""
 import math
 
-from pipeline.bounds import BoundFlag, bound_flags
+from pipeline.search.bounds import BoundFlag, bound_flags
 from pipeline.params import Choice, Range
 
 

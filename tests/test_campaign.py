@@ -13,10 +13,10 @@ import pytest
 
 from cli.main import main
 from conftest import texts_off_canvas
-from pipeline.campaign_config import parse_campaign
-from pipeline.stats import holm, paired_difference, simultaneous_confidence
+from pipeline.spec.campaign_config import parse_campaign
+from pipeline.compare.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
-from pipeline.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds, sequential_comparisons
+from pipeline.compare.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds, sequential_comparisons
 import helpers
 from helpers import DATA
 
@@ -160,7 +160,7 @@ def test_report_verdict_json_gives_means_differences_adjusted_p_and_the_word(cam
 
 def test_p_improvement_is_the_share_of_pairs_the_method_wins_ties_half(campaign):
     """P(method > ERM) in the verdict's JSON against a hand computation from the stored runs of each pair."""
-    from pipeline.report import run_metrics
+    from pipeline.report.study_tables import run_metrics
 
     store = Store(str(campaign), create=False)
     measured = {m: {r.seed: run_metrics(r) for r in store.evaluations(store.study(f"trio.{m}").id)}
@@ -231,8 +231,8 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
     shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--plots", str(tmp_path / "pictures"))
     assert shown.returncode == 0, shown.stderr
     assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == ["trio-budget.png", "trio-verdict.png"]
-    from pipeline.plots import verdict_picture
-    from pipeline.verdict import take_verdict
+    from pipeline.report.plots import verdict_picture
+    from pipeline.compare.verdict import take_verdict
 
     store = Store(str(campaign), create=False)
     picture = verdict_picture(take_verdict(store, store.require_campaign("trio")))
@@ -423,7 +423,7 @@ def test_the_verdict_fits_the_terminal_with_one_line_per_method_and_metric(campa
 
 def _verdict_of(values: dict, parameters: dict, flags: dict | None = None, rare=None):
     """A verdict taken from given runs by the verdict's own assembly (one search, one look of 3 seeds)."""
-    from pipeline.verdict import MethodResult, verdict_of
+    from pipeline.compare.verdict import MethodResult, verdict_of
 
     results = [MethodResult(m, [f"c.{m}"], [parameters[m]], 3, {k: (0.5, 0.1) for k in METRICS}, 2, 2, 2, 1.0, 1.0,
                             bound_flags=(flags or {}).get(m, [])) for m in values]
@@ -431,7 +431,7 @@ def _verdict_of(values: dict, parameters: dict, flags: dict | None = None, rare=
 
 
 def test_a_method_whose_runs_equal_erms_is_said_to_be_erm_not_given_a_degenerate_interval():
-    from pipeline.verdict_report import verdict_tables
+    from pipeline.report.verdict_report import verdict_tables
 
     erm = {m: {(0, s): 0.5 + 0.1 * s for s in range(3)} for m in METRICS}
     values = {"erm": erm, "ls": json.loads(json.dumps({m: list(v.values()) for m, v in erm.items()}))}
@@ -446,9 +446,9 @@ def test_a_method_whose_runs_equal_erms_is_said_to_be_erm_not_given_a_degenerate
 
 
 def test_a_tuned_value_on_a_bound_is_flagged_in_the_cost_table_the_reading_and_json():
-    from pipeline.bounds import bound_flags
+    from pipeline.search.bounds import bound_flags
     from pipeline.params import Range
-    from pipeline.verdict_report import verdict_tables
+    from pipeline.report.verdict_report import verdict_tables
 
     rng = random.Random(5)
     values = _noise_campaign(rng, ["erm", "cb"], 3)
@@ -507,8 +507,8 @@ def test_the_verdict_names_the_rare_class_and_the_images_it_rests_on(campaign):
 
 
 def test_a_metric_resting_on_few_test_images_is_marked_and_nothing_decided_says_what_would_decide_it():
-    from pipeline.verdict import RareClass
-    from pipeline.verdict_report import verdict_tables
+    from pipeline.compare.verdict import RareClass
+    from pipeline.report.verdict_report import verdict_tables
 
     values = _noise_campaign(random.Random(4), ["erm", "cb"], 3)
     verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "cb": {"lr_head": 0.1, "cb_power": 0.5}},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store
-from pipeline.verdict import METRICS
+from pipeline.compare.verdict import METRICS
 from helpers import TWO_TASKS
 
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))

@@ -120,7 +120,7 @@ def test_bench_measures_every_method_against_erm(cli):
     code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown")
     assert code == 0, err
     rows = markdown_rows(out)
-    from pipeline.benchmark import CASES
+    from pipeline.bench.steps import CASES
 
     assert rows[0][0].startswith("small_cnn") and all(row[0] == "" for row in rows[1:])  # named once
     assert len(rows) == len(CASES) + 2 and rows[0][1] == "erm" and rows[0][5] == "1.00x"

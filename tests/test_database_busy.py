@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pipeline.faults import readable, write_locked
 from pipeline.store import Store, study_locks
-from pipeline.study import run_study
-from pipeline.study_config import load_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
 from helpers import study_file, FAST, ROBUST_TUNE, ax_trials, rows, start_run, wait_until_stale
 
 CAMPAIGN = """

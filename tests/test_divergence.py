@@ -5,9 +5,9 @@ import torch
 from pipeline.config import DataConfig, TrainConfig
 from pipeline.data import load_dataset
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
-from pipeline.trainer import TrainingDiverged, check_collapsed, train
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
+from pipeline.training.trainer import TrainingDiverged, check_collapsed, train
 from helpers import study_file
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from PIL import Image
 
-from pipeline.plots import epoch_curves_picture
+from pipeline.report.plots import epoch_curves_picture
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 from pipeline.config import TrainConfig
 from pipeline.data import Dataset
 from pipeline.store import Store
-from pipeline.trainer import train
+from pipeline.training.trainer import train
 from helpers import EVERY_METHOD, FEWER_STEPS
 
 

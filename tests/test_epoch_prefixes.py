@@ -1,4 +1,4 @@
-"""Epoch prefixes told to Ax and early stopping (pipeline/epochs.py) through real studies: real Ax, real SQLite,
+"""Epoch prefixes told to Ax and early stopping (pipeline/spec/epochs.py) through real studies: real Ax, real SQLite,
 real processes for the kill, digits and the small CNN for 1-4 epochs."""
 import re
 import json
@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.epochs import MIN_CURVES, StopRule, objective_curve, prefix_epochs, stop_percentile
+from pipeline.spec.epochs import MIN_CURVES, StopRule, objective_curve, prefix_epochs, stop_percentile
 from pipeline.params import Range
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_configuration, load_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_configuration, load_study
 from helpers import ax_trials, rows, start_run, prefixes_study_file as study_file
 
 
@@ -44,7 +44,7 @@ def check_prefixes(trials, study) -> int:
 def test_a_study_searching_epochs_tells_ax_every_prefix_and_each_is_exact(tmp_path):
     """4 trials trained, each to E epochs, tell Ax 4 + sum(E - 1) observations; a prefix reproduces exactly when
     trained on its own (its parameters at the smaller epoch count, through the study trial's code path)."""
-    from pipeline.trial import run_trial
+    from pipeline.search.trial import run_trial
 
     db = tmp_path / "runs.db"
     study = load_study(study_file(tmp_path))
@@ -166,7 +166,7 @@ def test_the_stop_rule_is_the_percentile_of_earlier_best_values_at_the_same_epoc
 def test_prefixes_and_early_stopping_on_two_dask_workers(tmp_path):
     """The stop rule travels to the workers with each trial, and the run process alone tells Ax and stores the
     prefixes: the budget exact, every prefix exact, a stopped trial shorter than planned."""
-    from pipeline.parallel import trial_runner
+    from pipeline.search.parallel import trial_runner
 
     db, log = tmp_path / "runs.db", str(tmp_path / "ax.log")
     study = load_study(study_file(tmp_path, stopping="median", trials=6))

@@ -11,21 +11,21 @@ from pipeline.library_logs import quiet_libraries
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
     quiet_libraries(str(tmp_path_factory.mktemp("log") / "robust-tune.log"))
-    from pipeline.epochs_bench import replay_problem
+    from pipeline.bench.prefixes import replay_problem
 
     return replay_problem()
 
 
 @pytest.fixture(scope="module")
 def runs(problem):
-    from pipeline.epochs_bench import VARIANTS, run_variant
+    from pipeline.bench.prefixes import VARIANTS, run_variant
 
     return {(variant, seed): run_variant(problem, variant, seed, budget=40, initial=3, min_epochs=2)
             for variant in VARIANTS for seed in (0, 1)}
 
 
 def test_the_truth_of_a_configuration_is_reproducible_and_grows_nowhere_past_one(problem):
-    from pipeline.epochs_bench import epochs_problem, read_curves
+    from pipeline.bench.prefixes import epochs_problem, read_curves
 
     configuration = {"beta": 3.0, "lr_head": 0.05, "lr_backbone": 0.05, "epochs": 12}
     again = epochs_problem(read_curves())  # fitted anew
@@ -80,7 +80,7 @@ def test_bench_prefixes_prints_the_table_within_80_columns_and_draws_the_picture
 def test_the_gps_pick_is_measured_once_at_each_checkpoint_reached(problem):
     """At each checkpoint the epochs trained reach, the GP's pick is measured once: a true value in the problem's
     range (none for a checkpoint past the budget)."""
-    from pipeline.epochs_bench import run_variant
+    from pipeline.bench.prefixes import run_variant
 
     run = run_variant(problem, "prefix", 0, budget=30, initial=3, min_epochs=2, checkpoints=(15, 30, 500))
     assert sorted(run.model_values) == [15, 30]

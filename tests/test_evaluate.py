@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from pipeline.metrics import evaluate as accuracy_of
-from pipeline.models import build_model
-from pipeline.report import compare_table
-from pipeline.stats import mean_interval
+from pipeline.training.models import build_model
+from pipeline.report.study_tables import compare_table
+from pipeline.compare.stats import mean_interval
 from pipeline.store import Store
-from pipeline.study_config import parse_study
+from pipeline.spec.study_config import parse_study
 import helpers
 from helpers import study_file, evaluations
 

@@ -11,11 +11,11 @@ import sys
 import pytest
 
 from pipeline.params import Choice
-from pipeline.evaluate import evaluation_job, plan_evaluation, run_evaluation
-from pipeline.stats import paired_difference, simultaneous_confidence
+from pipeline.compare.evaluate import evaluation_job, plan_evaluation, run_evaluation
+from pipeline.compare.stats import paired_difference, simultaneous_confidence
 from pipeline.store import Store
-from pipeline.study_config import load_study
-from pipeline.trial import run_trial
+from pipeline.spec.study_config import load_study
+from pipeline.search.trial import run_trial
 import helpers
 from helpers import evaluations, study_file
 robust_tune = functools.partial(helpers.robust_tune, columns=160)

@@ -10,11 +10,11 @@ from rich.console import Console
 
 from cli.render import print_table
 from cli.study import StudyView
-from pipeline.report import best_table, studies_table, trials_table
+from pipeline.report.study_tables import best_table, studies_table, trials_table
 from pipeline.store import Store
-from pipeline.study import StudyStarted, TrialEnded, TrialStarted, run_study
-from pipeline.study_config import load_study
-from pipeline.trainer import EpochEnd
+from pipeline.search.study import StudyStarted, TrialEnded, TrialStarted, run_study
+from pipeline.spec.study_config import load_study
+from pipeline.training.trainer import EpochEnd
 from helpers import add_study, robust_tune, study_file
 
 
@@ -150,7 +150,7 @@ def test_delete_removes_one_study_and_ax_records_and_the_name_runs_again_from_sc
 
 def test_startup_measurement_times_each_reading_command_against_the_baseline(stored):
     """The figures are for the README; here only that every command was timed in its own process."""
-    from pipeline.startup import BASELINE, measure_startup
+    from pipeline.bench.startup import BASELINE, measure_startup
 
     seconds = measure_startup(stored, rounds=1)
     assert set(seconds) == {"python -c pass", BASELINE, "robust-tune --help", "robust-tune methods",

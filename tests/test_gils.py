@@ -11,7 +11,7 @@ from pipeline.methods import parse_method
 from pipeline.methods.context import PartContext
 from pipeline.methods.generators import GilsAscent, features_and_logits
 from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate, build_update
-from pipeline.models import build_model, make_optimizer
+from pipeline.training.models import build_model, make_optimizer
 from pipeline.params import TRAINING_PARAMS, resolve
 
 

@@ -59,7 +59,7 @@ def study_file(tmp_path, name="sized", extra="", backbone="small_cnn"):
 
 
 def test_study_files_take_the_backbones_size_unless_they_give_one(tmp_path):
-    from pipeline.study_config import load_study
+    from pipeline.spec.study_config import load_study
 
     assert load_study(study_file(tmp_path)).data.image_size == 32
     assert load_study(study_file(tmp_path, backbone="wrn16_1")).data.image_size == 32
@@ -152,7 +152,7 @@ def test_a_campaign_stored_at_224_matches_its_file_without_a_size(tmp_path):
     is the same campaign (the same fingerprint), its studies at 224; in a new database, at 32."""
     import dataclasses
 
-    from pipeline.campaign_config import parse_campaign
+    from pipeline.spec.campaign_config import parse_campaign
 
     raw = tomllib.loads(STUDY.format(name="trio", root=tmp_path / "images", extra=""))
     del raw["method"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
-from pipeline.trial import InProcessRunner, Outcome, run_trial
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
+from pipeline.search.trial import InProcessRunner, Outcome, run_trial
 from helpers import CHROMIUM, parsed, rendered, study_file
 
 # Three searched parameters of three kinds (a log range, a linear range, a choice); the objective depends on lr_head.
@@ -138,10 +138,10 @@ def test_the_map_marks_a_trial_the_model_does_not_believe():
 
     from pipeline.config import DataConfig
     from pipeline.params import Range
-    from pipeline.plots import StudyData, disagreements, map_pictures
+    from pipeline.report.plots import StudyData, disagreements, map_pictures
     from pipeline.store import StudyRecord, TrialRecord
-    from pipeline.study_config import StudyConfig
-    from pipeline.surrogate import fit_gp
+    from pipeline.spec.study_config import StudyConfig
+    from pipeline.search.surrogate import fit_gp
 
     client = Client(random_seed=0)
     client.configure_experiment(parameters=[RangeParameterConfig(name=n, bounds=(0.0, 1.0), parameter_type="float")
@@ -173,7 +173,7 @@ def test_the_map_marks_a_trial_the_model_does_not_believe():
 def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
     """On the evaluated synthetic studies: every study's picture names the study and the method in its title; the
     classes at 0% carry a marker; the comparison names the tuned method; the trace's legend is outside the plot."""
-    from pipeline.plots import draw, load_studies
+    from pipeline.report.plots import draw, load_studies
 
     pictures = {p.file_name: p for p in draw(load_studies(Store(str(page.parent / "runs.db"), create=False), None,
                                                           page.parent / "ax.log"))}
@@ -199,9 +199,9 @@ def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
 def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
     from pipeline.config import DataConfig
     from pipeline.params import Range
-    from pipeline.plots import MIN_SPAN, StudyData, trace_pictures
+    from pipeline.report.plots import MIN_SPAN, StudyData, trace_pictures
     from pipeline.store import StudyRecord, TrialRecord
-    from pipeline.study_config import StudyConfig
+    from pipeline.spec.study_config import StudyConfig
 
     config = StudyConfig(name="flat", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
                          method="erm", fixed={}, search={"x": Range(0.0, 1.0)})
@@ -215,8 +215,8 @@ def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
 
 
 def test_html_tables_keep_a_number_and_its_interval_on_one_line_and_say_why_a_table_is_empty():
-    from pipeline.html_report import html_table
-    from pipeline.tables import Table
+    from pipeline.report.html_report import html_table
+    from pipeline.report.tables import Table
 
     table = Table("Evaluation", ["variant", "test accuracy", "difference"],
                   [["tuned hws", "92.0 ± 2.5", "[+1.0, +3.0]"], ["erm", "87.0 ± 6.5", "96.4-97.8"]])

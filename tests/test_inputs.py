@@ -11,7 +11,7 @@ from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.params import HParam
 from pipeline.store import Store
-from pipeline.study_config import load_study
+from pipeline.spec.study_config import load_study
 from helpers import add_study, study_file, one_line, snapshot
 
 
@@ -243,7 +243,7 @@ def test_counts_a_typo_makes_ruinous_are_bounded_with_the_reason(cli, db, tmp_pa
         cli, tmp_path, "run", tiny, "--db", str(db), "--set", f"budget.max_failures={huge}")
     assert f"--trials must be between 1 and 10000, got {huge}" in refused(cli, tmp_path, "run", tiny, "--db",
                                                                           str(db), "--trials", huge)
-    monkeypatch.setattr("pipeline.parallel.usable_cores", lambda: 2)
+    monkeypatch.setattr("pipeline.search.parallel.usable_cores", lambda: 2)
     for workers in ("3", huge):
         line = refused(cli, tmp_path, "run", tiny, "--db", str(db), "--device", "cpu", "--workers", workers)
         assert f"--workers must be at most 2, not {workers} (one trial per CPU core" in line
@@ -315,7 +315,7 @@ def test_an_unreachable_scheduler_is_refused_before_a_study_is_created_or_locked
 
 
 def test_an_interrupted_evaluate_names_the_stopped_runs_and_the_resume_command(cli, db, monkeypatch):
-    from pipeline.evaluate import RunEnded, RunStarted
+    from pipeline.compare.evaluate import RunEnded, RunStarted
 
     def stopped_in_the_second_run(store, plan, device, on_event, precision, runner):
         on_event(RunStarted("tuned", 0, 1, 4, 1))
@@ -323,7 +323,7 @@ def test_an_interrupted_evaluate_names_the_stopped_runs_and_the_resume_command(c
         on_event(RunStarted("erm", 0, 2, 4, 1))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("pipeline.evaluate.run_evaluation", stopped_in_the_second_run)
+    monkeypatch.setattr("pipeline.compare.evaluate.run_evaluation", stopped_in_the_second_run)
     code, _, err = cli("evaluate", "s", "--db", str(db), "--seeds", "2", "--pick", "observed", "--against", "erm",
                        "--device", "cpu", "--threads", "1")
     assert code == 130 and "Traceback" not in err and err.splitlines()[-1] == (

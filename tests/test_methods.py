@@ -10,10 +10,10 @@ from pipeline.methods import parse_method
 from pipeline.methods.declarations import FAMILIES, GENERATORS, PARTS
 from pipeline.methods.parts import Part, Stage
 from pipeline.params import HParam
-from pipeline.report import best_table
+from pipeline.report.study_tables import best_table
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
 from helpers import EVERY_METHOD, FEWER_STEPS
 
 LOSS = "pipeline.methods.losses:SmoothedLoss"

@@ -4,7 +4,7 @@ import torch
 import torchvision
 
 from pipeline.errors import UserError
-from pipeline.models import build_model, imagenet_cache_path, make_optimizer
+from pipeline.training.models import build_model, imagenet_cache_path, make_optimizer
 from pipeline.params import TRAINING_PARAMS, resolve
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.store import Store, StudyRecord, TrialRecord, best_trial
 from pipeline.store.records import pareto_set
-from pipeline.study import run_study
-from pipeline.study_config import StudyConfig, load_study, parse_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import StudyConfig, load_study, parse_study
 
 OBJECTIVES = ("val_balanced_accuracy", "val_worst_class_accuracy")
 STUDY = """
@@ -78,7 +78,7 @@ def test_a_multi_objective_study_runs_with_ax_modelling_both_metrics(ran):
     stored = Store(str(db)).study("moo").study
     assert stored.objectives == OBJECTIVES and stored.objective == OBJECTIVES[0]
     assert stored.constraints == ("val_accuracy >= 0.1",)
-    from pipeline.search import load_client
+    from pipeline.search.ax import load_client
 
     experiment = load_client(load_study(path), Store(str(db)).url)._experiment
     config = experiment.optimization_config
@@ -118,7 +118,7 @@ def test_report_plots_draw_the_pareto_front(ran, cli):
     code, _, err = cli("report", "moo", "--db", str(db), "--plots", str(folder))
     assert code == 0, err
     assert (folder / "moo-pareto-front.png").stat().st_size > 1000
-    from pipeline.plots import front_pictures, load_studies
+    from pipeline.report.plots import front_pictures, load_studies
 
     data = next(s for s in load_studies(Store(str(db)), ["moo"], tmp / "plots.log"))
     picture, = front_pictures(data)
@@ -236,7 +236,7 @@ def test_a_study_stored_before_objectives_and_constraints_is_the_same_study_with
 
 
 def test_the_front_picture_greys_infeasible_trials_and_is_drawn_only_for_several_objectives():
-    from pipeline.plots import StudyData, front_pictures
+    from pipeline.report.plots import StudyData, front_pictures
 
     study = record(hand_study(objectives=list(OBJECTIVES), constraints=["val_accuracy >= 0.5"]))
     trials = [trial(0, val_balanced_accuracy=0.8, val_worst_class_accuracy=0.2, val_accuracy=0.8),

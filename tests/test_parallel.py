@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from pipeline.config import DEFAULT_THREADS
-from pipeline.parallel import trial_runner, worker_devices
+from pipeline.search.parallel import trial_runner, worker_devices
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
-from pipeline.trainer import torch_threads
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
+from pipeline.training.trainer import torch_threads
 from helpers import study_file, FAST, rows, start_run
 from conftest import free_port
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pipeline.plots import draw, load_studies
-from pipeline.report import compare_table
+from pipeline.report.plots import draw, load_studies
+from pipeline.report.study_tables import compare_table
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
 from conftest import texts_off_canvas
 from helpers import one_line, add_study, study_file
 
@@ -81,7 +81,7 @@ def test_the_trace_plots_the_stored_objectives_in_trial_order(study_db, pictures
 
 def test_a_map_passes_through_the_models_prediction_at_the_best_trial(study_db, pictures, tmp_path):
     from pipeline.store import best_trial
-    from pipeline.surrogate import load_study_model
+    from pipeline.search.surrogate import load_study_model
 
     store = Store(str(study_db), create=False)
     best = best_trial(store.study(NAME), store.trials(store.study(NAME).id))

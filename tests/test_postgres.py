@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from conftest import free_port, new_database, throwaway_postgres
 from pipeline.errors import UserError
 from pipeline.store import Store, database_url
-from pipeline.study import run_study
-from pipeline.study_config import load_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
 from helpers import ROBUST_TUNE, default_sigint, study_file
 
 FAST = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
@@ -41,7 +41,7 @@ def ax_trials(study, url: str, log) -> dict[int, tuple[str, dict, float | None]]
     from pipeline.library_logs import quiet_libraries
 
     quiet_libraries(log)
-    from pipeline.search import Searcher
+    from pipeline.search.ax import Searcher
 
     searcher = Searcher(study, Store(url).url)
     data = searcher.client._experiment.lookup_data().df
@@ -167,7 +167,7 @@ def test_a_failure_while_creating_a_study_on_postgresql_leaves_nothing(tmp_path,
     from pipeline.library_logs import quiet_libraries
 
     quiet_libraries(log)
-    from pipeline.search import new_client, use_database
+    from pipeline.search.ax import new_client, use_database
 
     use_database(Store(postgres_url).url)
     new_client(study, Store(postgres_url).url)  # Ax used on its own, in the same database, under the same name

@@ -8,11 +8,11 @@ import torch
 from pipeline.config import TrainConfig
 from pipeline.methods import parse_method
 from pipeline.methods.generators import GilsAscent, features_and_logits
-from pipeline.models import build_model
+from pipeline.training.models import build_model
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
-from pipeline.trainer import prepare, run_epoch, train
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
+from pipeline.training.trainer import prepare, run_epoch, train
 from helpers import study_file
 
 # bf16 keeps 8 bits of mantissa: on the digits after two epochs its accuracies stay within this many

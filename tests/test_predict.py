@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 from pipeline.config import DataConfig
 from pipeline.data import load_dataset
 from pipeline.data.images import folder_listing
-from pipeline.models import build_model
+from pipeline.training.models import build_model
 
 CLASSES = ("0", "1", "3", "8", "9")  # digits a small network confuses, so accuracy is neither 0 nor 100%
 TRAIN = ("--dataset", "images", "--image-size", "8", "--cache-dir", "", "--device", "cpu", "-p", "epochs=2",

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from pipeline.config import DataConfig
-from pipeline.formats import render_text
-from pipeline.report import best_table, dataset_label, trials_table
+from pipeline.report.formats import render_text
+from pipeline.report.study_tables import best_table, dataset_label, trials_table
 from pipeline.store import Store
 from helpers import add_study
 

@@ -11,9 +11,9 @@ import torchvision
 from pipeline.config import DEFAULT_THREADS, RunSettings, TrainConfig
 from pipeline.errors import UserError
 from pipeline.store import Store, StudyRecord
-from pipeline.study import settle_threads
-from pipeline.study_config import load_study, parse_study
-from pipeline.trainer import EpochEnd, train
+from pipeline.search.study import settle_threads
+from pipeline.spec.study_config import load_study, parse_study
+from pipeline.training.trainer import EpochEnd, train
 from helpers import study_file
 
 

@@ -18,8 +18,8 @@ from pipeline.methods.samplers import DistinctCounter, HardnessWeightedSampler, 
 from pipeline.methods.updates import OneDescentUpdate
 from pipeline.methods.weights import (ClassBalanced, GroupDro, LearningToReweight, NoWeights, batch_weigh,
                                       carve_clean_set, class_balanced_weights, l2rw_weights)
-from pipeline.models import build_model, make_optimizer
-from pipeline.trainer import prepare, train
+from pipeline.training.models import build_model, make_optimizer
+from pipeline.training.trainer import prepare, train
 
 
 def context(num_classes: int) -> PartContext:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.models import build_model
+from pipeline.training.models import build_model
 
 
 def test_save_then_weights_starts_from_the_saved_network(cli, tmp_path):

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.search_problems import Choice, gils_synthetic, hws_synthetic
+from pipeline.bench.problems import Choice, gils_synthetic, hws_synthetic
 from pipeline.store import Store
-from pipeline.study_config import load_study
+from pipeline.spec.study_config import load_study
 
 STUDY = """
 name = "{name}"
@@ -39,7 +39,7 @@ def test_each_strategy_proposes_within_bounds_and_types_and_is_reproducible_for_
     from pipeline.library_logs import quiet_libraries
 
     quiet_libraries("/dev/null")
-    from pipeline.search_bench import AxSearch
+    from pipeline.bench.search import AxSearch
 
     for problem in (gils_synthetic(0.02), hws_synthetic(0.02)):
         proposals = []
@@ -70,8 +70,7 @@ def test_a_random_search_study_never_fits_a_gp_and_is_stored_and_reported_as_suc
     assert code == 0, err
     stored = Store(db).study("rand")
     assert stored.study.strategy == "random"
-    from pipeline import search
-
+    from pipeline.search import ax as search
     client = search.load_client(load_study(path), Store(db).url)
     nodes = {client._experiment.trials[i].generator_runs[0]._generation_node_name for i in range(4)}
     assert nodes and not any("BoTorch" in n for n in nodes)
@@ -89,7 +88,7 @@ def test_a_study_stored_before_search_strategies_is_the_same_study_searched_by_t
     study = load_study(study_file(tmp_path))
     stored = json.loads(json.dumps(study.to_dict()))
     del stored["strategy"], stored["budget"]["seeds_per_trial"]  # as 0.3.0 stored it
-    from pipeline.study_config import StudyConfig
+    from pipeline.spec.study_config import StudyConfig
 
     old = StudyConfig.from_dict(stored)
     assert old.strategy == "gp" and old.budget.seeds_per_trial == 1 and not old.differences(study)
@@ -116,8 +115,7 @@ def test_seeds_per_trial_stores_every_seed_and_tells_ax_their_mean_and_standard_
     assert code == 0, err
     trials = Store(db).trials(Store(db).study("noisy").id)
     assert len(trials) == 3
-    from pipeline import search
-
+    from pipeline.search import ax as search
     data = search.load_client(load_study(path), Store(db).url)._experiment.lookup_data().df
     for trial in trials:
         runs = trial.seed_runs
@@ -169,7 +167,7 @@ def write_table(path, fail: bool):
 
 
 def test_the_replay_reads_a_table_of_real_trials_and_replays_its_noise(tmp_path):
-    from pipeline.search_problems import HWS_REPLAY_SPACE, digits_hws_replay, read_replay, surrogate_check
+    from pipeline.bench.problems import HWS_REPLAY_SPACE, digits_hws_replay, read_replay, surrogate_check
 
     table = read_replay(write_table(tmp_path / "failed.csv", fail=True))
     assert table.values.shape == (24, 2) and np.isnan(table.values[0, 1]) and table.means[0] < table.values[0, 0]
@@ -197,7 +195,7 @@ def test_the_models_pick_passes_over_one_lucky_outlier():
     from ax.api.configs import RangeParameterConfig
 
     from pipeline.store import TrialRecord, model_pick
-    from pipeline.surrogate import predict_tried
+    from pipeline.search.surrogate import predict_tried
 
     client = Client(random_seed=0)
     client.configure_experiment(parameters=[RangeParameterConfig(name="x", bounds=(0.0, 1.0), parameter_type="float")])
@@ -215,7 +213,7 @@ def test_the_models_pick_passes_over_one_lucky_outlier():
                           predicted=predictions[i]) for i, (x, v) in enumerate(zip(xs, values))]
     assert max(trials, key=lambda t: t.metrics["y"]).trial_index == outlier  # the best observed: luck
     from pipeline.store import StudyRecord
-    from pipeline.study_config import StudyConfig
+    from pipeline.spec.study_config import StudyConfig
 
     study = StudyRecord(1, "s", "", StudyConfig(name="s", data=None, backbone="small_cnn", weights="none", method="erm",
                                                fixed={}, search={}, objective="y"), None)
@@ -262,8 +260,8 @@ def test_the_gp_believes_a_collapsed_trial_where_axs_default_winsorising_did_not
     from ax.api.client import Client
     from ax.api.configs import RangeParameterConfig
 
-    from pipeline.search import gp_step
-    from pipeline.surrogate import StudyModel
+    from pipeline.search.ax import gp_step
+    from pipeline.search.surrogate import StudyModel
 
     client = Client(random_seed=0)
     client.configure_experiment(parameters=[RangeParameterConfig(name="beta", bounds=(0.1, 1000.0),

@@ -1,8 +1,8 @@
 """A study's two seeds: `search_seed` drives Sobol and the Gaussian process, `seed` every trial's training."""
 
 from pipeline.store import Store
-from pipeline.study import run_study
-from pipeline.study_config import load_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study
 from helpers import STUDIES
 
 STUDY = """

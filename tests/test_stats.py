@@ -5,8 +5,8 @@ import math
 import pytest
 from scipy import stats as scipy_stats
 
-from pipeline.replicate_simulation import false_positive_rates
-from pipeline.stats import (Improvement, clustered_difference, holm, look_alphas, mean_interval, paired_difference,
+from pipeline.compare.replicate_simulation import false_positive_rates
+from pipeline.compare.stats import (Improvement, clustered_difference, holm, look_alphas, mean_interval, paired_difference,
                             probability_of_improvement, simultaneous_confidence, spent_alpha)
 
 

@@ -51,8 +51,8 @@ def test_the_heartbeat_records_a_takeover_it_finds(tmp_path, monkeypatch):
 
 
 def test_a_study_that_lost_its_lock_stops_before_its_next_write_and_leaves_the_trials_to_the_new_holder(tmp_path):
-    from pipeline.study import TrialStarted, run_study
-    from pipeline.study_config import load_study
+    from pipeline.search.study import TrialStarted, run_study
+    from pipeline.spec.study_config import load_study
     from helpers import study_file
 
     db = str(tmp_path / "runs.db")
@@ -78,12 +78,12 @@ def test_a_write_with_a_lock_another_process_took_over_raises_lock_lost_and_chan
 
 def test_ax_is_not_written_once_the_lock_is_lost(tmp_path):
     from pipeline.library_logs import quiet_libraries
-    from pipeline.study import create_study
-    from pipeline.study_config import load_study
+    from pipeline.search.study import create_study
+    from pipeline.spec.study_config import load_study
     from helpers import study_file
 
     quiet_libraries(tmp_path / "ax.log")
-    from pipeline.search import Searcher
+    from pipeline.search.ax import Searcher
 
     store = Store(str(tmp_path / "runs.db"))
     study = load_study(study_file(tmp_path, params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'))
@@ -126,12 +126,12 @@ def test_loading_ax_writes_nothing_once_the_lock_is_lost(tmp_path):
     """Ax's load saves the experiment and strategy back: a holder that lost the lock before it loaded them
     (paused between taking the lock and loading) stops there, and the new holder's Ax records stay as they are."""
     from pipeline.library_logs import quiet_libraries
-    from pipeline.study import create_study
-    from pipeline.study_config import load_study
+    from pipeline.search.study import create_study
+    from pipeline.spec.study_config import load_study
     from helpers import study_file
 
     quiet_libraries(tmp_path / "ax.log")
-    from pipeline.search import Searcher
+    from pipeline.search.ax import Searcher
 
     store = Store(str(tmp_path / "runs.db"))
     study = load_study(study_file(tmp_path, params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'))

@@ -13,9 +13,9 @@ import pytest
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from pipeline.store import Store, best_trial
-from pipeline.study import INTERRUPTED, run_study
-from pipeline.trial import run_trial
-from pipeline.study_config import load_study
+from pipeline.search.study import INTERRUPTED, run_study
+from pipeline.search.trial import run_trial
+from pipeline.spec.study_config import load_study
 from helpers import GILS, study_file
 
 
@@ -84,8 +84,7 @@ def seeded(tmp_path_factory) -> tuple[Path, str]:
 def test_after_initialisation_the_gp_has_an_ard_matern_5_2_kernel(seeded):
     path, db = seeded
     study = load_study(path)
-    from pipeline import search
-
+    from pipeline.search import ax as search
     client = search.load_client(study, Store(db).url)
     generated_by = [client._experiment.trials[i].generator_runs[0]._generation_node_name for i in range(3)]
     assert "Sobol" in generated_by[0] and "Sobol" in generated_by[1] and "BoTorch" in generated_by[2]

@@ -1,6 +1,6 @@
 """bench --study: the Table 3 study file run over a generated Magnetic Tile tree of the real size."""
 from pipeline.data.paper_splits import MT_POOLS, magnetic_tile_splits
-from pipeline.study_bench import fake_magnetic_tile_tree, study_benchmark
+from pipeline.bench.study import fake_magnetic_tile_tree, study_benchmark
 
 
 def test_the_fake_tree_has_the_real_pools_and_gives_the_papers_splits(tmp_path):

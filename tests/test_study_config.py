@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.params import Choice, Range
-from pipeline.study_config import load_study
+from pipeline.spec.study_config import load_study
 from helpers import CAMPAIGN_FILES, STUDIES, STUDY_FILES, is_campaign
 
 MINIMAL = 'name = "s"\n[method]\nname = "gils"\n'
@@ -114,7 +114,7 @@ def test_every_shipped_study_file_is_valid(path):
 
 @pytest.mark.parametrize("path", CAMPAIGN_FILES, ids=lambda p: p.stem)
 def test_every_shipped_campaign_file_is_valid(path):
-    from pipeline.campaign_config import load_campaign
+    from pipeline.spec.campaign_config import load_campaign
 
     campaign = load_campaign(path)
     assert campaign.name == path.stem and campaign.methods[0] == "erm"
@@ -155,7 +155,7 @@ def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were(
     resplit where off (as every campaign stored before 0.7.0 was); resplit on makes it another campaign."""
     import dataclasses
 
-    from pipeline.campaign_config import load_campaign
+    from pipeline.spec.campaign_config import load_campaign
 
     campaign = load_campaign(STUDIES / "digits-campaign.toml")  # its file asks for resplit
     one_split = dataclasses.replace(campaign, evaluation=dataclasses.replace(campaign.evaluation, resplit=False))
@@ -167,7 +167,7 @@ def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were(
 
 
 def test_table5_is_the_paper_set_ups_of_its_methods_over_four_data_sets_and_three_networks():
-    from pipeline.campaign_config import load_campaign
+    from pipeline.spec.campaign_config import load_campaign
 
     campaign = load_campaign(STUDIES / "paper" / "table5.toml")
     assert campaign.methods == ("erm", "gils", "cutmix", "cutout", "mixup") and len(campaign.tasks) == 12

@@ -11,8 +11,8 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.store import Store, study_locks
-from pipeline.study import run_study
-from pipeline.study_config import load_study, parse_study
+from pipeline.search.study import run_study
+from pipeline.spec.study_config import load_study, parse_study
 from helpers import (study_file, ROBUST_TUNE, FAST, start_run, rows, wait_for_running_trial, ax_trials, now,
                      wait_until_stale)
 
@@ -70,7 +70,7 @@ def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, point, ran):
         assert summary.completed == 4 - ran - 1  # the recorded trial was not trained again
         assert len({json.dumps(t.parameters, sort_keys=True) for t in trials}) == 4
         assert [status for status, _ in ax.values()] == ["completed"] * 4
-        from pipeline.search import Searcher
+        from pipeline.search.ax import Searcher
 
         data = Searcher(study, store.url).client._experiment.lookup_data().df
         assert data[data.trial_index == ran]["mean"].item() == pytest.approx(trials[ran].metrics["val_accuracy"],
@@ -192,7 +192,7 @@ def test_a_delete_paused_while_another_process_took_the_study_over_deletes_nothi
     resumed, it is refused in one line and deletes nothing, not the study, its trials, Ax's records or the lock
     that the live holder keeps."""
     from pipeline.library_logs import quiet_libraries
-    from pipeline.study import create_study
+    from pipeline.search.study import create_study
 
     path, db = study_file(tmp_path, "kept", params=FAST, trials=1), tmp_path / "runs.db"
     quiet_libraries(tmp_path / "ax.log")
@@ -226,10 +226,10 @@ def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it
     own de-duplication leaves out the arms of failed trials, which would let a strategy propose those parameters
     a third time. In a space of two points: both are proposed once, then the space is exhausted."""
     from pipeline.library_logs import quiet_libraries
-    from pipeline.study import INTERRUPTED, create_study
+    from pipeline.search.study import INTERRUPTED, create_study
 
     quiet_libraries(tmp_path / "ax.log")
-    from pipeline.search import Searcher
+    from pipeline.search.ax import Searcher
 
     path = study_file(tmp_path, "two", params='epochs = 1\nperturb = "feature"\nalpha = 0.1\neta = 2.0\n'
                                               'T = { low = 1, high = 2 }', trials=4)

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from cli.render import ABBREVIATIONS, RESULTS, fit_columns
-from pipeline.report import best_table, compare_table, studies_table, trials_table
+from pipeline.report.study_tables import best_table, compare_table, studies_table, trials_table
 from pipeline.store import Store
 from helpers import add_study, robust_tune
 

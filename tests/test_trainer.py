@@ -6,7 +6,7 @@ from pipeline.methods.mixers import CutoutMixer, NoMixer
 from pipeline.methods.samplers import HardnessWeightedSampler, UniformSampler
 from pipeline.methods.updates import OneDescentUpdate, TwoDescentUpdate
 from pipeline.methods.weights import ClassBalanced, GroupDro, NoWeights
-from pipeline.trainer import BatchEnd, EpochEnd, TrainingDiverged, prepare, train
+from pipeline.training.trainer import BatchEnd, EpochEnd, TrainingDiverged, prepare, train
 
 
 def run(digits, method, seed=0, **params):

@@ -188,8 +188,8 @@ def test_an_old_layout_this_version_cannot_read_says_to_run_a_writing_command(ol
 def test_a_postgresql_database_in_the_0_1_0_layout_is_upgraded_in_one_transaction(tmp_path, cli, postgres_url):
     """The 0.1.0 layout on PostgreSQL: this version's tables less the version table and the new index. A
     reader leaves it so; an upgrade killed midway leaves it so; the next writer upgrades it and it resumes."""
-    from pipeline.study import run_study
-    from pipeline.study_config import load_study
+    from pipeline.search.study import run_study
+    from pipeline.spec.study_config import load_study
     from helpers import study_file
 
     path, log = study_file(tmp_path, "shared", params='epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }',
@@ -226,7 +226,7 @@ def test_a_postgresql_database_in_the_0_1_0_layout_is_upgraded_in_one_transactio
 
 @pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.stem)
 def test_every_study_file_reads_back_from_its_stored_json_as_the_same_study(path):
-    from pipeline.study_config import StudyConfig, load_study
+    from pipeline.spec.study_config import StudyConfig, load_study
 
     study = load_study(path)
     stored = json.loads(json.dumps(study.to_dict(), default=str))  # as the database's JSON column gives it back

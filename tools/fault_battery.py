@@ -404,7 +404,7 @@ def ax_agrees(db: Path, name: str) -> bool:
 
     quiet_libraries(db.with_name("battery-check.log"))
     from ax.storage.sqa_store.load import load_experiment
-    from pipeline.search import use_database
+    from pipeline.search.ax import use_database
     from pipeline.store import Store
 
     use_database(Store(str(db), create=False).url)

@@ -19,12 +19,12 @@ import torch
 from torch.func import functional_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.benchmark import make_setting, _epoch_seconds  # noqa: E402
+from pipeline.bench.steps import make_setting, _epoch_seconds  # noqa: E402
 from pipeline.config import TrainConfig  # noqa: E402
 from pipeline.data import Split  # noqa: E402
 from pipeline.methods.losses import method_loss  # noqa: E402
 from pipeline.methods.weights import LearningToReweight, l2rw_weights  # noqa: E402
-from pipeline.trainer import prepare  # noqa: E402
+from pipeline.training.trainer import prepare  # noqa: E402
 
 
 def through_backward(model: torch.nn.Module, images: torch.Tensor, targets: torch.Tensor, clean: Split,

@@ -26,8 +26,8 @@ from pipeline.config import TrainConfig
 from pipeline.data import load_dataset
 from pipeline.methods import parse_method
 from pipeline.metrics import predict
-from pipeline.study_config import load_study
-from pipeline.trainer import prepare, run_epoch
+from pipeline.spec.study_config import load_study
+from pipeline.training.trainer import prepare, run_epoch
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "paper" / "hws-mnist-wrn16-1.toml"
 METHODS = {"erm": {}, "hws": {"beta": 10.0}}

@@ -37,14 +37,14 @@ TESTS = {  # the test files that cover each module
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    module: str  # a key of TESTS; the file is pipeline/methods/<module>.py, or pipeline/stats.py
+    module: str  # a key of TESTS; the file is pipeline/methods/<module>.py, or pipeline/compare/stats.py
     old: str  # must occur exactly once in the file
     new: str
     mistake: str
 
     @property
     def path(self) -> Path:
-        return ROOT / ("pipeline/stats.py" if self.module == "stats" else f"{METHODS}/{self.module}.py")
+        return ROOT / ("pipeline/compare/stats.py" if self.module == "stats" else f"{METHODS}/{self.module}.py")
 
 
 MUTANTS = [

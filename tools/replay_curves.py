@@ -1,12 +1,12 @@
-"""Train the table of real per-epoch curves that `robust-tune bench --prefixes` replays (pipeline/replay/).
+"""Train the table of real per-epoch curves that `robust-tune bench --prefixes` replays (pipeline/bench/replay/).
 
 The problem is the hws study of studies/digits-campaign.toml (digits with digit 3 rare in training, the
 small CNN, plain SGD, importance sampling off) with `epochs` searched as well: the space is beta (log,
 [0.1, 1000]), the two learning rates (log, [0.01, 0.2]) and epochs (int, [2, 20]). Configurations are a
 scrambled Sobol sequence over the first three, each trained once to the top epoch count on several
-training seeds through the same code path as a study's trial (pipeline.trial.run_trial, one torch thread);
+training seeds through the same code path as a study's trial (pipeline.search.trial.run_trial, one torch thread);
 every epoch's validation and test metrics are kept, so a run holds the result of every shorter run too
-(pipeline/epochs.py). A run that fails (diverged or collapsed) is kept with its error and no metrics.
+(pipeline/spec/epochs.py). A run that fails (diverged or collapsed) is kept with its error and no metrics.
 
     python tools/replay_curves.py --configs 128 --seeds 2 --processes 2
 
@@ -41,8 +41,8 @@ def configurations(count: int) -> list[dict]:
 
 def _run(job: tuple[int, dict, int, int]) -> list[dict]:
     """One run to `epochs` epochs: a row per epoch (a failed run: one row with its error)."""
-    from pipeline.epochs import flat_epoch_metrics
-    from pipeline.trial import run_trial
+    from pipeline.spec.epochs import flat_epoch_metrics
+    from pipeline.search.trial import run_trial
 
     index, config, seed, epochs = job
     base = {"config": index, **{k: config[k] for k in SPACE}, "seed": seed}

@@ -1,10 +1,10 @@
-"""Train the table of real trials that `robust-tune bench --search` replays (pipeline/replay/).
+"""Train the table of real trials that `robust-tune bench --search` replays (pipeline/bench/replay/).
 
 The problem is the tool's own: the hws study of studies/digits-campaign.toml (digits with digit 3 rare in
 training, the small CNN, plain SGD, 20 epochs), whose search space is beta (log, [0.1, 1000]), importance
 sampling (on/off) and the two learning rates (log, [0.01, 0.2]). Configurations are a scrambled Sobol
 sequence over that box (importance sampling on where the fourth coordinate is at least 0.5), each trained
-on several training seeds through the same code path as a study's trial (pipeline.trial.run_trial, one
+on several training seeds through the same code path as a study's trial (pipeline.search.trial.run_trial, one
 torch thread). A run that fails (diverged or collapsed) is kept with its error and no metrics.
 
     python tools/replay_trials.py --configs 256 --seeds 3 --processes 2
@@ -48,13 +48,13 @@ def configurations(count: int) -> list[dict]:
 
 
 def _study():
-    from pipeline.campaign_config import load_campaign
+    from pipeline.spec.campaign_config import load_campaign
 
     return load_campaign(CAMPAIGN).study("hws")
 
 
 def _run(job: tuple[int, dict, int]) -> dict:
-    from pipeline.trial import run_trial
+    from pipeline.search.trial import run_trial
 
     index, config, seed = job
     row = {"config": index, **config, "seed": seed}

@@ -1,5 +1,5 @@
 """The false-positive rate of the verdict's test with repeated searches, pooled (before 0.7.0) and clustered
-(since): a grid of searches, seeds and search luck, no true difference anywhere (pipeline/replicate_simulation.py).
+(since): a grid of searches, seeds and search luck, no true difference anywhere (pipeline/compare/replicate_simulation.py).
 
     python tools/replicate_fpr.py [--campaigns 4000]
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pipeline.replicate_simulation import false_positive_rates
+from pipeline.compare.replicate_simulation import false_positive_rates
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ class Part:
     when_followed: Requirement | None = None  # what a generator needs for another to follow it in a chain
     # Whether the part behaves differently with a run's total epoch count (a schedule over the whole run, a
     # deferred re-weighting at a share of it): a run through such a part holds no exact shorter runs, and a
-    # study searching epochs with it is refused epoch prefixes (pipeline/epochs.py). No part does so today.
+    # study searching epochs with it is refused epoch prefixes (pipeline/spec/epochs.py). No part does so today.
     uses_total_epochs: bool = False
 
     def load(self) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import sqlalchemy as sa
 
-from pipeline.epochs import flat_epoch_metrics
+from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
@@ -28,10 +28,10 @@ from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecor
                                     TrialRecord, TrialStatus)
 from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
-from pipeline.study_config import StudyConfig
+from pipeline.spec.study_config import StudyConfig
 
 if TYPE_CHECKING:
-    from pipeline.campaign_config import CampaignConfig
+    from pipeline.spec.campaign_config import CampaignConfig
 
 
 
@@ -476,7 +476,7 @@ class Store:
 
 
 def _campaign_record(row: sa.Row) -> CampaignRecord:
-    from pipeline.campaign_config import Evaluation
+    from pipeline.spec.campaign_config import Evaluation
 
     config = row.config
     evaluation = Evaluation(**{"resplit": False, **config["evaluation"]})  # stored before 0.7.0: one split

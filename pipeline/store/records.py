@@ -11,10 +11,10 @@ from enum import StrEnum
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.campaign_config import Evaluation
+from pipeline.spec.campaign_config import Evaluation
 from pipeline.config import RunSettings
 from pipeline.params import Value
-from pipeline.study_config import DEFAULT_PICK, StudyConfig
+from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
 
 
 @dataclass(frozen=True)

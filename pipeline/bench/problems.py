@@ -1,0 +1,241 @@
+"""The problems `robust-tune bench --search` gives every search strategy: functions of the papers' search
+spaces whose true (noise-free) value is known, observed with the noise real trials have.
+
+- `gils-synthetic`, `hws-synthetic`: smooth functions laid into GI-LS's space (alpha, integer T, eta,
+  integer epochs) and hardness-weighted sampling's (log beta, importance sampling on/off), shaped like
+  accuracies (a narrow best region, a broad second one; hws collapses at large beta), observed with
+  Gaussian noise of the seed-to-seed standard deviation measured in the replay table.
+- `digits-hws-replay`: the tool's own problem, replayed from real trials (pipeline/bench/replay/digits-hws.csv,
+  made by tools/replay_trials.py): the true value at any point is a Gaussian process fitted to the
+  configurations' mean over training seeds, and an observation adds the deviation of one of the nearest
+  tried configuration's seeds from its mean (a failed run there fails the trial).
+
+Values are balanced validation accuracies (the digits studies' objective), higher is better.
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from pipeline.params import Choice, Range
+
+REPLAY_TABLE = Path(__file__).resolve().parent / "replay" / "digits-hws.csv"
+CHANCE = 0.1  # balanced accuracy of a uniform guess over the ten digits: what a failed run is worth
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A search space (as a study file writes it, with each parameter's kind), the true value of a
+    configuration, and a noisy observation of it (None: the trial failed, as a diverged run does)."""
+
+    name: str
+    description: str
+    search: dict[str, Range | Choice]
+    kinds: dict[str, str]
+    truth: Callable[[dict[str, Any]], float]
+    observe: Callable[[dict[str, Any], np.random.Generator], float | None]
+    best: float  # the largest true value (over a dense sample of the space)
+
+    def unit(self, parameters: dict[str, Any]) -> np.ndarray:
+        """A configuration as a point of the unit cube (log-scaled ranges on their log, booleans 0/1)."""
+        return np.array([_to_unit(space, parameters[name]) for name, space in self.search.items()])
+
+    def on_edge(self, parameters: dict[str, Any], tolerance: float = 0.01) -> bool:
+        """Whether a range parameter lies within `tolerance` (of its range) of a bound."""
+        return any(min(u, 1 - u) <= tolerance for (name, space), u in zip(self.search.items(), self.unit(parameters))
+                   if isinstance(space, Range))
+
+
+def _to_unit(space: Range | Choice, value: Any) -> float:
+    if isinstance(space, Choice):
+        return float(space.values.index(value)) / max(len(space.values) - 1, 1)
+    if space.log:
+        return (math.log(value) - math.log(space.low)) / (math.log(space.high) - math.log(space.low))
+    return (float(value) - space.low) / (space.high - space.low)
+
+
+def _from_unit(space: Range | Choice, kind: str, u: float) -> Any:
+    if isinstance(space, Choice):
+        return space.values[min(int(u * len(space.values)), len(space.values) - 1)]
+    value = space.low * (space.high / space.low) ** u if space.log else space.low + u * (space.high - space.low)
+    return int(round(value)) if kind == "int" else float(value)
+
+
+def sample(search: dict[str, Range | Choice], kinds: dict[str, str], count: int,
+           rng: np.random.Generator) -> list[dict[str, Any]]:
+    """`count` configurations drawn uniformly (log-uniformly on a log scale)."""
+    return [{name: _from_unit(space, kinds[name], u) for (name, space), u in zip(search.items(), point)}
+            for point in rng.random((count, len(search)))]
+
+
+def _bump(u: np.ndarray, centre: tuple[float, ...], width: tuple[float, ...]) -> float:
+    return float(np.exp(-0.5 * np.sum(((u - np.array(centre)) / np.array(width)) ** 2)))
+
+
+def _best_of(truth: Callable[[dict[str, Any]], float], search: dict[str, Range | Choice], kinds: dict[str, str],
+             count: int = 20_000) -> float:
+    return max(truth(p) for p in sample(search, kinds, count, np.random.default_rng(12345)))
+
+
+def _noisy(truth: Callable[[dict[str, Any]], float], sd: float) -> Callable[[dict[str, Any], np.random.Generator],
+                                                                           float | None]:
+    return lambda parameters, rng: float(np.clip(truth(parameters) + rng.normal(0.0, sd), 0.0, 1.0))
+
+
+def gils_synthetic(noise_sd: float) -> Problem:
+    """GI-LS's space: a narrow best region (little smoothing, few ascent steps, a middling step, many
+    epochs) and a broad, lower one elsewhere."""
+    search = {"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0), "epochs": Range(21, 60)}
+    kinds = {"alpha": "float", "T": "int", "eta": "float", "epochs": "int"}
+
+    def truth(parameters: dict[str, Any]) -> float:
+        u = np.array([_to_unit(search[k], parameters[k]) for k in search])
+        return 0.55 + 0.35 * _bump(u, (0.2, 0.35, 0.6, 0.75), (0.12, 0.2, 0.25, 0.3)) \
+            + 0.2 * _bump(u, (0.8, 0.8, 0.2, 0.3), (0.3, 0.3, 0.4, 0.4))
+
+    return Problem("gils-synthetic", "GI-LS's space (alpha, T, eta, epochs), a smooth function", search, kinds,
+                   truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds))
+
+
+def hws_synthetic(noise_sd: float) -> Problem:
+    """Hardness-weighted sampling's space: accuracy rises with beta to a best region, then collapses;
+    importance sampling shifts both a little."""
+    search = {"beta": Range(0.1, 1000.0, log=True), "importance_sampling": Choice((False, True))}
+    kinds = {"beta": "float", "importance_sampling": "bool"}
+
+    def truth(parameters: dict[str, Any]) -> float:
+        u = _to_unit(search["beta"], parameters["beta"])
+        shift = 0.05 if parameters["importance_sampling"] else 0.0
+        rise = 0.15 * math.exp(-0.5 * ((u - 0.45 - shift) / 0.12) ** 2)
+        collapse = 0.6 / (1 + math.exp(-(u - 0.8 - shift) / 0.03))
+        return 0.75 + rise - collapse + (0.02 if parameters["importance_sampling"] else 0.0)
+
+    return Problem("hws-synthetic", "hws's space (log beta, importance sampling), a smooth function", search,
+                   kinds, truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds))
+
+
+@dataclass(frozen=True)
+class ReplayTable:
+    """The real trials: each configuration's unit-cube point, its seeds' values (NaN: failed) and mean."""
+
+    search: dict[str, Range | Choice]
+    kinds: dict[str, str]
+    points: np.ndarray  # configurations x parameters, in the unit cube
+    values: np.ndarray  # configurations x seeds; NaN where the run failed
+    header: str
+
+    @property
+    def means(self) -> np.ndarray:
+        """Each configuration's value, a failed run counted at CHANCE."""
+        return np.where(np.isnan(self.values), CHANCE, self.values).mean(axis=1)
+
+    def noise_sd(self) -> float:
+        """The median over configurations of the seed-to-seed standard deviation of completed runs."""
+        sds = [np.std(row[~np.isnan(row)], ddof=1) for row in self.values if np.sum(~np.isnan(row)) >= 2]
+        return float(np.median(sds))
+
+
+HWS_REPLAY_SPACE = {"beta": Range(0.1, 1000.0, log=True), "importance_sampling": Choice((False, True)),
+                    "lr_head": Range(0.01, 0.2, log=True), "lr_backbone": Range(0.01, 0.2, log=True)}
+HWS_REPLAY_KINDS = {"beta": "float", "importance_sampling": "bool", "lr_head": "float", "lr_backbone": "float"}
+
+
+@functools.lru_cache(maxsize=2)
+def read_replay(path: Path = REPLAY_TABLE, objective: str = "val_balanced_accuracy") -> ReplayTable:
+    """The committed table of real trials (tools/replay_trials.py), one row per configuration."""
+    with path.open() as file:
+        header = "".join(line for line in file if line.startswith("#"))
+    with path.open() as file:
+        rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    configs: dict[int, dict[str, Any]] = {}
+    seeds = sorted({int(r["seed"]) for r in rows})
+    values: dict[int, list[float]] = {}
+    for row in rows:
+        index = int(row["config"])
+        configs[index] = {"beta": float(row["beta"]), "importance_sampling": row["importance_sampling"] == "True",
+                          "lr_head": float(row["lr_head"]), "lr_backbone": float(row["lr_backbone"])}
+        values.setdefault(index, [math.nan] * len(seeds))[seeds.index(int(row["seed"]))] = (
+            float(row[objective]) if row["status"] == "completed" else math.nan)
+    order = sorted(c for c in configs if not any(v is None for v in values[c]))
+    points = np.array([[_to_unit(HWS_REPLAY_SPACE[k], configs[c][k]) for k in HWS_REPLAY_SPACE] for c in order])
+    return ReplayTable(HWS_REPLAY_SPACE, HWS_REPLAY_KINDS, points, np.array([values[c] for c in order]), header)
+
+
+def fit_surrogate(points: np.ndarray, means: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A Gaussian process (ARD Matern-5/2 plus a noise term, scikit-learn) through the configurations'
+    means: its posterior mean interpolates the table, smoothing only the seed-to-seed noise in the means."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    kernel = ConstantKernel(0.05) * Matern(length_scale=np.full(points.shape[1], 0.3), nu=2.5,
+                                           length_scale_bounds=(1e-2, 1e2)) + WhiteKernel(1e-3, (1e-6, 1e-1))
+    model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=3, random_state=0)
+    with warnings.catch_warnings():  # a length scale at its bound is an irrelevant parameter, not a failure
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(points, means)
+    return lambda x: np.clip(model.predict(np.atleast_2d(x)), 0.0, 1.0)
+
+
+def surrogate_check(table: ReplayTable, folds: int = 5) -> dict[str, float]:
+    """How well the surrogate predicts configurations it was not fitted on (k-fold over configurations):
+    its root-mean-square error, that of predicting the mean of the rest, and the error the seed-to-seed
+    noise alone leaves in a configuration's mean (no surrogate can do better on held-out means)."""
+    order = np.random.default_rng(0).permutation(len(table.points))
+    errors, constant = [], []
+    for fold in range(folds):
+        held = order[fold::folds]
+        kept = np.setdiff1d(order, held)
+        predict = fit_surrogate(table.points[kept], table.means[kept])
+        errors += list(predict(table.points[held]) - table.means[held])
+        constant += list(table.means[kept].mean() - table.means[held])
+    floor = table.noise_sd() / math.sqrt(table.values.shape[1])
+    return {"surrogate_rmse": float(np.sqrt(np.mean(np.square(errors)))),
+            "constant_rmse": float(np.sqrt(np.mean(np.square(constant)))), "noise_floor": floor,
+            "configurations": len(table.points), "seeds": table.values.shape[1]}
+
+
+def digits_hws_replay(table: ReplayTable) -> Problem:
+    """The replay of the digits hws study (see the module's docstring)."""
+    predict = fit_surrogate(table.points, table.means)
+    deviations = table.values - np.nanmean(table.values, axis=1, keepdims=True)
+    seeds = table.values.shape[1]
+    inflate = math.sqrt(seeds / (seeds - 1)) if seeds > 1 else 1.0  # deviations from a sample mean run small
+
+    def unit(parameters: dict[str, Any]) -> np.ndarray:
+        return np.array([_to_unit(table.search[k], parameters[k]) for k in table.search])
+
+    def truth(parameters: dict[str, Any]) -> float:
+        return float(predict(unit(parameters))[0])
+
+    def observe(parameters: dict[str, Any], rng: np.random.Generator) -> float | None:
+        point = unit(parameters)
+        nearest = int(np.argmin(np.sum((table.points - point) ** 2, axis=1)))
+        seed = int(rng.integers(seeds))
+        if np.isnan(table.values[nearest, seed]):
+            return None
+        return float(np.clip(truth(parameters) + inflate * deviations[nearest, seed], 0.0, 1.0))
+
+    return Problem("digits-hws-replay", "the digits hws study replayed from real trials (beta, importance "
+                   "sampling, both learning rates)", table.search, table.kinds, truth, observe,
+                   _best_of(truth, table.search, table.kinds, 5_000))
+
+
+def problems(names: tuple[str, ...] = ()) -> list[Problem]:
+    """The benchmark's problems (all, or those named); the synthetic ones take the replay's noise level."""
+    table = read_replay() if REPLAY_TABLE.is_file() else None
+    noise = table.noise_sd() if table is not None else 0.03
+    built = {"gils-synthetic": lambda: gils_synthetic(noise), "hws-synthetic": lambda: hws_synthetic(noise)}
+    if table is not None:
+        built["digits-hws-replay"] = lambda: digits_hws_replay(table)
+    return [build() for name, build in built.items() if not names or name in names]
+
+
+PROBLEMS = ("gils-synthetic", "hws-synthetic", "digits-hws-replay")

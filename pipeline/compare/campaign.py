@@ -1,0 +1,168 @@
+"""`robust-tune compare`: tune every method of a campaign with the same budget, re-train each one's best
+configuration on the same seeds as ERM's, and take the verdict (pipeline/compare/verdict.py).
+
+Everything is an ordinary study or evaluation in the store, so `compare` runs only what is missing: a
+second call trains nothing, a killed one resumes where it stopped (run_study and run_evaluation resume
+exactly what they stored). Seeds come in rounds: after each round the verdict is taken again, and only
+methods with a comparison still open get the next round (ERM gets every round any method gets).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pipeline.spec.campaign_config import REFERENCE, CampaignConfig
+from pipeline.config import DataConfig
+from pipeline.errors import UserError
+from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
+from pipeline.search.trial import OnEvent, TrialRunner
+
+RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
+
+
+@dataclass(frozen=True)
+class CampaignStarted:
+    name: str
+    methods: tuple[str, ...]
+    budget: int  # trials per method and search replicate
+    replicates: int
+    looks: list[int]  # seed counts at which the verdict is taken
+    resplit: bool = False  # confirmation runs draw the split again with each seed
+    split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
+    warning: str | None = None  # classes with too few validation or test examples to measure (Dataset.thin_classes)
+    data: DataConfig = field(default_factory=DataConfig)  # ERM's study's data (every study's but the split seed)
+    task: str | None = None  # with several tasks: the one starting, the `number`-th of `tasks`
+    number: int = 1
+    tasks: int = 1
+
+
+@dataclass(frozen=True)
+class CampaignStage:
+    """The campaign moves on to searching one method's study, or re-training runs up to `seeds` seeds."""
+
+    stage: str  # "search" | "re-train"
+    method: str
+    study: str
+    number: int  # 1-based among the stage's steps
+    total: int
+    seeds: int = 0
+
+
+@dataclass(frozen=True)
+class MethodSetAside:
+    """A method that cannot be compared: its study stopped without a completed trial."""
+
+    method: str
+    reason: str
+
+
+@dataclass
+class CampaignSummary:
+    name: str
+    search_seconds: float = 0.0
+    retrain_seconds: float = 0.0
+    trials_run: int = 0  # trials this call ran
+    runs_trained: int = 0  # re-training runs this call trained
+    set_aside: dict[str, str] = field(default_factory=dict)
+
+
+def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = "auto",
+                 on_event: OnEvent = lambda event: None, runner: RunnerFactory = lambda: None,
+                 precision: str = "auto", log_file: str | Path = "runs/robust-tune.log",
+                 threads: int | None = None) -> CampaignSummary:
+    """Run (or resume) every study of `campaign`, then the re-training rounds, until the verdict is settled
+    or the seeds run out; with several tasks, each task in turn as a one-task campaign would. `threads` (torch's
+    CPU threads) goes to every study, which refuses it when stored with another count; the re-training runs train
+    with their best trial's."""
+    from pipeline.search.study import check_can_train, reading_store, settle_threads
+
+    known = (reader := reading_store(db)) and reader.campaign(campaign.name)  # read only: nothing is created yet
+    campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
+    campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
+    if threads is not None:
+        campaign = campaign.with_threads(threads)
+    tasks = campaign.task_campaigns()
+    # a bad data set of any task: before any write
+    warnings = {task: check_can_train(config.studies[REFERENCE], device, precision) for task, config in tasks}
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    for study in campaign.all_studies():
+        settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
+    with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line
+        record = store.save_campaign(campaign)
+    summary = CampaignSummary(campaign.name)
+    with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):  # a lost or busy database: one line
+        for number, (task, config) in enumerate(tasks, start=1):
+            task_record = record if task is None else record.task(task)
+            on_event(CampaignStarted(campaign.name, campaign.methods, config.studies[REFERENCE].budget.trials,
+                                     campaign.replicates, campaign.evaluation.looks(),
+                                     bool(campaign.evaluation.resplit), config.studies[REFERENCE].data.split_seed,
+                                     warnings[task], config.studies[REFERENCE].data, task, number, len(tasks)))
+            _run_task(store, task_record, config, summary, db, device, on_event, runner, precision, log_file)
+    return summary
+
+
+def _run_task(store: Store, record: CampaignRecord, campaign: CampaignConfig, summary: CampaignSummary,
+              db: str | None, device: str, on_event: OnEvent, runner: RunnerFactory, precision: str,
+              log_file: str | Path) -> None:
+    """One task's studies, then its re-training rounds (`campaign` and `record`: the task as a one-task campaign)."""
+    from pipeline.search.study import run_study
+
+    set_aside: dict[str, str] = {}
+    studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
+    start = time.perf_counter()
+    for number, (method, replicate) in enumerate(studies, start=1):
+        study = campaign.study(method, replicate)
+        on_event(CampaignStage("search", method, study.name, number, len(studies)))
+        if _searched(store, study.name, study.budget.trials):
+            continue  # nothing to run: Ax is not even loaded
+        result = run_study(study, db, device, None, log_file, on_event, runner(), precision)
+        summary.trials_run += result.completed + result.failed
+        if result.best is None:
+            set_aside[method] = result.stopped or "no completed trial"
+            on_event(MethodSetAside(method, set_aside[method]))
+    summary.search_seconds += time.perf_counter() - start
+    summary.set_aside |= {method if campaign.name == summary.name else f"{campaign.name}: {method}": why
+                          for method, why in set_aside.items()}
+    if REFERENCE in set_aside:
+        raise UserError(f"campaign {campaign.name}: ERM's study has no completed trial "
+                        f"({set_aside[REFERENCE]}); nothing can be compared with it")
+    start = time.perf_counter()
+    _retrain(store, record, campaign, campaign.evaluation.looks(), set_aside, summary, device, precision, on_event,
+             runner)
+    summary.retrain_seconds += time.perf_counter() - start
+
+
+def _searched(store: Store, name: str, budget: int) -> bool:
+    """Whether study `name` is stored with its whole budget run and a completed trial to re-train."""
+    stored = store.study(name)
+    if stored is None:
+        return False
+    trials = store.trials(stored.id)
+    return (trials_ran(trials) >= budget
+            and any(t.status == TrialStatus.COMPLETED for t in trials))
+
+
+def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, looks: list[int],
+             set_aside: dict[str, str], summary: CampaignSummary, device: str, precision: str, on_event: OnEvent,
+             runner: RunnerFactory) -> None:
+    """Re-train in rounds: each look's seeds for the methods whose verdict is still open, and for ERM."""
+    from pipeline.compare.evaluate import plan_evaluation, run_evaluation
+    from pipeline.compare.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
+
+    compared = [m for m in campaign.methods if m not in set_aside]
+    for seeds in looks:
+        comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks,
+                                             campaign.replicates)
+        needing = methods_needing_seeds(comparisons, compared)
+        if not needing:
+            break
+        steps = [(m, r) for m in [REFERENCE, *needing] for r in range(campaign.replicates)]
+        for number, (method, replicate) in enumerate(steps, start=1):
+            name = campaign.study(method, replicate).name
+            on_event(CampaignStage("re-train", method, name, number, len(steps), seeds))
+            plan = plan_evaluation(store, name, seeds, pick=campaign.evaluation.pick,
+                                   resplit=bool(campaign.evaluation.resplit),
+                                   split_base=store.require_study(name).study.data.split_seed)
+            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())

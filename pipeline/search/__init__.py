@@ -1,0 +1,1 @@
+"""Searching: the study loop (ask, run, record), trials and their runners (in-process, Dask), the Ax side, the surrogate."""

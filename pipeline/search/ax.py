@@ -1,0 +1,360 @@
+"""The Ax side of a study: search space, generation strategy and the client, stored in SQL
+(Ax's own SQL storage, in the tool's database; its schema made valid on PostgreSQL here).
+
+Generation strategy as the GI-LS paper used it: seeded Sobol initialisation, then a BoTorch
+SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here).
+Import this module only after `quiet_libraries` has routed Ax's output to a log file.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from io import StringIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import pandas as pd
+import sqlalchemy as sa
+from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
+from ax.adapter.transforms.winsorize import Winsorize
+from ax.api.client import Client
+from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
+from ax.core.arm import Arm
+from ax.core.experiment import Experiment
+from ax.core.trial_status import TrialStatus
+from ax.generation_strategy.generation_node import GenerationStep
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generators.torch.botorch_modular.kernels import DefaultMaternKernel
+from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
+from ax.generators.torch.botorch_modular.utils import ModelConfig
+from ax.storage.sqa_store import db as ax_db
+from botorch.models import SingleTaskGP
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import scoped_session, sessionmaker
+
+from pipeline.methods import parse_method
+from pipeline.params import Choice, Range
+from pipeline.store import create_missing_tables
+from pipeline.spec.study_config import StudyConfig
+
+if TYPE_CHECKING:
+    from pipeline.store import StudyLock
+
+_CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
+
+
+def parameter_configs(study: StudyConfig) -> list[RangeParameterConfig | ChoiceParameterConfig]:
+    """Ax parameters for the searched hyper-parameters (fixed ones never reach Ax)."""
+    return range_and_choice_configs(study.search, {p.name: p.kind for p in parse_method(study.method).params})
+
+
+def range_and_choice_configs(search: dict[str, Range | Choice],
+                             kinds: dict[str, str]) -> list[RangeParameterConfig | ChoiceParameterConfig]:
+    """Ax parameters for a search space as a study file writes it, each parameter of its `kinds`."""
+    configs: list[RangeParameterConfig | ChoiceParameterConfig] = []
+    for name, space in search.items():
+        if isinstance(space, Range):
+            to = int if kinds[name] == "int" else float
+            bounds = (to(space.low), to(space.high))
+            configs.append(RangeParameterConfig(name=name, bounds=bounds, parameter_type=kinds[name],
+                                                scaling="log" if space.log else "linear"))
+        elif isinstance(space, Choice):
+            configs.append(ChoiceParameterConfig(name=name, values=list(space.values),
+                                                 parameter_type=_CHOICE_TYPES[kinds[name]],
+                                                 is_ordered=kinds[name] != "choice"))
+    return configs
+
+
+# The Gaussian process sees the results as they are: Ax's default outcome transforms also winsorise (clip the
+# worst results up to a quartile minus 1.5 interquartile ranges), so a trial at 10% among trials near 80% is
+# modelled as one near 60%, and the parameter maps drew a good region where a trial had collapsed.
+GP_TRANSFORMS = [t for t in MBM_X_trans + Y_trans if t is not Winsorize]
+
+
+def gp_step(winsorize: bool = False) -> GenerationStep:
+    """The study's Gaussian process step: BoTorch's SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own
+    default kernel is RBF), fitted on the objectives and constrained metrics alone (one GP each), on unclipped
+    results unless `winsorize`."""
+    matern = ModelConfig(botorch_model_class=SingleTaskGP, covar_module_class=DefaultMaternKernel,
+                         covar_module_options={"nu": 2.5}, name="SingleTaskGP_Matern52")
+    kwargs: dict[str, Any] = {"surrogate_spec": SurrogateSpec(model_configs=[matern]),
+                              "fit_tracking_metrics": False}  # metrics nothing ranks on are not modelled
+    if not winsorize:
+        kwargs["transforms"] = GP_TRANSFORMS
+    return GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True,
+                          generator_kwargs=kwargs)
+
+
+def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
+                        winsorize: bool = False) -> GenerationStrategy:
+    """The search strategy (study_config.STRATEGIES), seeded by `seed`: for "gp", seeded Sobol for `initial_trials`,
+    then the Gaussian process of `gp_step`.
+
+    Every step refuses to propose parameters already tried; a trial that raised is marked
+    abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again, and so do an
+    interrupted trial's, failed in Ax and run again (see `_arms_for_deduplication`)."""
+    if strategy == "sobol":
+        return GenerationStrategy(name="Sobol", nodes=[GenerationStep(
+            generator=Generators.SOBOL, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
+    if strategy == "random":
+        return GenerationStrategy(name="Uniform", nodes=[GenerationStep(
+            generator=Generators.UNIFORM, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
+    if strategy != "gp":
+        raise ValueError(f"unknown search strategy {strategy!r}")
+    return GenerationStrategy(name=f"Sobol{initial_trials}+GP_Matern52", nodes=[
+        GenerationStep(generator=Generators.SOBOL, num_trials=initial_trials, min_trials_observed=initial_trials,
+                       generator_kwargs={"seed": seed}, should_deduplicate=True),
+        gp_step(winsorize),
+    ])
+
+
+def study_strategy(study: StudyConfig) -> GenerationStrategy:
+    """The study's strategy, seeded by its search seed (the training seed is the trials' own)."""
+    return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed, study.strategy)
+
+
+def _arms_for_deduplication(experiment: Experiment) -> dict[str, Arm]:
+    """The arms Ax's strategies refuse to propose again, by signature: every arm of the experiment. Ax's own rule
+    leaves out the arms of failed trials, and a study marks failed only a trial that was interrupted, whose
+    parameters it runs again itself (Searcher.rerun) under the same arm: Ax's rule then dropped the rerun's arm too,
+    and a strategy could propose those parameters once more, to be trained and completed a second time."""
+    return experiment.arms_by_signature
+
+
+Experiment.arms_by_signature_for_deduplication = property(_arms_for_deduplication)  # type: ignore[method-assign]
+
+
+@compiles(sa.String, "postgresql")
+@compiles(sa.VARCHAR, "postgresql")
+@compiles(sa.Text, "postgresql")
+@compiles(sa.TEXT, "postgresql")
+def _ax_text_on_postgresql(type_: sa.String, compiler: Any, **kw: Any) -> str:
+    """Ax's text columns on PostgreSQL: without their MySQL lengths (PostgreSQL refuses TEXT(4294967295))
+    and without any length limit, as on SQLite, which ignores lengths (Ax stores JSON longer than the
+    4096 characters it declares); other tables keep their types."""
+    column = kw.get("type_expression")
+    if isinstance(column, sa.Column) and column.table is not None and column.table.metadata is ax_db.Base.metadata:
+        return "TEXT"
+    return compiler.visit_TEXT(type_, **kw) if isinstance(type_, sa.Text) else compiler.visit_VARCHAR(type_, **kw)
+
+
+def use_database(url: str) -> StorageConfig:
+    """Point Ax's process-wide SQL session at `url` and create its tables there."""
+    factory = ax_db.SESSION_FACTORY
+    if factory is None or ax_db._bound_engine(factory).url.render_as_string(hide_password=False) != url:
+        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None)
+    create_missing_tables(ax_db.create_all_tables, ax_db.get_engine())
+    return StorageConfig(url=url)
+
+
+@contextmanager
+def ax_writes_through(connection: sa.Connection) -> Iterator[None]:
+    """Inside the block Ax reads and writes through `connection`, in its open transaction: what Ax
+    stores is committed or rolled back with the rest of that transaction (Ax's own commits only flush)."""
+    previous = ax_db.SESSION_FACTORY
+    ax_db.SESSION_FACTORY = scoped_session(sessionmaker(
+        bind=connection, expire_on_commit=False, join_transaction_mode="rollback_only"))
+    try:
+        yield
+    finally:
+        ax_db.SESSION_FACTORY.remove()
+        ax_db.SESSION_FACTORY = previous
+
+
+def configure_goals(client: Client, study: StudyConfig) -> None:
+    """The study's objectives and constraints as Ax's Client takes them: several objectives ("a, b") make a
+    multi-objective optimisation (Ax's GP step then uses qLogNEHVI, on the study's own kernel), and a constraint
+    on one of them becomes its objective threshold."""
+    client.configure_optimization(objective=", ".join(study.all_objectives),
+                                  outcome_constraints=list(study.constraints) or None)
+
+
+def new_client(study: StudyConfig, url: str) -> Client:
+    """Create the study's Ax experiment in the database (inside `ax_writes_through`: in its transaction)."""
+    client = Client(storage_config=StorageConfig(url=url), random_seed=study.search_seed)
+    client.configure_experiment(parameters=parameter_configs(study), name=study.name)
+    configure_goals(client, study)
+    client.set_generation_strategy(study_strategy(study))
+    return client
+
+
+def has_experiment(name: str) -> bool:
+    """Whether Ax stores an experiment named `name`."""
+    from ax.storage.sqa_store.db import session_scope
+    from ax.storage.sqa_store.sqa_classes import SQAExperiment
+
+    with session_scope() as session:
+        return session.query(SQAExperiment.id).filter_by(name=name).first() is not None
+
+
+def delete_experiment(name: str) -> None:
+    """Delete Ax's experiment `name` and its generation strategy, if Ax has them."""
+    from ax.storage.sqa_store import delete as ax_delete
+
+    if has_experiment(name):
+        ax_delete.delete_generation_strategy(name)
+        ax_delete.delete_experiment(name)
+
+
+def load_client(study: StudyConfig, url: str) -> Client:
+    """Reload the study's Ax experiment and generation strategy from the database."""
+    use_database(url)
+    return _load_client(study, url)
+
+
+def _load_client(study: StudyConfig, url: str) -> Client:
+    """`load_client` once Ax's session is set up (`use_database`, or `ax_writes_through`). Ax's load saves the
+    experiment and strategy back as it loads them: a write like any other."""
+    client = Client.load_from_database(experiment_name=study.name, storage_config=StorageConfig(url=url))
+    client._random_seed = study.search_seed  # not restored by load_from_database
+    return client
+
+
+def open_client(study: StudyConfig, url: str) -> Client:
+    """The study's stored Ax client, once Ax's session is set up (as for `_load_client`). Earlier versions
+    created Ax's records after the study's row, so a process killed in between left a study without them, or
+    an experiment without its objective or strategy: those are completed here."""
+    if not has_experiment(study.name):  # asked first: a failed load would roll back the transaction it runs in
+        return new_client(study, url)  # a study stored by an earlier version, which created Ax's records apart
+    client = _load_client(study, url)
+    if client._experiment.optimization_config is None:
+        configure_goals(client, study)
+    if client._maybe_generation_strategy is None:
+        client.set_generation_strategy(study_strategy(study))
+    return client
+
+
+def standard_error(values: list[float]) -> float:
+    """The standard error of the mean of `values` (sample standard deviation over the square root of n)."""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+
+
+def as_stored(value: float) -> float:
+    """`value` as Ax's SQL storage gives it back: a trial's data is stored as pandas JSON, at 10 decimals.
+    Ax is told this value, so the process that ran a trial and one that resumes the study later fit the
+    Gaussian process on the same numbers and propose the same parameters."""
+    if not math.isfinite(value):  # JSON has no NaN or infinity; Ax's storage has its own way with them
+        return value
+    stored = pd.DataFrame({"mean": [float(value)]}).to_json()  # as Ax's encoder writes Data
+    return float(pd.read_json(StringIO(stored), dtype=False)["mean"].iloc[0])  # as its decoder reads it
+
+
+def told(metrics: dict[str, Any], name: str) -> float | tuple[float, float]:
+    """What Ax is told of metric `name` of a trial: its value as Ax's storage gives it back (see `as_stored`); for
+    a trial trained on several seeds (`seed_runs`), their mean and its standard error (Ax then models the noise
+    it is told)."""
+    value = as_stored(metrics[name])
+    runs = metrics.get("seed_runs")
+    return (value, as_stored(standard_error([run[name] for run in runs]))) if runs else value
+
+
+class Searcher:
+    """Ax's side of the study loop (the pictures read Ax's records apart, in surrogate.py): ask for one
+    trial, tell how it ended, run interrupted parameters again. A trial asked for and not yet told is pending
+    (running in Ax), and Ax's proposals keep away from pending trials, so trials may run in parallel.
+    With the study's `lock`, every write to Ax's records is committed only while this process holds it."""
+
+    def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
+        use_database(url)  # Ax's tables and session, before its writes go through the lock's transaction
+        self.metrics = study.told_metrics  # every objective and constrained metric
+        self.lock = lock
+        with self._writing():  # loading writes Ax's records back: only while this process holds the lock
+            self.client = open_client(study, url)
+
+    @contextmanager
+    def _writing(self) -> Iterator[sa.Connection | None]:
+        """Ax's writes inside the block: with the lock, in one transaction that commits only while this
+        process holds it (LockLost otherwise, and nothing stored), whose connection the block gets for writes of
+        its own; without one, as Ax makes them (None)."""
+        if self.lock is None:
+            yield None
+            return
+        with self.lock.fenced() as connection, ax_writes_through(connection):
+            yield connection
+
+    def ask(self, waiting: bool = False) -> tuple[int, dict[str, Any]] | str | None:
+        """A new trial's index and parameters; None when every remaining proposal was tried already;
+        "wait" when Ax proposes nothing until a running trial ends (`waiting`: some are running), as
+        when the Sobol trials are all out and the Gaussian process has no data yet."""
+        from ax.exceptions.core import DataRequiredError, SearchSpaceExhausted
+        from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
+
+        try:
+            with self._writing():
+                proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
+        except (GenerationStrategyRepeatedPoints, SearchSpaceExhausted):  # the GP's way, and Sobol's
+            return None
+        except DataRequiredError:
+            if waiting:
+                return "wait"
+            raise
+        if not proposals and waiting:
+            return "wait"
+        if not proposals:
+            raise RuntimeError("Ax proposed no trial; see the library log")
+        index, parameters = next(iter(proposals.items()))
+        return index, dict(parameters)
+
+    def rerun(self, index: int) -> int:
+        """A new pending trial that runs interrupted trial `index` again: its parameters, proposed by the same
+        step of the strategy. The new trial counts toward that step as the interrupted one would have (the
+        Sobol step ends after `initial` trials it proposed that did not fail), so the study goes on to the
+        same proposals as if nothing had stopped; a trial attached with the parameters alone would belong to
+        no step, and Sobol would propose one trial more."""
+        experiment = self.client._experiment
+        with self._writing():
+            trial = experiment.new_trial(generator_run=experiment.trials[index].generator_runs[0].clone())
+            trial.mark_running(no_runner_required=True)
+            self.client._save_or_update_trial_in_db_if_possible(experiment=experiment, trial=trial)
+        return trial.index
+
+    def complete(self, index: int, metrics: dict[str, float]) -> None:
+        """A trial that ended: each objective and constrained metric to Ax (see `told`)."""
+        raw = {name: told(metrics, name) for name in self.metrics}
+        with self._writing():
+            self.client.complete_trial(trial_index=index, raw_data=raw)
+
+    def early_stop(self, index: int, metrics: dict[str, float]) -> None:
+        """A trial stopped early: Ax is told its metrics where it stopped, and that it stopped (Ax's early-stopped
+        status: the model fits that value, and the parameters are not proposed again)."""
+        raw = {name: told(metrics, name) for name in self.metrics}
+        with self._writing():
+            self.client.attach_data(trial_index=index, raw_data=raw)
+            self.client.mark_trial_early_stopped(trial_index=index)
+
+    def tell_prefixes(self, observations: list[tuple[dict[str, Any], dict[str, float]]],
+                      store_them: Callable[[sa.Connection | None, list[int]], None]) -> list[int]:
+        """Tell Ax each (parameters, metrics) as a completed trial of its own (an epoch prefix of a trained trial),
+        and have `store_them` write them with the indices Ax gave, in the same transaction: all are stored and
+        told, or none. Returns the indices."""
+        indices = []
+        with self._writing() as connection:
+            for parameters, metrics in observations:
+                index = self.client.attach_trial(parameters=parameters)
+                self.client.complete_trial(trial_index=index, raw_data={name: told(metrics, name)
+                                                                        for name in self.metrics})
+                indices.append(index)
+            store_them(connection, indices)
+        return indices
+
+    def abandon(self, index: int) -> None:
+        """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""
+        with self._writing():
+            self.client.mark_trial_abandoned(trial_index=index)
+
+    def mark_failed(self, index: int, reason: str) -> None:
+        """A trial stopped before it ended (its parameters run again as a new trial): failed in Ax, which
+        keeps it out of the model's data."""
+        with self._writing():
+            self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
+
+    def pending(self) -> list[int]:
+        """Trials asked for and not yet told (running in Ax)."""
+        return sorted(self.client._experiment.trial_indices_by_status[TrialStatus.RUNNING])
+
+    def status(self, index: int) -> str:
+        """Ax's status of a trial, lower case: running, completed, failed, abandoned, ..."""
+        return self.client._experiment.trials[index].status.name.lower()
+
+    def parameters(self, index: int) -> dict[str, Any]:
+        return dict(self.client._experiment.trials[index].arm.parameters)

@@ -1,0 +1,245 @@
+"""Trials on Dask workers: a cluster of N worker processes on this machine, or an existing scheduler.
+
+Only the process running the study talks to Ax and writes the database; a worker only trains
+(`pipeline.search.trial.run_trial`) and sends the outcome back, so SQLite never sees two writers. Workers report when a
+trial starts and each epoch as Dask events, which come back here as the study's progress events.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import time
+from typing import Any
+
+from pipeline.errors import ServerLost, UserError
+from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialJob, TrialRunner, TrialRunning, \
+    trial_outcome
+
+EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
+
+
+MAX_TRIALS_PER_GPU = 32
+
+# Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
+# system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
+# mmap, page-faulted in and unmapped again: a small-CNN trial trained at half speed on a worker (and in this
+# process too, when started with it: docs/design/worker-speed.md). Workers keep glibc's defaults instead.
+WORKER_MALLOC = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def max_workers(device: str, trials_per_gpu: int) -> tuple[int, str]:
+    """The most local workers worth starting, and why: one per core, or `trials_per_gpu` per GPU."""
+    import torch
+
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    if gpus:
+        return gpus * trials_per_gpu, f"{gpus} GPU(s) times --trials-per-gpu {trials_per_gpu}"
+    cores = usable_cores()
+    return cores, f"one trial per CPU core, and this machine has {cores}; use --scheduler for a larger cluster"
+
+
+def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int, device: str = "auto",
+                  oversubscribe: bool = False) -> None:
+    """Refuse bad parallel options in one line, before anything is loaded or stored; more local workers than
+    the machine runs at once only with `oversubscribe` (a benchmark of trials sharing the device)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be 1 or more, not {workers} (leave it out to run trials one at a time)")
+    if not 1 <= trials_per_gpu <= MAX_TRIALS_PER_GPU:
+        raise UserError(f"--trials-per-gpu must be between 1 and {MAX_TRIALS_PER_GPU}, not {trials_per_gpu} "
+                        "(more trials than that do not fit one GPU's memory)")
+    if workers is not None and scheduler:
+        raise UserError("give --workers (a cluster on this machine) or --scheduler (an existing one), not both")
+    if scheduler is not None:
+        try:
+            protocol, location = parse_address(scheduler, strict=True)
+            host, port = parse_host_port(location)
+            if protocol not in ("tcp", "tls", "ws", "wss", "ucx") or not host or not port:
+                raise ValueError
+        except (ValueError, TypeError):
+            raise UserError(f"malformed Dask scheduler address {scheduler!r}: expected PROTOCOL://HOST:PORT, "
+                            "e.g. tcp://10.0.0.5:8786") from None
+    if workers is not None and not scheduler and not oversubscribe:
+        most, why = max_workers(device, trials_per_gpu)
+        if workers > most:
+            raise UserError(f"--workers must be at most {most}, not {workers} ({why})")
+
+
+def check_scheduler_reachable(scheduler: str, timeout: float = 10.0) -> None:
+    """Refuse a Dask scheduler that accepts no connection, before a study is created or locked for it: a
+    plain TCP connection to its address (the Dask handshake follows when trials start)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    protocol, location = parse_address(scheduler, strict=True)
+    if protocol not in ("tcp", "tls", "ws", "wss"):
+        return  # other transports are reached only through Dask
+    host, port = parse_host_port(location)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {error.strerror or error}; "
+                        "nothing was stored") from None
+
+
+def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES per local worker: `trials_per_gpu` workers share each GPU; None without GPUs."""
+    return [str(i // trials_per_gpu % gpus) if gpus else None for i in range(workers)]
+
+
+def train_on_worker(job: TrialJob) -> Outcome:
+    """The task a worker runs: one trial, reported as it starts and after each epoch."""
+    from distributed import get_worker
+
+    from pipeline.training.trainer import EpochEnd
+
+    worker = get_worker()
+    worker.log_event(EVENTS, {"trial": job.trial_index, "name": str(worker.name), "started": time.time()})
+
+    def progress(event: Any) -> None:
+        if isinstance(event, EpochEnd):
+            worker.log_event(EVENTS, {"trial": job.trial_index, "epoch": event.epoch, "epochs": event.epochs})
+
+    return trial_outcome(job, progress)
+
+
+def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
+    """A cluster of `workers` worker processes on this machine, one thread each, named 0..N-1: what
+    LocalCluster builds, with each worker's own environment (its GPU; the libraries' share of the cores; torch
+    computes each trial on the trial's own thread count, which the trainer sets)."""
+    import torch
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    specs = {}
+    for name, gpu in enumerate(worker_devices(workers, trials_per_gpu, gpus)):
+        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} | ({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})
+        specs[name] = {"cls": Nanny, "options": {"nthreads": 1, "name": name, "env": env, "host": "127.0.0.1"}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None, "host": "127.0.0.1"}}
+    return SpecCluster(workers=specs, scheduler=scheduler,
+                       silence_logs=False)
+
+
+def trial_runner(workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
+                 device: str = "auto", log_file: str = "runs/robust-tune.log",
+                 oversubscribe: bool = False) -> TrialRunner:
+    """Where a study's trials train: this process, a local Dask cluster of `workers` processes, or the
+    cluster at `scheduler`; bad options are a UserError here, before anything is loaded or stored."""
+    if workers is None and scheduler is None:
+        return InProcessRunner()
+    check_options(workers, scheduler, trials_per_gpu, device, oversubscribe)
+    if scheduler:
+        check_scheduler_reachable(scheduler)
+    return DaskRunner(device, log_file, workers, scheduler, trials_per_gpu)
+
+
+class DaskRunner:
+    """Up to `capacity` trials at once on Dask workers: submit one, wait until some end."""
+
+    def __init__(self, device: str, log_file: str, workers: int | None = None, scheduler: str | None = None,
+                 trials_per_gpu: int = 1) -> None:
+        self.device, self.log_file = device, log_file
+        self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
+        self.futures: dict[Any, int] = {}  # future -> trial index
+        self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
+        self.capacity = 0
+
+    def __enter__(self) -> DaskRunner:
+        import dask
+        from distributed import Client
+
+        from pipeline.library_logs import quiet_libraries
+
+        quiet_libraries(self.log_file)  # again, now that distributed has attached its own stderr handler
+        # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
+        # the study marks the trial interrupted and runs its parameters again, as after a killed run.
+        dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "error",
+                         **WORKER_MALLOC})
+        self.cluster = None
+        if self.scheduler:
+            try:
+                self.client = Client(self.scheduler, timeout="20s")
+            except (OSError, TimeoutError) as error:
+                raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {error}") from None
+            self.capacity = max(1, sum(self.client.nthreads().values()))
+        else:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
+            try:
+                self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+            self.client = Client(self.cluster)
+            self.capacity = self.workers
+        self.client.subscribe_topic(EVENTS, lambda event: self.events.put(event[1]))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def submit(self, job: TrialJob) -> None:
+        self.check_connected()
+        future = self.client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
+        self.futures[future] = job.trial_index
+
+    def check_connected(self) -> None:
+        """ServerLost when the client has lost its scheduler: Dask then cancels every task it had sent, and the
+        trials they ran can only run again once a scheduler is back."""
+        if self.client.status != "running":
+            where = f"at {self.scheduler}" if self.scheduler else "of the local cluster"
+            raise ServerLost(f"lost the Dask scheduler {where} (the client's connection to it closed)")
+
+    def wait(self, on_event: OnEvent) -> list[Outcome]:
+        """Outcomes of the trials that ended; progress events are passed on while waiting."""
+        from concurrent.futures import CancelledError
+
+        from distributed import wait
+        from distributed.scheduler import KilledWorker
+
+        while True:
+            try:
+                done, _ = wait(list(self.futures), timeout=0.25, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            except CancelledError:  # some were cancelled (Dask raises for them): told apart below
+                done = {future for future in self.futures if future.status != "pending"}
+            self._pass_on_events(on_event)
+            self.check_connected()
+            if done:
+                break
+        outcomes = []
+        for future in done:
+            trial_index = self.futures.pop(future)
+            if future.status == "finished":
+                outcome = future.result()
+            elif future.status == "cancelled":
+                outcome = Outcome(trial_index, lost="its task was cancelled")
+            elif isinstance(error := future.exception(), KilledWorker):
+                outcome = Outcome(trial_index, lost="its worker process died")
+            elif isinstance(error, UserError):
+                raise error
+            else:  # the task itself broke on the way (e.g. could not be unpickled on the worker)
+                outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}")
+            outcomes.append(outcome)
+        return outcomes
+
+    def _pass_on_events(self, on_event: OnEvent) -> None:
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if "started" in event:
+                on_event(TrialRunning(event["trial"], event["name"]))  # Dask sets "worker" to its address
+            else:
+                on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"]))

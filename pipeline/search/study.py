@@ -1,0 +1,438 @@
+"""The study loop: ask Ax for parameters, have a runner train them, record how each trial ended, resume.
+
+`run_study` never prints (events go to a callback) and never imports Dask: the trials run in the
+runner it is given (pipeline/search/trial.py: this process; pipeline/search/parallel.py: Dask workers).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from pipeline.config import DEFAULT_THREADS, resolve_device
+from pipeline.spec.epochs import StopRule, flat_epoch_metrics, objective_curve, prefix_epochs, stop_percentile
+from pipeline.errors import ServerLost, UserError
+from pipeline.faults import kill_point
+from pipeline.library_logs import quiet_libraries
+from pipeline.training.models import check_weights
+from pipeline.store import DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial, trials_ran
+from pipeline.spec.study_config import StudyConfig
+from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
+
+if TYPE_CHECKING:  # Ax is imported only once the libraries' output goes to the log (run_study)
+    from pipeline.search.ax import Searcher
+
+INTERRUPTED = "interrupted: the process running this trial stopped before it ended"
+
+
+@dataclass(frozen=True)
+class StudyStarted:
+    name: str
+    ran: int  # trials that already ran to an end (completed or failed)
+    budget: int
+    resumed: bool
+    requeued: list[dict[str, Any]]  # parameters of interrupted trials that will run again
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    trial_index: int
+    number: int  # 1-based position in the budget
+    budget: int
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrialEnded:
+    trial_index: int
+    status: str  # completed | early_stopped | failed | interrupted (its worker died; its parameters run again)
+    objective: float | None
+    error: str | None
+    best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
+    prefixes: int = 0  # epoch prefixes of this trial told to Ax as observations of their own
+    stopped_at: int | None = None  # the epoch early stopping ended it at
+
+
+@dataclass
+class StudySummary:
+    """How a `run_study` call went, with where its time went."""
+
+    name: str
+    completed: int  # trials completed (or stopped early) by this call
+    failed: int  # trials that raised in this call
+    budget: int
+    best: tuple[float, int, dict[str, Any]] | None = None
+    stopped: str | None = None  # why the study stopped before its budget, if it did
+    seconds: float = 0.0
+    proposal_seconds: float = 0.0  # Ax proposing trials
+    storage_seconds: float = 0.0  # writing trials to the database (ours and Ax's)
+    log_file: str = ""
+    new_trials: list[int] = field(default_factory=list)
+    early_stopped: int = 0  # trials stopped early by this call (counted in `completed` too)
+    prefixes: int = 0  # epoch prefixes told to Ax by this call
+    start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
+
+
+def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:
+    raise UserError(f"a different study named {study.name!r} is already stored (differs in: "
+                    f"{', '.join(differing) or 'details'}); give this study another name, nothing was changed")
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C during trials: they are stored as interrupted and will run again first."""
+
+    def __init__(self, study: str, trial_indices: list[int]) -> None:
+        super().__init__(f"trial(s) {', '.join(map(str, trial_indices))} of study {study} were stopped")
+        self.study, self.trial_indices = study, trial_indices
+
+
+def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) -> list[int]:
+    """Make the tool's table and Ax agree after a process stopped between any two writes; returns
+    Ax's indices of the interrupted trials, to run again before anything new.
+
+    Our rows are written before Ax is told, so a trial still pending in Ax is: completed or failed
+    in our table (killed before Ax was told: tell Ax from the stored record), or running,
+    interrupted or absent there (killed during the trial, or before its row: run it again)."""
+    store.interrupt_running_trials(study_id, INTERRUPTED, lock=lock)
+    rows = {t.trial_index: t for t in store.trials(study_id)}
+    requeued = []
+    for index in searcher.pending():
+        row = rows.get(index)
+        if row is not None and row.status == "completed":
+            searcher.complete(index, {**row.metrics, "seed_runs": row.seed_runs})
+        elif row is not None and row.status == "early_stopped":
+            searcher.early_stop(index, row.metrics)
+        elif row is not None and row.status == "failed":
+            searcher.abandon(index)
+        else:
+            searcher.mark_failed(index, INTERRUPTED)
+            requeued.append(index)
+    return requeued
+
+
+def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
+    """How many of the last trials, in trial order, failed in a row, and the last one's error line: the
+    failure policy counts across runs of a study, not from zero at each. Interrupted trials, which run
+    again, and epoch prefixes neither count nor break the run."""
+    ended = [t for t in trials if t.ran]
+    count = 0
+    for trial in reversed(ended):
+        if trial.status != "failed":
+            break
+        count += 1
+    return count, (ended[-1].error or "").split("\n", 1)[0] if count else None
+
+
+def too_many_failures(count: int, error: str | None) -> str:
+    """Why the failure policy stopped the study, and how to go on: the budget may change without making
+    the study another one."""
+    return (f"{count} trials failed in a row (budget.max_failures); last error: {error}; to go on once the cause "
+            f"is fixed, raise budget.max_failures above {count} (in the study file, or with --set "
+            f"budget.max_failures=N)")
+
+
+def create_study(store: Store, study: StudyConfig) -> StudyRecord:
+    """Store a new study: its row and Ax's experiment in one transaction, so a failure or a kill while
+    creating it leaves nothing; or return the study another process stored first under its name."""
+    from pipeline.search.ax import ax_writes_through, has_experiment, new_client, use_database
+
+    use_database(store.url)  # Ax's tables, if missing
+
+    def create_ax_experiment(connection: Any) -> None:
+        with ax_writes_through(connection):
+            if has_experiment(study.name):
+                raise UserError(f"the database already holds an Ax experiment named {study.name!r} that is no "
+                                "robust-tune study; give the study another name, nothing was changed")
+            new_client(study, store.url)
+        kill_point("in-study-creation")
+
+    return store.create_study(study, also=create_ax_experiment)
+
+
+def check_can_train(study: StudyConfig, device: str, precision: str) -> str | None:
+    """Load the data as trials will (normalisation resolved) and check the network's weights fit it: a bad
+    precision, data set or weights file fails here, before the database is touched. Returns the data set's
+    warning about classes too thin to measure (Dataset.thin_classes), if any."""
+    data = study.train_config({}, study.seed, device, precision).data
+    dataset = dataset_for(data, str(resolve_device(device)))
+    check_weights(study.backbone, study.weights, dataset.in_channels)
+    return dataset.thin_classes()
+
+
+def settle_threads(study: StudyConfig, stored: StudyRecord | None, trials: Sequence[TrialRecord] = ()) -> StudyConfig:
+    """`study` at the thread count its trials train with: the one stored with the study (another one given is
+    refused: it would mix numbers summed in another order into the study), else the one given, else, for a
+    study stored before the count was, the count its last trials recorded, else DEFAULT_THREADS."""
+    kept = None if stored is None else stored.study.threads
+    if kept is not None and study.threads not in (None, kept):
+        raise UserError(f"study {study.name} trains every trial with {kept} torch thread(s), as stored when it was "
+                        f"created; threads = {study.threads} would mix numbers summed in another order into it: "
+                        "leave --threads (and the study file's threads) out to resume it, or give the study "
+                        "another name; nothing was changed")
+    recorded = [t.settings.threads for t in trials if t.settings is not None and t.settings.threads is not None]
+    return replace(study, threads=kept or study.threads or (recorded[-1] if recorded else DEFAULT_THREADS))
+
+
+def reading_store(db: str | None) -> Store | None:
+    """The database opened for reading, creating and changing nothing; None where there is none to read (a
+    database that cannot be opened is refused, with its reason, when the command opens it to write)."""
+    try:
+        return Store(db, create=False)
+    except UserError:
+        return None
+
+
+def as_stored(study: StudyConfig, db: str | None) -> StudyConfig:
+    """`study` with what its file leaves to the stored study (the image size: StudyConfig.settle_image_size) as
+    the study stored under its name in `db` has it; a new study keeps the file's defaults. Changes nothing."""
+    if study.image_size_given or (store := reading_store(db)) is None:
+        return study
+    return study.settle_image_size(stored_size(store.study(study.name)))
+
+
+def stored_size(record: StudyRecord | None) -> int | None:
+    """The image size a stored study trains at; None for no study."""
+    return None if record is None else record.study.data.image_size
+
+
+def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
+    """The stored study of this name, created when new, and `study` at its image size (settle_image_size) and
+    thread count (settle_threads); a different study stored under the name, or another thread count, is refused."""
+    known = store.study(study.name)
+    study = study.settle_image_size(stored_size(known))
+    stored = known or create_study(store, settle_threads(study, None))
+    if differing := stored.study.differences(study):
+        _refuse_other_study(study, differing)
+    return stored, settle_threads(study, stored, store.trials(stored.id))
+
+
+def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", trials: int | None = None,
+              log_file: str | Path = "runs/robust-tune.log", on_event: OnEvent = lambda event: None,
+              runner: TrialRunner | None = None, precision: str = "auto") -> StudySummary:
+    """Run (or resume) `study` until `trials` (default: its budget) trials have run.
+
+    The budget counts trials that ran to an end, completed or failed; a trial interrupted by a
+    killed process does not count and its parameters run again first. One process at a time runs
+    a study; another gets a UserError naming it. `runner` trains the trials (default: in this process,
+    one at a time); with Dask workers several run at once, and this process alone talks to Ax and
+    writes the database, asking for one trial whenever a worker is free. A server lost mid-run (the
+    database's, the Dask scheduler) stops it with ServerLost; the trials it was running run again first.
+    """
+    start = time.perf_counter()
+    runner = runner or InProcessRunner()
+    study = as_stored(study, db)  # the data is checked at the size the trials will train at
+    check_can_train(study, device, precision)
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
+        known = store.study(study.name)
+        study = study.settle_image_size(stored_size(known))
+        if known is not None and (differing := known.study.differences(study)):
+            _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
+        log_path = quiet_libraries(log_file)
+        stored, study = open_study(store, study)
+        with store.lock_study(stored) as lock, runner:
+            from pipeline.search.ax import Searcher  # after quiet_libraries: importing Ax prints otherwise
+
+            loop = StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
+                             StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
+                             on_event, device, precision)
+            loop.run(runner)
+            loop.predict()
+        loop.summary.best = loop.best()
+    loop.summary.seconds = time.perf_counter() - start
+    return loop.summary
+
+
+class StudyLoop:
+    """One run of a study's loop: ask for a trial whenever the runner has room, record each that ends.
+
+    Only this loop writes: a trial's row is stored before Ax hears of its end, so `reconcile` can make
+    the two agree after a kill between any two writes. Every write, ours and Ax's, is fenced by the study's
+    lock: a loop that lost it (paused past the stale time and taken over) stops with LockLost at its next
+    write or training step, and writes nothing more."""
+
+    def __init__(self, study: StudyConfig, store: Store, stored: StudyRecord, searcher: Searcher, lock: StudyLock,
+                 summary: StudySummary, on_event: OnEvent, device: str, precision: str) -> None:
+        self.study, self.store, self.stored, self.searcher, self.lock = study, store, stored, searcher, lock
+        self.summary, self.on_event, self.device, self.precision = summary, on_event, device, precision
+        self.requeued = reconcile(store, stored.id, searcher, lock)  # interrupted trials, run again first
+        stored_trials = store.trials(stored.id)
+        for trial in stored_trials:  # trained, and stopped before its prefixes were told
+            self.tell_prefixes(trial, stored_trials)
+        self.ran = trials_ran(stored_trials)
+        self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
+        self.failures_in_a_row, last_error = trailing_failures(stored_trials)
+        if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
+            summary.stopped = too_many_failures(self.failures_in_a_row, last_error)  # an earlier run stopped here
+
+    def run(self, runner: TrialRunner) -> None:
+        budget = self.summary.budget
+        self.on_event(StudyStarted(self.study.name, self.ran, budget, self.ran > 0 or bool(self.requeued),
+                                   [self.searcher.parameters(index) for index in self.requeued]))
+        try:
+            while True:
+                while self.has_room(runner) and (job := self.ask()) is not None:
+                    runner.submit(job)
+                if not self.running:
+                    return
+                for outcome in runner.wait(self.progress):  # stops while trials run: the stopped ones end first
+                    self.record(outcome)
+        except (UserError, ServerLost, KeyboardInterrupt) as stop:  # stop, and run them again later
+            self.stop_running(stop)
+
+    def progress(self, event: Any) -> None:
+        """Pass a running trial's progress on; a lost lock stops the trial here, without waiting for its end."""
+        self.lock.stop_if_lost()
+        self.on_event(event)
+
+    def has_room(self, runner: TrialRunner) -> bool:
+        """Whether another trial may start: the budget not reached, the runner not full, nothing stopped us."""
+        return (not self.summary.stopped and self.ran + len(self.running) < self.summary.budget
+                and len(self.running) < runner.capacity)
+
+    def ask(self) -> TrialJob | None:
+        """The next trial, stored as running: an interrupted configuration first, else Ax's proposal;
+        None while Ax waits for a running trial, or when it has nothing left to propose (the study stops)."""
+        tick = time.perf_counter()
+        if self.requeued:
+            interrupted = self.requeued.pop(0)
+            index, parameters = self.searcher.rerun(interrupted), self.searcher.parameters(interrupted)
+        elif (asked := self.searcher.ask(waiting=bool(self.running))) == "wait":
+            return None  # Ax needs a running trial's result first (the Sobol trials are all out)
+        elif asked is None:
+            self.summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
+            return None
+        else:
+            index, parameters = asked
+        kill_point("after-ask")
+        self.summary.proposal_seconds += (proposal_seconds := time.perf_counter() - tick)
+        tick = time.perf_counter()
+        self.lock.check()
+        row = self.store.start_trial(self.stored.id, index, parameters, self.study.seed, proposal_seconds,
+                                     lock=self.lock)
+        self.running[index] = (row, time.time())
+        self.summary.storage_seconds += time.perf_counter() - tick
+        self.summary.new_trials.append(index)
+        self.on_event(TrialStarted(index, self.ran + len(self.running), self.summary.budget, parameters))
+        return TrialJob(self.study, index, parameters, self.study.seed, self.device, self.precision, self.stop_rule())
+
+    def stop_rule(self) -> StopRule | None:
+        """Early stopping for the next trial (budget.early_stopping), against the curves of the study's objective of
+        every trial trained before it; None when off."""
+        budget = self.study.budget
+        percentile = stop_percentile(budget.early_stopping, budget.early_stopping_percentile)
+        if percentile is None:
+            return None
+        curves = tuple(objective_curve([{"val": e.val, "test": e.test} for e in t.epochs], self.study.objective)
+                       for t in self.store.trials(self.stored.id) if t.ran and t.status != "failed")
+        return StopRule(percentile, budget.early_stopping_min_epochs, tuple(c for c in curves if c))
+
+    def record(self, outcome: Outcome) -> None:
+        """Store how a trial ended, then tell Ax (in that order: see `reconcile`)."""
+        row, stored_at = self.running.pop(outcome.trial_index)
+        if outcome.started is not None:
+            self.summary.start_delays.append(max(0.0, outcome.started - stored_at))
+        tick = time.perf_counter()
+        self.lock.check()
+        prefixes, stopped_at = 0, None  # epoch prefixes told, and where early stopping ended the trial
+        if outcome.lost is not None:
+            status, objective, error = "interrupted", None, outcome.lost
+            self.requeue(outcome.trial_index, row, f"{INTERRUPTED} ({outcome.lost})")
+        elif outcome.error is not None:
+            status, objective, error = "failed", None, outcome.error
+            self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started, lock=self.lock)
+            self.searcher.abandon(outcome.trial_index)
+        else:
+            stopped_at = outcome.result.get("stopped_at")
+            status, error = "early_stopped" if stopped_at else "completed", None
+            objective = outcome.result[self.study.objective]
+            self.store.complete_trial(row, outcome.result, outcome.started, lock=self.lock)
+            kill_point("after-record")
+            if stopped_at:
+                self.searcher.early_stop(outcome.trial_index, outcome.result)
+                self.summary.early_stopped += 1
+            else:
+                self.searcher.complete(outcome.trial_index, outcome.result)
+            kill_point("after-tell")
+            if self.study.epoch_prefixes:  # reads the study's trials: only where there are prefixes to tell
+                trials = self.store.trials(self.stored.id)
+                prefixes = self.tell_prefixes(next(t for t in trials if t.id == row), trials)
+        self.summary.storage_seconds += time.perf_counter() - tick
+        if status != "interrupted":
+            self.ran += 1
+            self.count(status, error)
+        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at))
+
+    def tell_prefixes(self, trial: TrialRecord, trials: list[TrialRecord]) -> int:
+        """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
+        one `trial` trained to (and, stopped early, the count it stopped at), all in one transaction, unless they
+        were told already (a resumed study: the transaction left all or none). Returns how many were told."""
+        if not self.study.epoch_prefixes or trial.prefix_of is not None or trial.status not in ("completed",
+                                                                                               "early_stopped"):
+            return 0
+        if any(t.prefix_of == trial.trial_index for t in trials):
+            return 0
+        counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == "completed")
+        observed = [e for e in trial.epochs if e.epoch in counts and e.val is not None and e.test is not None]
+        if not observed:
+            return 0
+        observations = [({**trial.parameters, "epochs": e.epoch}, flat_epoch_metrics({"val": e.val, "test": e.test}))
+                        for e in observed]
+
+        def store_them(connection: Any, indices: list[int]) -> None:
+            for index, epoch in zip(indices, observed):
+                self.store.add_prefix(connection, self.stored.id, index, trial, epoch)
+
+        self.searcher.tell_prefixes(observations, store_them)
+        self.summary.prefixes += len(observed)
+        return len(observed)
+
+    def requeue(self, index: int, row: int, reason: str) -> None:
+        """A trial that lost its worker: interrupted, as after a killed run, and its parameters run again."""
+        self.store.interrupt_trial(row, reason, lock=self.lock)
+        self.searcher.mark_failed(index, reason)
+        self.requeued.append(index)
+
+    def count(self, status: str, error: str | None) -> None:
+        """The failure policy: budget.max_failures trials failing in a row stop the study, counted over
+        every run of it (see `trailing_failures`)."""
+        if status != "failed":
+            self.summary.completed, self.failures_in_a_row = self.summary.completed + 1, 0
+            return
+        self.summary.failed, self.failures_in_a_row = self.summary.failed + 1, self.failures_in_a_row + 1
+        if self.failures_in_a_row >= self.study.budget.max_failures and not self.summary.stopped:
+            self.summary.stopped = too_many_failures(self.failures_in_a_row, error)
+
+    def stop_running(self, stop: BaseException) -> None:
+        """Stop on a UserError, a lost Dask scheduler or Ctrl-C: the running trials are stored as interrupted
+        and Ax is not told, so they stay pending there and the next run requeues them (see `reconcile`); then
+        re-raise. A loop that lost the study's lock writes nothing more: the study is another process's now,
+        or the database cannot be reached (its trials are left running, and the next run requeues them)."""
+        if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
+            self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
+                                                lock=self.lock)
+        if isinstance(stop, KeyboardInterrupt) and self.running:
+            raise StudyInterrupted(self.study.name, sorted(self.running)) from None
+        raise stop
+
+    def predict(self) -> None:
+        """When trials completed in this run: the study's GP's prediction of every completed trial, stored (the
+        model's pick, shown beside the best observed trial), and the importance of each searched parameter for
+        its (first) objective. Made with every strategy: the model judges the trials whoever proposed them."""
+        if not self.summary.completed:
+            return
+        from pipeline.search.surrogate import judge_study
+
+        tick = time.perf_counter()
+        predictions, importance = judge_study(self.searcher.client._experiment, self.study.objective)
+        if predictions and not self.study.multi_objective:  # a Pareto set has no one best to predict
+            self.store.save_predictions(self.stored.id, predictions, lock=self.lock)
+        if importance is not None:
+            self.store.save_importance(self.stored.id, importance, lock=self.lock)
+        self.summary.proposal_seconds += time.perf_counter() - tick
+
+    def best(self) -> tuple[float, int, dict[str, Any]] | None:
+        """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""
+        top = best_trial(self.stored, self.store.trials(self.stored.id))
+        return None if top is None else (top.metrics[self.study.objective], top.trial_index, top.parameters)

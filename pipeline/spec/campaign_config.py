@@ -1,0 +1,348 @@
+"""Campaign files (TOML) -> a validated CampaignConfig: several methods, each tuned on equal footing
+against ERM, then re-trained over seeds and compared.
+
+A campaign file is a study file with `methods` instead of `[method]`:
+
+    name = "digits-rare3"
+    objective = "val_balanced_accuracy"
+    methods = ["erm", "ls", "hws", "cb"]     # ERM is always in, listed or not
+    [data]    ...                          # as a study's
+    [model]   ...
+    [params]  lr_head = { low = 0.01, high = 0.2, log = true }   # shared: every method that takes it
+              epochs = 20
+    [budget]  trials = 8; initial = 4      # each method's, the same for all
+    [method_params.hws]  beta = { low = 0.1, high = 1000, log = true }  # a method's own ranges (default: the papers')
+    [evaluate]     seeds = 5; max_seeds = 10; seeds_per_round = 5; resplit = true
+    [tasks.rare8.data]   imbalance_class = "8"  # optional: several tasks, each overriding [data] / [model] fields
+    [tasks.rare8.model]  backbone = "resnet18"
+
+Each method becomes an ordinary study named `<campaign>.<method>` (`.r<k>` appended for the k-th extra
+search replicate), built by the study file's own parser, so every study rule holds for each of them. With
+tasks, every method is tuned on each task with the same budget in a study named `<campaign>.<task>.<method>`,
+and each task gets its confirmation runs and its verdict as a one-task campaign would
+(`CampaignConfig.task_campaigns`); a file without [tasks] is one task, stored and fingerprinted as before.
+
+With `resplit` (the default for a new campaign) the verdict is about the method, not about one split:
+confirmation pair k trains on training seed k and split seed `split_seed + k`, the same pairs for every
+method, and search replicate r searches on split seed `split_seed + r` with search seed `search_seed + r`
+(DomainBed's trial seed). Without it (`resplit = false`, and every campaign stored before 0.7.0) all runs
+use the search's one split, as before.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import DataConfig
+from pipeline.errors import UserError
+from pipeline.methods import parse_method
+from pipeline.spec.study_config import DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study, read_toml
+
+REFERENCE = "erm"  # the method every other one is compared with
+# Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
+NOT_IDENTITY = ("evaluation", "replicates", "description", "budget")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How the tuned configurations are re-trained: `seeds` training seeds first, then `seeds_per_round`
+    more at a time up to `max_seeds` while a method's verdict is still open."""
+
+    seeds: int = 5
+    max_seeds: int = 5
+    seeds_per_round: int = 5
+    pick: str = DEFAULT_PICK  # which trial of each study is re-trained: the best observed, or the model's pick
+    # Confirmation runs and search replicates draw the split again (see the module's docstring). None: the file
+    # does not say; a new campaign then resplits and a stored one keeps what it was stored with (settle_resplit).
+    resplit: bool | None = False
+
+    def looks(self) -> list[int]:
+        """The seed counts at which the verdict is taken: seeds, seeds + per round, ..., max_seeds."""
+        looks = list(range(self.seeds, self.max_seeds, self.seeds_per_round)) + [self.max_seeds]
+        return sorted(set(looks))
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """A validated campaign: the methods (ERM first) and the study each one is tuned in."""
+
+    name: str
+    methods: tuple[str, ...]
+    studies: dict[str, StudyConfig]  # method -> its study (search replicate 0)
+    evaluation: Evaluation = field(default_factory=Evaluation)
+    replicates: int = 1  # whole searches per method, with search seeds search_seed + 0, 1, ...
+    budget: dict[str, int] = field(default_factory=dict)  # as in each study
+    description: str = ""
+    # Several tasks: task -> method -> its study (search replicate 0); `studies` is then the first task's. Empty: the
+    # campaign is one task, `studies` its studies, stored and fingerprinted as before tasks existed.
+    tasks: dict[str, dict[str, StudyConfig]] = field(default_factory=dict)
+
+    def task_campaigns(self) -> list[tuple[str | None, CampaignConfig]]:
+        """Each task as a one-task campaign named `<campaign>.<task>` (its studies `<campaign>.<task>.<method>`),
+        in the file's order; a campaign without tasks is its own one task (None)."""
+        if not self.tasks:
+            return [(None, self)]
+        return [(task, dataclasses.replace(self, name=f"{self.name}.{task}", studies=studies, tasks={}))
+                for task, studies in self.tasks.items()]
+
+    def all_studies(self) -> list[StudyConfig]:
+        """Every study of every task, method and search replicate."""
+        return [c.study(m, r) for _, c in self.task_campaigns() for r in range(self.replicates) for m in c.methods]
+
+    def study(self, method: str, replicate: int = 0) -> StudyConfig:
+        """The study that tunes `method` in search replicate `replicate` (its own search seed and name)."""
+        base = self.studies[method]
+        if replicate == 0:
+            return base
+        data = (dataclasses.replace(base.data, split_seed=base.data.split_seed + replicate) if self.evaluation.resplit
+                else base.data)
+        return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate,
+                                   data=data)
+
+    def settle_resplit(self, stored: bool | None) -> CampaignConfig:
+        """The campaign with `resplit` decided where its file does not say: as stored (`stored`, the stored
+        campaign's; one stored before 0.7.0 did not resplit), else (None: not stored) on for a new campaign."""
+        if self.evaluation.resplit is not None:
+            return self
+        resplit = stored if stored is not None else True
+        return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
+
+    def settle_image_size(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with each method's image size decided where its file does not say: as the stored campaign
+        (`stored`, its config as stored) has that method's study, else the backbone's default
+        (StudyConfig.settle_image_size)."""
+        def settle(studies: dict[str, StudyConfig], kept: dict[str, Any]) -> dict[str, StudyConfig]:
+            return {m: s.settle_image_size((kept.get(m) or {}).get("data", {}).get("image_size"))
+                    for m, s in studies.items()}
+
+        stored = stored or {}
+        tasks = {t: settle(studies, ((stored.get("tasks") or {}).get(t) or {}).get("studies") or {})
+                 for t, studies in self.tasks.items()}
+        studies = next(iter(tasks.values())) if tasks else settle(self.studies, stored.get("studies") or {})
+        return dataclasses.replace(self, studies=studies, tasks=tasks)
+
+    def with_threads(self, threads: int) -> CampaignConfig:
+        """The campaign with every study of every task training on `threads` CPU threads."""
+        def each(studies: dict[str, StudyConfig]) -> dict[str, StudyConfig]:
+            return {m: dataclasses.replace(s, threads=threads) for m, s in studies.items()}
+
+        return dataclasses.replace(self, studies=each(self.studies), tasks={t: each(s) for t, s in self.tasks.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
+        return {"name": self.name, "methods": list(self.methods), "description": self.description,
+                "evaluation": dataclasses.asdict(self.evaluation), "replicates": self.replicates,
+                "budget": self.budget,
+                **({"tasks": {t: {"studies": {m: studies[m].identity() for m in self.methods}}
+                              for t, studies in self.tasks.items()}} if self.tasks
+                   else {"studies": {m: self.studies[m].identity() for m in self.methods}})}
+
+    def identity(self) -> dict[str, Any]:
+        """What the campaign is: its methods and their studies' identities, not what may grow (NOT_IDENTITY), and
+        `resplit` where on (so a campaign stored before it keeps its fingerprint)."""
+        identity = {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY}
+        return {**identity, "resplit": True} if self.evaluation.resplit else identity
+
+    def fingerprint(self) -> str:
+        """A short hash of `identity`, stored beside the campaign."""
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _fail(source: str, key: str, problem: str) -> UserError:
+    return UserError(f"{source}: {key}: {problem}")
+
+
+def _int(source: str, table: dict[str, Any], key: str, default: int, section: str, low: int = 1,
+         high: int = 1000) -> int:
+    """An integer field between `low` and `high`, the reason for the bound in its error."""
+    value = table.pop(key, default)
+    where = f"{section}.{key}" if section else key
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(source, where, f"must be an integer, got {type(value).__name__} {value!r}")
+    if not low <= value <= high:
+        raise _fail(source, where, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _evaluation(source: str, raw: Any) -> Evaluation:
+    if not isinstance(raw, dict):
+        raise _fail(source, "evaluate", "must be a table")
+    table = dict(raw)
+    seeds = _int(source, table, "seeds", 5, "evaluate", 2)  # one seed gives no interval
+    max_seeds = _int(source, table, "max_seeds", seeds, "evaluate", seeds)
+    per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
+    pick = table.pop("pick", DEFAULT_PICK)
+    if pick not in PICKS:
+        raise _fail(source, "evaluate.pick", f"must be one of {', '.join(PICKS)}, got {pick!r}")
+    resplit = table.pop("resplit", None)
+    if resplit is not None and not isinstance(resplit, bool):
+        raise _fail(source, "evaluate.resplit", f"must be true or false, got {resplit!r}")
+    if table:
+        raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round, "
+                                                            "pick, resplit")
+    return Evaluation(seeds, max_seeds, per_round, pick, resplit)
+
+
+def _method_list(source: str, raw: Any) -> tuple[str, ...]:
+    """The campaign's methods by their canonical names, ERM first; a method listed twice is refused."""
+    if not isinstance(raw, list) or not raw or not all(isinstance(m, str) for m in raw):
+        raise _fail(source, "methods", 'must be a list of method names, e.g. ["erm", "ls", "hws"]')
+    names: list[str] = []
+    for text in raw:
+        try:
+            name = parse_method(text).name
+        except UserError as error:
+            raise _fail(source, "methods", str(error)) from None
+        if name in names:
+            raise _fail(source, "methods", f"{name} is listed twice")
+        names.append(name)
+    return (REFERENCE, *[n for n in names if n != REFERENCE])
+
+
+def parse_campaign(raw: dict[str, Any], source: str, replicates: int | None = None) -> CampaignConfig:
+    """Validate a parsed campaign document; `source` names the file in errors. `replicates` (from
+    --replicates) overrides the file's."""
+    raw = json.loads(json.dumps(raw))
+    if "method" in raw:
+        raise _fail(source, "method", "a campaign lists its methods in `methods = [...]`; a file with [method] "
+                                      "is a study: run it with `robust-tune run`")
+    name = raw.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+        raise _fail(source, "name", f"must be letters, digits, '_' or '-' (a campaign's studies are named "
+                                    f"NAME.METHOD), got {name!r}")
+    methods = _method_list(source, raw.pop("methods", None))
+    own = _own_params(source, raw.pop("method_params", {}), methods)
+    evaluation = _evaluation(source, raw.pop("evaluate", {}))
+    file_replicates = _int(source, raw, "replicates", 1, "", 1, 20)
+    replicates = file_replicates if replicates is None else replicates
+    if not 1 <= replicates <= 20:
+        raise UserError(f"--replicates must be between 1 and 20 (each one is a whole search per method), "
+                        f"got {replicates}")
+    shared = raw.pop("params", {})
+    if not isinstance(shared, dict):
+        raise _fail(source, "params", "must be a table")
+    for param in shared:
+        if not any(param in _declared(m) for m in methods):
+            raise _fail(source, f"params.{param}", f"no method of the campaign takes it ({', '.join(methods)})")
+    overrides = _tasks(source, raw.pop("tasks", None), raw)
+
+    def studies_of(study_name: str, task: str | None) -> dict[str, StudyConfig]:
+        changed = overrides.get(task, {})
+        document = {**raw, **{table: {**raw.get(table, {}), **changed[table]} for table in changed}}
+        return {m: _method_study({**document, "name": f"{study_name}.{m}", "method": {"name": m},
+                                  "params": {**{k: v for k, v in shared.items() if k in _declared(m)},
+                                             **own.get(m, {})}}, source, m, task) for m in methods}
+
+    tasks = {task: studies_of(f"{name}.{task}", task) for task in overrides}
+    _check_tasks_differ(source, tasks)
+    studies = next(iter(tasks.values())) if tasks else studies_of(name, None)
+    reference = studies[REFERENCE]
+    return CampaignConfig(name=name, methods=methods, studies=studies, evaluation=evaluation, replicates=replicates,
+                          budget=dataclasses.asdict(reference.budget), description=reference.description, tasks=tasks)
+
+
+TASK_TABLES = ("data", "model")  # what a task may override
+MODEL_FIELDS = ("backbone", "weights")
+
+
+def _tasks(source: str, raw: Any, document: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The [tasks.<task>.data] and [tasks.<task>.model] tables, checked: task names as campaign names (no two the
+    same but for case), only those two tables, and only fields that [data] and [model] have. None: no tasks."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(source, "tasks", "must hold one table per task, e.g. [tasks.wood-r50.data] root = \"data/wood\"")
+    for table in TASK_TABLES:
+        if not isinstance(document.get(table, {}), dict):
+            raise _fail(source, table, "must be a table")
+    known = {"data": [f.name for f in dataclasses.fields(DataConfig)], "model": list(MODEL_FIELDS)}
+    seen: dict[str, str] = {}
+    for task, tables in raw.items():
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", task):
+            raise _fail(source, f"tasks.{task}", "a task's name must be letters, digits, '_' or '-' (its studies are "
+                                                 "named CAMPAIGN.TASK.METHOD)")
+        if task.lower() in seen:
+            raise _fail(source, f"tasks.{task}", f"two tasks named {seen[task.lower()]!r} and {task!r}: task names "
+                                                 "must differ in more than case")
+        seen[task.lower()] = task
+        if not isinstance(tables, dict) or not tables:
+            raise _fail(source, f"tasks.{task}", "must override [data] or [model] fields, e.g. "
+                                                 f"[tasks.{task}.data] imbalance_class = \"8\"")
+        for table, fields in tables.items():
+            if table not in TASK_TABLES:
+                raise _fail(source, f"tasks.{task}.{table}", "a task overrides only [data] and [model] fields "
+                                                            f"([tasks.{task}.data], [tasks.{task}.model])")
+            if not isinstance(fields, dict):
+                raise _fail(source, f"tasks.{task}.{table}", "must be a table")
+            for key in fields:
+                if key not in known[table]:
+                    raise _fail(source, f"tasks.{task}.{table}.{key}",
+                                f"unknown field; known: {', '.join(known[table])}")
+    return raw
+
+
+def _check_tasks_differ(source: str, tasks: dict[str, dict[str, StudyConfig]]) -> None:
+    """Two tasks with the same data and model would be one task counted twice in the ranking: refused."""
+    seen: dict[str, str] = {}
+    for task, studies in tasks.items():
+        study = studies[REFERENCE].identity()
+        key = json.dumps([study.get("data"), study.get("backbone"), study.get("weights")], sort_keys=True, default=str)
+        if key in seen:
+            raise _fail(source, f"tasks.{task}", f"the same data and model as tasks.{seen[key]}: one task counted "
+                                                 "twice; change a [data] or [model] field, or drop one")
+        seen[key] = task
+
+
+def _declared(method: str) -> set[str]:
+    return {p.name for p in parse_method(method).params}
+
+
+def _own_params(source: str, raw: Any, methods: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The [method_params.<method>] tables, by canonical method name; each must name a method of the
+    campaign and only parameters that method takes."""
+    if not isinstance(raw, dict):
+        raise _fail(source, "method_params", "must hold one table per method, e.g. [method_params.hws]")
+    own = {}
+    for key, table in raw.items():
+        try:
+            method = parse_method(key).name
+        except UserError as error:
+            raise _fail(source, f"method_params.{key}", str(error)) from None
+        if method not in methods:
+            raise _fail(source, f"method_params.{key}", f"{method} is not in methods = [{', '.join(methods)}]")
+        if method in own:
+            raise _fail(source, f"method_params.{key}", f"{method} has two tables")
+        if not isinstance(table, dict):
+            raise _fail(source, f"method_params.{key}", "must be a table of the method's parameters")
+        for param in table:
+            if param not in _declared(method):
+                raise _fail(source, f"method_params.{key}.{param}",
+                            f"{method} takes no parameter {param}; known: {', '.join(sorted(_declared(method)))}")
+        own[method] = table
+    return own
+
+
+def _method_study(raw: dict[str, Any], source: str, method: str, task: str | None = None) -> StudyConfig:
+    """A method's study through the study parser; its errors name the method (and the task), and a method left
+    nothing to search is told how to give it something (ERM is tuned over the shared searched parameters)."""
+    try:
+        return parse_study(raw, f"{source} ({'' if task is None else f'task {task}, '}method {method})")
+    except UserError as error:
+        if "nothing to search" in str(error):
+            raise UserError(f"{source}: method {method} has nothing to search: every parameter it takes is fixed; "
+                            "search a shared one in [params], e.g. lr_head = { low = 0.01, high = 0.2, "
+                            "log = true }" + ("" if method == REFERENCE else f", or one of its own in "
+                                              f"[method_params.{method}]")) from None
+        raise
+
+
+def load_campaign(path: str | Path, replicates: int | None = None, overrides: list[str] = ()) -> CampaignConfig:
+    """Read and validate a campaign file, with `--set section.key=value` overrides applied as `run` applies
+    them to a study file; any problem is a one-line UserError."""
+    path = Path(path)
+    return parse_campaign(apply_overrides(read_toml(path, "campaign"), list(overrides)), str(path), replicates)

@@ -1,0 +1,1 @@
+"""Training: the backbones and head, the metrics, the one trainer every trial and run shares, saved models."""
