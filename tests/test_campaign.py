@@ -160,7 +160,7 @@ def test_report_verdict_json_gives_means_differences_adjusted_p_and_the_word(cam
 
 def test_p_improvement_is_the_share_of_pairs_the_method_wins_ties_half(campaign):
     """P(method > ERM) in the verdict's JSON against a hand computation from the stored runs of each pair."""
-    from pipeline.report.study_tables import run_metrics
+    from pipeline.compare.evaluate import run_metrics
 
     store = Store(str(campaign), create=False)
     measured = {m: {r.seed: run_metrics(r) for r in store.evaluations(store.study(f"trio.{m}").id)}

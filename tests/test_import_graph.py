@@ -63,3 +63,47 @@ def test_no_test_module_imports_another() -> None:
     found = [f"{path.relative_to(ROOT)} imports {name}" for path in sorted(tests.rglob("*.py"))
              for name in imports_of(path, modules)]
     assert found == []
+
+
+# The layers of pipeline/, lowest first: a module imports only from its own layer or the ones before it
+# (data and methods share a rank, methods using data's splits; training and spec share one, neither importing
+# the other). The base is pipeline's own modules; cli/ sits above every layer.
+LAYERS = (("base",), ("data",), ("methods",), ("training", "spec"), ("store",), ("search",), ("compare",),
+          ("report",), ("bench",), ("cli",))
+RANK = {layer: rank for rank, names in enumerate(LAYERS) for layer in names}
+
+
+def layer_of(module: str) -> str:
+    """The layer of a project module: its package under pipeline/ (the base for pipeline's own modules), or cli."""
+    parts = module.split(".")
+    if parts[0] == "cli":
+        return "cli"
+    package = ROOT / "pipeline" / parts[1] if len(parts) > 1 else None
+    return parts[1] if package is not None and package.is_dir() else "base"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a lower layer into a higher one (or across the two layers that share a rank)."""
+    found = []
+    for module, imported in graph.items():
+        for target in imported:
+            here, there = layer_of(module), layer_of(target)
+            if there != here and RANK[there] >= RANK[here]:
+                found.append(f"{module} ({here}) imports {target} ({there})")
+    return sorted(found)
+
+
+def test_every_package_of_pipeline_is_a_layer() -> None:
+    packages = {path.name for path in (ROOT / "pipeline").iterdir() if (path / "__init__.py").exists()}
+    assert packages == set(RANK) - {"base", "cli"}
+
+
+def test_imports_run_down_the_layers_only() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_import_from_a_lower_layer_into_a_higher_one() -> None:
+    graph = {"pipeline.training.trainer": {"pipeline.report.tables"}, "pipeline.report.tables": {"pipeline.errors"},
+             "pipeline.data.splits": {"pipeline.methods.parts"}}
+    assert upward_imports(graph) == ["pipeline.data.splits (data) imports pipeline.methods.parts (methods)",
+                                     "pipeline.training.trainer (training) imports pipeline.report.tables (report)"]

@@ -14,6 +14,7 @@ Torch is imported only by `run_evaluation`: planning and reading (`best`, `repor
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +32,19 @@ if TYPE_CHECKING:
 
 TUNED = "tuned"  # the variant name of the best configuration itself
 VARIANT_NAME_LIMIT = 200  # rt_evaluations.variant's length
+
+
+# The metrics every comparison of re-trained runs reports (the evaluation tables, the verdict, its picture), with
+# their short names, and those the evaluation table shows as differences to the reference.
+COMPARE_METRICS = (("test_accuracy", "test acc"), ("test_balanced_accuracy", "balanced"),
+                   ("test_worst_class_accuracy", "worst class"), ("smallest_class_accuracy", "smallest class"))
+COMPARE_DIFFERENCES = ("test_accuracy", "test_balanced_accuracy", "smallest_class_accuracy")
+
+
+def run_metrics(run: EvaluationRecord) -> dict[str, float]:
+    """A run's compared metrics, with the test accuracy of its smallest training class."""
+    smallest = min(run.train_class_counts, key=lambda name: run.train_class_counts[name])
+    return {**run.metrics, "smallest_class_accuracy": run.per_class["test"].get(smallest, math.nan)}
 
 
 @dataclass(frozen=True)

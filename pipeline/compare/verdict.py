@@ -26,7 +26,7 @@ from pipeline.search.bounds import BoundFlag, bound_flags
 from pipeline.compare.budget_curves import BudgetCurve, budget_note, campaign_curves, half_budget, order_at
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.methods import parse_method
-from pipeline.report.study_tables import COMPARE_METRICS, run_metrics
+from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
 from pipeline.compare.stats import (CONFIDENCE, Improvement, PairedDifference, clustered_difference, holm, look_alphas,
                             mean_interval, paired_difference, probability_of_improvement, simultaneous_confidence,
                             t_quantile)

@@ -23,7 +23,8 @@ from matplotlib.figure import Figure
 from pipeline.errors import UserError
 from pipeline.compare.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
-from pipeline.report.study_tables import COMPARE_METRICS, _select, compare_table, dataset_label
+from pipeline.compare.evaluate import COMPARE_METRICS
+from pipeline.report.study_tables import _select, compare_table, dataset_label
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
 from pipeline.store.records import EvaluationRecord, feasible, pareto_set
 

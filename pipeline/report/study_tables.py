@@ -6,7 +6,6 @@ the CLI renders with Rich or writes as Markdown, CSV, LaTeX, JSON or one HTML pa
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from pipeline.config import DataConfig
 from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial, model_pick, trials_completed
 from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.spec.study_config import StudyConfig
-from pipeline.compare.evaluate import TUNED, value_text
+from pipeline.compare.evaluate import COMPARE_DIFFERENCES, COMPARE_METRICS, TUNED, run_metrics, value_text
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
     simultaneous_confidence
 from pipeline.report.tables import Table, percent
@@ -334,17 +333,6 @@ def studies_table(store: Store) -> Table:
 
 # What the compare table reports per variant: (metric key, column). "smallest_class_accuracy" is the test
 # accuracy of the class with the fewest training examples (the rare class of an imbalanced study).
-COMPARE_METRICS = (("test_accuracy", "test acc"), ("test_balanced_accuracy", "balanced"),
-                   ("test_worst_class_accuracy", "worst class"), ("smallest_class_accuracy", "smallest class"))
-COMPARE_DIFFERENCES = ("test_accuracy", "test_balanced_accuracy", "smallest_class_accuracy")  # shown as columns
-
-
-def run_metrics(run: EvaluationRecord) -> dict[str, float]:
-    """A run's compared metrics, with the test accuracy of its smallest training class."""
-    smallest = min(run.train_class_counts, key=lambda name: run.train_class_counts[name])
-    return {**run.metrics, "smallest_class_accuracy": run.per_class["test"].get(smallest, math.nan)}
-
-
 def _interval_text(mean: float, half_width: float | None, signed: bool = False) -> str:
     text = f"{100 * mean:+.1f}" if signed else f"{100 * mean:.1f}"
     return text if half_width is None else f"{text} ± {100 * half_width:.1f}"
