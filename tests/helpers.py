@@ -24,7 +24,7 @@ from pipeline.store import LockLost, Store, study_locks
 from pipeline.spec.study_config import Budget, StudyConfig, parse_study
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
-DATA = ROOT / "tests" / "data"  # databases and files written by earlier versions
+DATA = ROOT / "tests" / "fixtures"  # databases and files written by earlier versions
 
 
 TINY = """

@@ -25,7 +25,7 @@ import torch
 from pipeline.config import TrainConfig
 from pipeline.data import load_dataset
 from pipeline.methods import parse_method
-from pipeline.metrics import predict
+from pipeline.training.metrics import predict
 from pipeline.spec.study_config import load_study
 from pipeline.training.trainer import prepare, run_epoch
 

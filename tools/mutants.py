@@ -22,15 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = "pipeline/methods"
 TESTS = {  # the test files that cover each module
-    "samplers": ["tests/test_hws.py", "tests/test_reweighting.py"],
-    "weights": ["tests/test_reweighting.py"],
-    "losses": ["tests/test_losses.py", "tests/test_gils.py", "tests/test_reweighting.py"],
-    "mixers": ["tests/test_mixers.py"],
-    "updates": ["tests/test_gils.py", "tests/test_attacks.py"],
-    "generators": ["tests/test_gils.py", "tests/test_attacks.py"],
-    "declarations": ["tests/test_params.py", "tests/test_attacks.py"],
-    "stats": ["tests/test_stats.py", "tests/test_evaluate.py::test_mean_and_interval_match_a_hand_computation",
-              "tests/test_evaluate.py::test_the_paired_difference_uses_matched_seeds_only"],
+    "samplers": ["tests/methods/test_hws.py", "tests/methods/test_reweighting.py"],
+    "weights": ["tests/methods/test_reweighting.py"],
+    "losses": ["tests/methods/test_losses.py", "tests/methods/test_gils.py", "tests/methods/test_reweighting.py"],
+    "mixers": ["tests/methods/test_mixers.py"],
+    "updates": ["tests/methods/test_gils.py", "tests/methods/test_attacks.py"],
+    "generators": ["tests/methods/test_gils.py", "tests/methods/test_attacks.py"],
+    "declarations": ["tests/base/test_params.py", "tests/methods/test_attacks.py"],
+    "stats": ["tests/compare/test_stats.py", "tests/compare/test_evaluate.py::test_mean_and_interval_match_a_hand_computation",
+              "tests/compare/test_evaluate.py::test_the_paired_difference_uses_matched_seeds_only"],
 }
 
 

@@ -4,7 +4,7 @@ behind the others at the same epoch (early stopping). Torch-free; the study loop
 
 A run to E epochs passes exactly through the state a run to E' < E ends in, because nothing in a run depends
 on its total epoch count: the learning-rate schedule (x lr_decay every lr_step epochs) and every method part
-(the registries' `uses_total_epochs` says so per part; tests/test_epoch_metrics.py proves it per part).
+(the registries' `uses_total_epochs` says so per part; tests/training/test_epoch_metrics.py proves it per part).
 """
 from __future__ import annotations
 

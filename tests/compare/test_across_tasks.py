@@ -1,6 +1,6 @@
 """Campaigns of several tasks: tasks in the campaign file, the verdict across five tasks built from inserted records
 against autorank, scipy and scikit-posthocs on the same matrix, and the budget curves' estimator against a hand
-computation (tests/test_campaign_tasks.py trains real ones)."""
+computation (tests/compare/test_campaign_tasks.py trains real ones)."""
 import itertools
 import os
 import subprocess

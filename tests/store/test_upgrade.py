@@ -1,4 +1,4 @@
-"""A database written by robust-tune 0.1.0 (tests/data) is upgraded in place by the first writing command,
+"""A database written by robust-tune 0.1.0 (tests/fixtures) is upgraded in place by the first writing command,
 once, with a copy kept; its studies list, report, resume and evaluate. Reading commands never change a byte;
 a database from a newer version is refused; a kill during the upgrade leaves the old database usable.
 Real SQLite files (and a real PostgreSQL server), the CLI as a user runs it, real processes for the kill."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.metrics import evaluate as accuracy_of
+from pipeline.training.metrics import evaluate as accuracy_of
 from pipeline.training.models import build_model
 from pipeline.report.study_tables import compare_table
 from pipeline.compare.stats import mean_interval

@@ -192,7 +192,7 @@ def same_verdict(tables: list[dict], before: list[dict]) -> bool:
 
 
 def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_verdict(tmp_path, cli):
-    """tests/data/v0.6.0-campaign.db: its file (no resplit in it) runs nothing, its runs stay on the search's
+    """tests/fixtures/v0.6.0-campaign.db: its file (no resplit in it) runs nothing, its runs stay on the search's
     split, the verdict's numbers are 0.6.0's, and a file asking to resplit it is one line, exit 2."""
     data = DATA
     db = tmp_path / "old.db"

@@ -134,7 +134,7 @@ def test_a_study_stored_at_224_keeps_it_and_its_fingerprint_when_its_file_does_n
 
 
 def test_a_study_stored_by_0_1_0_keeps_its_size_and_fingerprint_when_run_again(cli, tmp_path, monkeypatch):
-    """tests/data/v0.1.0.db, written by robust-tune 0.1.0, and the file that made it (no image_size in it)."""
+    """tests/fixtures/v0.1.0.db, written by robust-tune 0.1.0, and the file that made it (no image_size in it)."""
     monkeypatch.chdir(tmp_path)
     for name in ("v0.1.0.db", "old-quick.toml"):
         shutil.copy(DATA / name, tmp_path / name)
