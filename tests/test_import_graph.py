@@ -107,3 +107,11 @@ def test_the_layer_check_finds_an_import_from_a_lower_layer_into_a_higher_one() 
              "pipeline.data.splits": {"pipeline.methods.parts"}}
     assert upward_imports(graph) == ["pipeline.data.splits (data) imports pipeline.methods.parts (methods)",
                                      "pipeline.training.trainer (training) imports pipeline.report.tables (report)"]
+
+
+def test_no_test_module_finds_files_by_its_own_location() -> None:
+    """The repository, its studies and tests/fixtures come from helpers (ROOT, STUDIES, DATA), so a test module can
+    move between folders and still find them."""
+    found = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "tests").rglob("test_*.py"))
+             if "__file__" in path.read_text()]
+    assert found == []

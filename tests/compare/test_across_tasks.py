@@ -14,9 +14,8 @@ from pipeline.compare.budget_curves import BudgetCurve, budget_curve, budget_not
 from pipeline.spec.campaign_config import parse_campaign
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
-from helpers import TWO_TASKS
+from helpers import DATA, ROBUST_TUNE, TWO_TASKS
 
-ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
 
 
 def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -50,7 +49,7 @@ def test_a_campaign_without_tasks_is_stored_and_fingerprinted_as_before():
     assert campaign.task_campaigns()[0][1] is campaign
     from pipeline.spec.campaign_config import load_campaign
 
-    old = load_campaign(Path(__file__).parent / "data" / "old-trio.toml").settle_resplit(None)
+    old = load_campaign(DATA / "old-trio.toml").settle_resplit(None)
     assert old.fingerprint() == "857ecf1b48274c7c"  # what 0.7.0 computed for the same file
 
 

@@ -4,16 +4,14 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
-from helpers import TWO_TASKS
+from helpers import ROBUST_TUNE, STUDIES, TWO_TASKS
 
-ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
 
 
 def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -96,7 +94,7 @@ def test_table5_runs_end_to_end_on_fake_trees_at_two_tasks(tmp_path, mt_root, mv
     assert cli("data", "prepare", "mt", "--root", str(mt_root), "--out", str(splits))[0] == 0
     wood = ("--root", str(mvtec_root), "--category", "wood", "--out", str(splits))
     assert cli("data", "prepare", "mvtec", *wood)[0] == 0
-    text = (Path(__file__).parent.parent / "studies" / "paper" / "table5.toml").read_text()
+    text = (STUDIES / "paper" / "table5.toml").read_text()
     head, *tasks = text.split("\n[tasks.")
     kept = [t for t in tasks if t.startswith(("mt-defect-r18.", "wood-r18."))]
     assert len(tasks) == 24 and len(kept) == 4  # twelve tasks of two tables each
