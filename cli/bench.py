@@ -215,9 +215,9 @@ def _print_startup(db: str, rounds: int) -> None:
 def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,
                   processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
     """The search benchmark: one table per problem, the true value of each strategy's recommendation."""
-    from pipeline.search_problems import PROBLEMS, REPLAY_TABLE
+    from pipeline.search_problems import available_problems
 
-    known_problems = PROBLEMS if REPLAY_TABLE.is_file() else PROBLEMS[:-1]
+    known_problems = available_problems()
     for name in problems:
         if name not in known_problems:
             raise UserError(f"unknown search problem {name!r}; known: {', '.join(known_problems)}")
@@ -240,7 +240,7 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
     for name in strategies:
         if name not in STRATEGY_NOTES:
             raise UserError(f"unknown search strategy {name!r}; known: {', '.join(STRATEGY_NOTES)}")
-        if name not in names:
+        if name == "tpe" and not optuna_available():
             raise UserError("strategy tpe needs Optuna: pip install 'robust-tune[compare]'")
     if not optuna_available() and not strategies:
         stderr.print(escape("Optuna is not installed, so TPE is left out (pip install 'robust-tune[compare]' "
@@ -255,15 +255,18 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
 
         write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
     _search_tables(summaries, checkpoints, seeds, initial, markdown)
-    if "digits-hws-replay" in (problems or known_problems):
-        from pipeline.search_problems import read_replay, surrogate_check
+    from pipeline.search_problems import ERM_REPLAY_TABLE, REPLAY_TABLE, read_replay, surrogate_check
 
-        check = surrogate_check(read_replay())
-        stdout.print(escape(
-            f"The replay's surrogate on configurations it was not fitted on (5-fold, {check['configurations']} "
-            f"configurations x {check['seeds']} seeds): root-mean-square error {100 * check['surrogate_rmse']:.1f} "
-            f"points, against {100 * check['constant_rmse']:.1f} for the mean of the rest; the seed-to-seed noise "
-            f"alone leaves {100 * check['noise_floor']:.1f} in a configuration's mean."))
+    for table, replays in ((REPLAY_TABLE, ("digits-hws-replay",)),
+                           (ERM_REPLAY_TABLE, ("digits-erm-replay", "digits-erm-cut-replay"))):
+        if any(name in (problems or known_problems) for name in replays):
+            check = surrogate_check(read_replay(table))
+            stdout.print(escape(
+                f"The surrogate of {' and '.join(replays)} on configurations it was not fitted on (5-fold, "
+                f"{check['configurations']} configurations x {check['seeds']} seeds): root-mean-square error "
+                f"{100 * check['surrogate_rmse']:.1f} points, against {100 * check['constant_rmse']:.1f} for the mean "
+                f"of the rest; the seed-to-seed noise alone leaves {100 * check['noise_floor']:.1f} in a "
+                "configuration's mean."))
     if plot is not None:
         stderr.print(f"picture: {plot}")
 

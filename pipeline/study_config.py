@@ -59,12 +59,34 @@ OWN_RULE = ("threads",)
 # at its default. migrations/versions/0002 writes the same values into stored studies.
 
 
-# How a study proposes its trials (pipeline/search.py builds each as an Ax generation strategy).
+# How a study proposes its trials (pipeline/search.py builds each as an Ax generation strategy). A GP strategy is
+# "gp" and its options joined with "-": the options each change one thing of "gp" (docs/search.md measures them).
+GP_OPTIONS = {
+    "rbf": "BoTorch's current default kernel: RBF with dimension-scaled log-normal lengthscale priors",
+    "warp": "learned input warping (a Kumaraswamy CDF per input, BoTorch's Warp)",
+    "power": "the results power-transformed (Yeo-Johnson, Ax's PowerTransformY) before the GP sees them",
+    "centre": "the centre of the box as the first of the initial trials (as Ax's own default does)",
+}
 STRATEGIES = {
     "gp": "seeded Sobol for the first budget.initial trials, then a Gaussian process (ARD Matern-5/2) proposes",
+    "gp-rbf": "gp with BoTorch's current default kernel and priors (RBF, dimension-scaled lengthscales)",
+    "gp-warp": "gp with learned input warping",
+    "gp-power": "gp on power-transformed results",
+    "gp-centre": "gp with the centre of the box as the first trial",
+    "gp-rbf-power-centre": "gp with BoTorch's default kernel, power-transformed results and the centre first",
     "sobol": "a seeded, scrambled Sobol sequence for every trial (no model)",
     "random": "configurations drawn uniformly (log-uniformly on a log scale), seeded (no model)",
 }
+
+
+def gp_options(strategy: str) -> frozenset[str]:
+    """The options of a GP strategy ("gp-rbf-warp": rbf and warp; "gp": none)."""
+    name, *options = strategy.split("-")
+    if name != "gp" or not set(options) <= set(GP_OPTIONS):
+        raise ValueError(f"unknown search strategy {strategy!r}")
+    return frozenset(options)
+
+
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
 ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False}

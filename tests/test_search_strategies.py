@@ -97,7 +97,7 @@ def test_a_study_stored_before_search_strategies_is_the_same_study_searched_by_t
 
 
 @pytest.mark.parametrize("line, problem", [
-    ('[search]\nstrategy = "tpe"', "search.strategy: must be one of gp, sobol, random"),
+    ('[search]\nstrategy = "tpe"', "search.strategy: must be one of gp, gp-rbf, gp-warp, gp-power, gp-centre, "),
     ('[search]\nstrategy = "gp"\nwhat = 1', "search.what: unknown field"),
     ("", "budget.seeds_per_trial: must be between 1 and 100, got 0"),
 ])
@@ -284,3 +284,49 @@ def test_the_gp_believes_a_collapsed_trial_where_axs_default_winsorising_did_not
         predicted[winsorize] = model.predict([{"beta": 600.0}])[0][0]
     assert predicted[True] > 0.7  # what the map showed before
     assert predicted[False] < 0.3  # what the study's GP believes now
+
+
+NEW_GP_STRATEGIES = ("gp-rbf", "gp-warp", "gp-power", "gp-centre", "gp-rbf-power-centre")
+
+
+@pytest.mark.parametrize("strategy", NEW_GP_STRATEGIES)
+def test_each_gp_strategy_runs_a_study_and_resumes_after_a_kill_with_the_same_proposals(tmp_path, strategy):
+    """A real 3-trial study (2 initial trials, then the GP) searched by `strategy`, uninterrupted; and the same
+    study killed after Ax proposed its GP trial, then resumed: the same proposals and results. The GP is the
+    strategy's own (kernel, warping, outcome transform), and with `centre` the first trial is the box's centre."""
+    from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+    from test_study_safety import completed_trials, start_run
+
+    from pipeline.study import run_study
+
+    line = f'[search]\nstrategy = "{strategy}"'
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    whole.mkdir(), killed.mkdir()
+    path = study_file(whole, "s", search=line)
+    run_study(load_study(path), str(whole / "runs.db"), "cpu", log_file=tmp_path / "ax.log")
+    uninterrupted = completed_trials(whole / "runs.db", "s")
+    assert len(uninterrupted) == 3
+
+    path = study_file(killed, "s", search=line)
+    run_study(load_study(path), str(killed / "runs.db"), "cpu", trials=2, log_file=tmp_path / "ax.log")
+    process = start_run(path, killed / "runs.db", env={"ROBUST_TUNE_KILL_AT": "after-ask"})
+    process.communicate()
+    assert process.returncode == -9
+    run_study(load_study(path), str(killed / "runs.db"), "cpu", log_file=tmp_path / "ax.log")
+    assert completed_trials(killed / "runs.db", "s") == uninterrupted
+
+    from pipeline import search
+
+    client = search.load_client(load_study(path), Store(str(killed / "runs.db")).url)
+    experiment = client._experiment
+    nodes = [trial.generator_runs[0]._generation_node_name for trial in experiment.trials.values()]
+    assert "GP" in nodes[-1] or "BoTorch" in nodes[-1]
+    if "centre" in strategy:
+        assert nodes[0] == "CenterOfSearchSpace" and uninterrupted[0][0]["beta"] == pytest.approx(10.0)
+    adapter = client._generation_strategy.fit(experiment=experiment)  # the model of the next proposal
+    model = adapter.generator.surrogate.model
+    kernel = model.covar_module.base_kernel if isinstance(model.covar_module, ScaleKernel) else model.covar_module
+    assert isinstance(kernel, RBFKernel if "rbf" in strategy else MaternKernel)
+    assert ("Warp" in type(getattr(model, "input_transform", None)).__name__) == ("warp" in strategy)
+    transforms = [type(t).__name__ for t in adapter.transforms.values()]
+    assert ("PowerTransformY" in transforms) == ("power" in strategy) and "Winsorize" not in transforms
