@@ -35,7 +35,7 @@ from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.study_config import DEFAULT_PICK, PICKS, StudyConfig, parse_study, read_toml
+from pipeline.study_config import ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig, parse_study, read_toml
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -98,6 +98,17 @@ class CampaignConfig:
         kept = (stored or {}).get("studies") or {}
         studies = {m: s.settle_image_size((kept.get(m) or {}).get("data", {}).get("image_size"))
                    for m, s in self.studies.items()}
+        return dataclasses.replace(self, studies=studies)
+
+    def settle_strategy(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with each method's search strategy decided where its file does not say: as the stored
+        campaign (`stored`, its config as stored) has that method's study (its identity leaves out the strategy
+        at ADDED_LATER's "gp"), else DEFAULT_STRATEGY (StudyConfig.settle_strategy)."""
+        if stored is None:
+            return self
+        kept = stored.get("studies") or {}
+        studies = {m: s.settle_strategy((kept.get(m) or {}).get("strategy", ADDED_LATER["strategy"]) if m in kept
+                                        else None) for m, s in self.studies.items()}
         return dataclasses.replace(self, studies=studies)
 
     def to_dict(self) -> dict[str, Any]:

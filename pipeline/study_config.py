@@ -79,6 +79,10 @@ STRATEGIES = {
 }
 
 
+# The strategy of a study whose file names none. A study stored under the name keeps its own (settle_strategy).
+DEFAULT_STRATEGY = "gp"
+
+
 def gp_options(strategy: str) -> frozenset[str]:
     """The options of a GP strategy ("gp-rbf-warp": rbf and warp; "gp": none)."""
     name, *options = strategy.split("-")
@@ -192,6 +196,9 @@ class StudyConfig:
     # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
     # was written, not what the study is: not stored, not compared.
     image_size_given: bool = field(default=True, compare=False)
+    # False: the study file left [search] strategy to DEFAULT_STRATEGY; a study stored under the name then keeps the
+    # strategy it was searched with (settle_strategy). Like image_size_given: not stored, not compared.
+    strategy_given: bool = field(default=True, compare=False)
 
     @property
     def multi_objective(self) -> bool:
@@ -227,9 +234,10 @@ class StudyConfig:
                            threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
-        """The study as stored: every field but image_size_given, which says how its file was written."""
+        """The study as stored: every field but image_size_given and strategy_given, which say how its file was
+        written."""
         stored = dataclasses.asdict(self)
-        del stored["image_size_given"]
+        del stored["image_size_given"], stored["strategy_given"]
         return stored
 
     @classmethod
@@ -262,6 +270,14 @@ class StudyConfig:
             raise UserError(f"study {self.name} is stored with data.image_size = {stored_size}: {error}; set "
                             "data.image_size in the study file, or give the study another name") from None
         return dataclasses.replace(self, data=data)
+
+    def settle_strategy(self, stored_strategy: str | None) -> StudyConfig:
+        """The study with the strategy it searches with: the file's, else that of the study stored under its name
+        (`stored_strategy`: a study stored before DEFAULT_STRATEGY changed keeps the one it was searched with),
+        else (None: not stored) DEFAULT_STRATEGY."""
+        if self.strategy_given or stored_strategy is None:
+            return self
+        return dataclasses.replace(self, strategy=stored_strategy)
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
@@ -470,7 +486,8 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
                               "e.g. epochs = { low = 21, high = 60 }")
 
     search_fields = _Fields(source, "search", top.take("search", dict, {}))
-    strategy = search_fields.take("strategy", str, "gp")
+    strategy_given = "strategy" in search_fields.table
+    strategy = search_fields.take("strategy", str, DEFAULT_STRATEGY)
     if strategy not in STRATEGIES:
         search_fields.fail("search.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     epoch_prefixes = search_fields.take("epoch_prefixes", bool, False)
@@ -496,7 +513,7 @@ def parse_study(raw: dict[str, Any], source: str) -> StudyConfig:
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
                        constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes,
-                       image_size_given=image_size_given)
+                       image_size_given=image_size_given, strategy_given=strategy_given)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}

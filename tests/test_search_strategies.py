@@ -330,3 +330,45 @@ def test_each_gp_strategy_runs_a_study_and_resumes_after_a_kill_with_the_same_pr
     assert ("Warp" in type(getattr(model, "input_transform", None)).__name__) == ("warp" in strategy)
     transforms = [type(t).__name__ for t in adapter.transforms.values()]
     assert ("PowerTransformY" in transforms) == ("power" in strategy) and "Winsorize" not in transforms
+
+
+def test_a_study_stored_with_gp_resumes_with_gp_when_the_default_strategy_is_another(tmp_path, cli, monkeypatch):
+    """A study file that names no strategy, run under the gp default, then resumed when the default is another
+    strategy: it resumes as the same study (same fingerprint), its new trial proposed by the gp's own GP; a new
+    study from the same file gets the new default; a campaign stored before keeps gp for its studies too."""
+    from pipeline import study_config
+    from pipeline.campaign_config import load_campaign
+
+    db, path = str(tmp_path / "runs.db"), study_file(tmp_path, "kept", trials=3)
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"),
+                         "--trials", "2")
+    assert code == 0, err
+    fingerprint = Store(db).study("kept").study.fingerprint()
+    monkeypatch.setattr(study_config, "DEFAULT_STRATEGY", "gp-rbf-power-centre")
+    assert load_study(path).strategy == "gp-rbf-power-centre" and not load_study(path).strategy_given
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    stored = Store(db).study("kept")
+    assert stored.study.strategy == "gp" and stored.study.fingerprint() == fingerprint
+    from pipeline import search
+
+    client = search.load_client(stored.study, Store(db).url)
+    assert client._experiment.trials[2].generator_runs[0]._generation_node_name.endswith("BoTorch")
+    other = tmp_path / "new.toml"
+    other.write_text(path.read_text().replace('name = "kept"', 'name = "new"'))
+    code, out, err = cli("run", str(other), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"),
+                         "--trials", "1")
+    assert code == 0, err
+    assert Store(db).study("new").study.strategy == "gp-rbf-power-centre"
+
+    campaign = tmp_path / "c.toml"
+    campaign.write_text('name = "c"\nmethods = ["erm", "ls"]\n[data]\nname = "digits"\n[params]\nepochs = 1\n'
+                        'lr_head = { low = 0.01, high = 0.2, log = true }\n[budget]\ntrials = 2\ninitial = 1\n')
+    monkeypatch.setattr(study_config, "DEFAULT_STRATEGY", "gp")
+    stored_config = load_campaign(campaign).to_dict()  # as stored under the gp default: identity without strategy
+    assert all("strategy" not in s for s in stored_config["studies"].values())
+    monkeypatch.setattr(study_config, "DEFAULT_STRATEGY", "gp-rbf")
+    settled = load_campaign(campaign).settle_strategy(stored_config)
+    assert {s.strategy for s in settled.studies.values()} == {"gp"}
+    assert settled.to_dict()["studies"] == stored_config["studies"]
+    assert {s.strategy for s in load_campaign(campaign).settle_strategy(None).studies.values()} == {"gp-rbf"}
