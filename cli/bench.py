@@ -43,15 +43,17 @@ def bench(
     epochs: Annotated[Optional[int], typer.Option(min=1, help="With --study: fix the epochs (default: "
                                                               "searched in [21, 60]); with --parallel: each "
                                                               "trial's epochs (default 10).")] = None,
-    search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the default GP, Sobol, "
-                                                          "random, Optuna's TPE if installed) side by side on "
+    search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the GP and its "
+                                                          "variants, Sobol, random, Optuna's TPE if installed) side "
+                                                          "by side on "
                                                           "problems whose true values are known.")] = False,
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="With --search: search seeds per strategy.")] = 20,
     initial: Annotated[int, typer.Option(min=1, help="With --search: Sobol trials before the GP.")] = 5,
     problem: Annotated[Optional[list[str]], typer.Option(help="With --search: only this problem (repeat; "
                                                               "default all).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option(help="With --search: only this strategy (repeat; "
-                                                               "default all).")] = None,
+                                                               "default all but gp-warp, gp-centre, gp-winsorized "
+                                                               "and gp-2seeds).")] = None,
     processes: Annotated[int, typer.Option(min=1, max=256, help="With --search: search runs at once, each in "
                                                                 "its own process.")] = 1,
     plot: Annotated[Optional[Path], typer.Option(help="With --search: draw the regret curves (points "

@@ -10,9 +10,12 @@ spaces whose true (noise-free) value is known, observed with the noise real tria
   configurations' mean over training seeds, and an observation adds the deviation of one of the nearest
   tried configuration's seeds from its mean (a failed run there fails the trial).
 - `digits-erm-replay`, `digits-erm-cut-replay`: ERM's two learning rates on the same digits, replayed the
-  same way from pipeline/replay/digits-erm.csv (tried over [0.003, 1] on each): over that box, which holds
-  the best inside it, and over the campaign's own range [0.01, 0.2], which cuts it off (the best there lies
-  on the upper bounds). A strategy that wins by proposing on the bounds wins the second, not the first.
+  same way from pipeline/replay/digits-erm.csv (tried over [0.003, 1] on each): over that box, and over the
+  campaign's own range [0.01, 0.2], which cuts the best off (the best there lies in the corner of the upper
+  bounds). ERM's best on these digits lies at learning rates of 1 and beyond (the network trains as well at
+  8), so over [0.003, 1] it lies on the head's upper bound and inside the backbone's range. The problems
+  whose best lies inside the box are hws's: a strategy that wins by proposing on the bounds wins the cut
+  box and loses those.
 
 Values are balanced validation accuracies (the digits studies' objective), higher is better.
 """
@@ -255,7 +258,7 @@ def problems(names: tuple[str, ...] = ()) -> list[Problem]:
     if ERM_REPLAY_TABLE.is_file():
         built["digits-erm-replay"] = lambda: replay_problem(
             read_replay(ERM_REPLAY_TABLE), "digits-erm-replay",
-            "ERM's two learning rates on the digits, replayed from real trials over [0.003, 1]: the best inside")
+            "ERM's two learning rates on the digits, replayed from real trials over [0.003, 1]")
         built["digits-erm-cut-replay"] = lambda: replay_problem(
             read_replay(ERM_REPLAY_TABLE), "digits-erm-cut-replay",
             "the same over the campaign's range [0.01, 0.2], which cuts the best off", ERM_CUT_SPACE)
