@@ -103,7 +103,7 @@ class CampaignConfig:
     def settle_strategy(self, stored: dict[str, Any] | None) -> CampaignConfig:
         """The campaign with each method's search strategy decided where its file does not say: as the stored
         campaign (`stored`, its config as stored) has that method's study (its identity leaves out the strategy
-        at ADDED_LATER's "gp"), else DEFAULT_STRATEGY (StudyConfig.settle_strategy)."""
+        at ADDED_LATER's "gp") where that was a default then, else DEFAULT_STRATEGY (StudyConfig.settle_strategy)."""
         if stored is None:
             return self
         kept = stored.get("studies") or {}

@@ -79,8 +79,10 @@ STRATEGIES = {
 }
 
 
-# The strategy of a study whose file names none. A study stored under the name keeps its own (settle_strategy).
+# The strategy of a study whose file names none; what such a file meant in earlier versions (a study stored with
+# one of those under the name keeps it: settle_strategy).
 DEFAULT_STRATEGY = "gp"
+EARLIER_DEFAULTS = ("gp",)
 
 
 def gp_options(strategy: str) -> frozenset[str]:
@@ -196,8 +198,8 @@ class StudyConfig:
     # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
     # was written, not what the study is: not stored, not compared.
     image_size_given: bool = field(default=True, compare=False)
-    # False: the study file left [search] strategy to DEFAULT_STRATEGY; a study stored under the name then keeps the
-    # strategy it was searched with (settle_strategy). Like image_size_given: not stored, not compared.
+    # False: the study file left [search] strategy to DEFAULT_STRATEGY; a study stored under the name with an earlier
+    # default then keeps it (settle_strategy). Like image_size_given: not stored, not compared.
     strategy_given: bool = field(default=True, compare=False)
 
     @property
@@ -273,9 +275,10 @@ class StudyConfig:
 
     def settle_strategy(self, stored_strategy: str | None) -> StudyConfig:
         """The study with the strategy it searches with: the file's, else that of the study stored under its name
-        (`stored_strategy`: a study stored before DEFAULT_STRATEGY changed keeps the one it was searched with),
-        else (None: not stored) DEFAULT_STRATEGY."""
-        if self.strategy_given or stored_strategy is None:
+        where that was the default then (`stored_strategy` in EARLIER_DEFAULTS: a study stored before
+        DEFAULT_STRATEGY changed keeps the one it was searched with), else DEFAULT_STRATEGY (a study stored with
+        another strategy is then another study, refused as before)."""
+        if self.strategy_given or stored_strategy not in EARLIER_DEFAULTS:
             return self
         return dataclasses.replace(self, strategy=stored_strategy)
 
