@@ -14,7 +14,7 @@ study's trial (pipeline.trial.run_trial, one torch thread). A run that fails (di
 kept with its error and no metrics.
 
     python tools/replay_trials.py --problem hws --configs 256 --seeds 3 --processes 2
-    python tools/replay_trials.py --problem erm --configs 128 --seeds 2 --processes 2
+    python tools/replay_trials.py --problem erm --configs 64 --seeds 2 --processes 2
 
 Rows are appended to a partial file as runs end, so a stopped run of the script goes on where it stopped;
 the table is written, with a header saying what produced it and how long it took, when every run is done.
@@ -118,8 +118,9 @@ def main() -> None:
                 if k % 10 == 0 or k == len(jobs):
                     elapsed = time.perf_counter() - start
                     print(f"{k}/{len(jobs)} runs, {elapsed / 60:.1f} min", flush=True)
-    with partial.open() as file:
-        rows = sorted(csv.DictReader(file), key=lambda r: (int(r["config"]), int(r["seed"])))
+    with partial.open() as file:  # the runs asked for: a run stopped and started with fewer keeps a whole table
+        rows = sorted((r for r in csv.DictReader(file) if int(r["config"]) < args.configs and int(r["seed"]) < args.seeds),
+                      key=lambda r: (int(r["config"]), int(r["seed"])))
     wall = time.perf_counter() - start
     import torch
 
