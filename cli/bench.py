@@ -286,13 +286,14 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
         return "–" if value != value else f"{100 * value:.1f}"
 
     last = checkpoints[-1]
-    columns = ["strategy", *[f"k={k}" for k in checkpoints], f"IQR at {last}", "beats random"]
+    spreads = [k for k in checkpoints if k == last // 2] + [last]  # the IQR halfway (k=10 of 20) and at the end
+    columns = ["strategy", *[f"k={k}" for k in checkpoints], *[f"IQR at {k}" for k in spreads], "beats random"]
     tables = []
     for problem in dict.fromkeys(s.problem for s in summaries):
         mine = [s for s in summaries if s.problem == problem]
         rows = [[s.strategy + (" (model)" if s.pick == "model" else ""),
                  *[percent(s.quartiles[k][1]) for k in checkpoints],
-                 f"{percent(s.quartiles[last][0])}–{percent(s.quartiles[last][2])}",
+                 *[f"{percent(s.quartiles[k][0])}–{percent(s.quartiles[k][2])}" for k in spreads],
                  "" if s.beats_random is None else f"{100 * s.beats_random:.0f}%"] for s in mine]
         tables.append((f"{problem}: best possible {100 * mine[0].best:.1f}%", columns, rows))
     proposals: dict[str, list] = {}
@@ -304,7 +305,7 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
                    [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" for s in rows],
                      f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()]))
     note = (f"True value (%) of the configuration each strategy recommends after k trainings, median over {seeds} "
-            "search seeds, and its interquartile range at the last k; (model): the tried configuration the GP "
+            "search seeds, and its interquartile range (IQR); (model): the tried configuration the GP "
             "predicts best instead of the best observed; beats random: share of search seeds on which the "
             f"recommendation at k={last} is truly better than random search's from the same seed. "
             + "; ".join(f"{k}: {v}" for k, v in STRATEGY_NOTES.items() if k in proposals) + ".")

@@ -372,3 +372,29 @@ def test_a_study_stored_with_gp_resumes_with_gp_when_the_default_strategy_is_ano
     assert {s.strategy for s in settled.studies.values()} == {"gp"}
     assert settled.to_dict()["studies"] == stored_config["studies"]
     assert {s.strategy for s in load_campaign(campaign).settle_strategy(None).studies.values()} == {"gp-rbf"}
+
+
+def test_the_erm_replay_reads_its_own_columns_and_the_cut_box_has_its_best_on_the_upper_bounds(tmp_path):
+    """A table as `tools/replay_trials.py --problem erm` writes it (a known function rising with both learning
+    rates): read by its columns, replayed over its box and over the campaign's box inside it, whose best lies
+    on the upper bounds; the surrogate is the whole table's in both."""
+    from pipeline.search_problems import ERM_CUT_SPACE, ERM_REPLAY_SPACE, read_replay, replay_problem
+
+    rng = np.random.default_rng(0)
+    lines = ["# a table written as tools/replay_trials.py --problem erm writes it",
+             "config,lr_head,lr_backbone,seed,status,val_balanced_accuracy,error"]
+    for config in range(24):
+        head, backbone = 10 ** rng.uniform(np.log10(0.003), 0, size=2)
+        truth = 0.9 + 0.02 * np.log10(head) + 0.01 * np.log10(backbone)
+        lines += [f"{config},{head},{backbone},{seed},completed,{truth + rng.normal(0, 0.002):.4f},"
+                  for seed in range(2)]
+    path = tmp_path / "erm.csv"
+    path.write_text("\n".join(lines) + "\n")
+    table = read_replay(path)
+    assert table.search == ERM_REPLAY_SPACE and table.values.shape == (24, 2)
+    whole = replay_problem(table, "whole", "")
+    cut = replay_problem(table, "cut", "", ERM_CUT_SPACE)
+    corner = {"lr_head": 0.2, "lr_backbone": 0.2}
+    assert cut.search == ERM_CUT_SPACE and cut.truth(corner) == whole.truth(corner)
+    assert cut.best == pytest.approx(cut.truth(corner), abs=0.005) and whole.best > cut.best + 0.01
+    assert cut.on_edge(corner) and not cut.on_edge({"lr_head": 0.05, "lr_backbone": 0.05})
