@@ -46,15 +46,19 @@ def bench(
     epochs: Annotated[Optional[int], typer.Option(min=1, help="With --study: fix the epochs (default: "
                                                               "searched in [21, 60]); with --parallel: each "
                                                               "trial's epochs (default 10).")] = None,
-    search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the default GP, Sobol, "
-                                                          "random, Optuna's TPE if installed) side by side on "
+    search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the GP and its "
+                                                          "variants, Sobol, random, Optuna's TPE if installed) side "
+                                                          "by side on "
                                                           "problems whose true values are known.")] = False,
-    seeds: Annotated[int, typer.Option(min=1, max=1000, help="With --search: search seeds per strategy.")] = 20,
+    seeds: Annotated[Optional[int], typer.Option(min=1, max=1000, help="With --search or --prefixes: search seeds "
+                                                                        "per strategy (default 10; --prefixes: "
+                                                                        "20).")] = None,
     initial: Annotated[int, typer.Option(min=1, help="With --search: Sobol trials before the GP.")] = 5,
     problem: Annotated[Optional[list[str]], typer.Option(metavar="PROBLEM", help="With --search: only this problem (repeat; "
                                                               "default all).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option(metavar="STRATEGY", help="With --search: only this strategy (repeat; "
-                                                               "default all).")] = None,
+                                                               "default all but gp-warp, gp-centre, gp-winsorized "
+                                                               "and gp-2seeds).")] = None,
     processes: Annotated[int, typer.Option(min=1, max=256, help="With --search: search runs at once, each in "
                                                                 "its own process.")] = 1,
     plot: Annotated[Optional[Path], typer.Option(help="With --search: draw the regret curves (points "
@@ -93,10 +97,10 @@ def bench(
         _print_parallel(epochs or 10, threads, rounds, trials or 4, tuple(workers or (1, 2)))
         return
     if prefixes:
-        _print_prefixes(tuple(variant or ()), seeds, budget, initial, min_epochs, processes, plot, force, markdown)
+        _print_prefixes(tuple(variant or ()), seeds or 20, budget, initial, min_epochs, processes, plot, force, markdown)
         return
     if search:
-        _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials or 20, initial, processes, plot,
+        _print_search(tuple(problem or ()), tuple(strategy or ()), seeds or SEARCH_SEEDS, trials or 20, initial, processes, plot,
                       force, markdown)
         return
     from pipeline.config import check_precision
@@ -215,12 +219,17 @@ def _print_startup(db: str, rounds: int) -> None:
         print(f"| `{name}` | {value:.2f} | {value / seconds[BASELINE]:.1f}x |")
 
 
+# Search seeds per strategy and problem by default: every default strategy on every problem in under 30 minutes on
+# 2 cores; docs/design/search.md's measurement gives --seeds 20.
+SEARCH_SEEDS = 10
+
+
 def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,
                   processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
     """The search benchmark: one table per problem, the true value of each strategy's recommendation."""
-    from pipeline.bench.problems import PROBLEMS, REPLAY_TABLE
+    from pipeline.bench.problems import available_problems
 
-    known_problems = PROBLEMS if REPLAY_TABLE.is_file() else PROBLEMS[:-1]
+    known_problems = available_problems()
     for name in problems:
         if name not in known_problems:
             raise UserError(f"unknown search problem {name!r}; known: {', '.join(known_problems)}")
@@ -243,7 +252,7 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
     for name in strategies:
         if name not in STRATEGY_NOTES:
             raise UserError(f"unknown search strategy {name!r}; known: {', '.join(STRATEGY_NOTES)}")
-        if name not in names:
+        if name == "tpe" and not optuna_available():
             raise UserError("strategy tpe needs Optuna: pip install 'robust-tune[compare]'")
     if not optuna_available() and not strategies:
         stderr.print(escape("Optuna is not installed, so TPE is left out (pip install 'robust-tune[compare]' "
@@ -258,15 +267,18 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
 
         write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
     _search_tables(summaries, checkpoints, seeds, initial, markdown)
-    if "digits-hws-replay" in (problems or known_problems):
-        from pipeline.bench.problems import read_replay, surrogate_check
+    from pipeline.bench.problems import ERM_REPLAY_TABLE, REPLAY_TABLE, read_replay, surrogate_check
 
-        check = surrogate_check(read_replay())
-        stdout.print(escape(
-            f"The replay's surrogate on configurations it was not fitted on (5-fold, {check['configurations']} "
-            f"configurations x {check['seeds']} seeds): root-mean-square error {100 * check['surrogate_rmse']:.1f} "
-            f"points, against {100 * check['constant_rmse']:.1f} for the mean of the rest; the seed-to-seed noise "
-            f"alone leaves {100 * check['noise_floor']:.1f} in a configuration's mean."))
+    for table, replays in ((REPLAY_TABLE, ("digits-hws-replay",)),
+                           (ERM_REPLAY_TABLE, ("digits-erm-replay", "digits-erm-cut-replay"))):
+        if any(name in (problems or known_problems) for name in replays):
+            check = surrogate_check(read_replay(table))
+            stdout.print(escape(
+                f"The surrogate of {' and '.join(replays)} on configurations it was not fitted on (5-fold, "
+                f"{check['configurations']} configurations x {check['seeds']} seeds): root-mean-square error "
+                f"{100 * check['surrogate_rmse']:.1f} points, against {100 * check['constant_rmse']:.1f} for the mean "
+                f"of the rest; the seed-to-seed noise alone leaves {100 * check['noise_floor']:.1f} in a "
+                "configuration's mean."))
     if plot is not None:
         stderr.print(f"picture: {plot}")
 
@@ -284,13 +296,14 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
         return "–" if value != value else f"{100 * value:.1f}"
 
     last = checkpoints[-1]
-    columns = ["strategy", *[f"k={k}" for k in checkpoints], f"IQR at {last}", "beats random"]
+    spreads = [k for k in checkpoints if k == last // 2] + [last]  # the IQR halfway (k=10 of 20) and at the end
+    columns = ["strategy", *[f"k={k}" for k in checkpoints], *[f"IQR at {k}" for k in spreads], "beats random"]
     tables = []
     for problem in dict.fromkeys(s.problem for s in summaries):
         mine = [s for s in summaries if s.problem == problem]
         rows = [[s.strategy + (" (model)" if s.pick == "model" else ""),
                  *[percent(s.quartiles[k][1]) for k in checkpoints],
-                 f"{percent(s.quartiles[last][0])}–{percent(s.quartiles[last][2])}",
+                 *[f"{percent(s.quartiles[k][0])}–{percent(s.quartiles[k][2])}" for k in spreads],
                  "" if s.beats_random is None else f"{100 * s.beats_random:.0f}%"] for s in mine]
         tables.append((f"{problem}: best possible {100 * mine[0].best:.1f}%", columns, rows))
     proposals: dict[str, list] = {}
@@ -302,7 +315,7 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
                    [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" for s in rows],
                      f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()]))
     note = (f"True value (%) of the configuration each strategy recommends after k trainings, median over {seeds} "
-            "search seeds, and its interquartile range at the last k; (model): the tried configuration the GP "
+            "search seeds, and its interquartile range (IQR); (model): the tried configuration the GP "
             "predicts best instead of the best observed; beats random: share of search seeds on which the "
             f"recommendation at k={last} is truly better than random search's from the same seed. "
             + "; ".join(f"{k}: {v}" for k, v in STRATEGY_NOTES.items() if k in proposals) + ".")

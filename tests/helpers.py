@@ -328,3 +328,10 @@ def write_folder(root, classes=("a", "b"), per_class=6, side=24):
         (root / name).mkdir(parents=True)
         for i in range(per_class):
             Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(root / name / f"{i}.png")
+
+
+def completed_trials(db: Path, name: str) -> list[tuple[dict, dict]]:
+    """The parameters and metrics (less the clock's) of a study's completed trials, in trial order."""
+    store = Store(str(db))
+    return [(t.parameters, {k: v for k, v in t.metrics.items() if k != "train_seconds"})
+            for t in store.trials(store.require_study(name).id) if t.status == "completed"]

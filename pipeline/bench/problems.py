@@ -9,6 +9,13 @@ spaces whose true (noise-free) value is known, observed with the noise real tria
   made by tools/replay_trials.py): the true value at any point is a Gaussian process fitted to the
   configurations' mean over training seeds, and an observation adds the deviation of one of the nearest
   tried configuration's seeds from its mean (a failed run there fails the trial).
+- `digits-erm-replay`, `digits-erm-cut-replay`: ERM's two learning rates on the same digits, replayed the
+  same way from pipeline/bench/replay/digits-erm.csv (tried over [0.003, 1] on each): over that box, and over the
+  campaign's own range [0.01, 0.2], which cuts the best off (the best there lies in the corner of the upper
+  bounds). ERM's best on these digits lies at learning rates of 1 and beyond (the network trains as well at
+  8), so over [0.003, 1] it lies on the head's upper bound and inside the backbone's range. The problems
+  whose best lies inside the box are hws's: a strategy that wins by proposing on the bounds wins the cut
+  box and loses those.
 
 Values are balanced validation accuracies (the digits studies' objective), higher is better.
 """
@@ -27,6 +34,7 @@ import numpy as np
 from pipeline.params import Choice, Range
 
 REPLAY_TABLE = Path(__file__).resolve().parent / "replay" / "digits-hws.csv"
+ERM_REPLAY_TABLE = REPLAY_TABLE.with_name("digits-erm.csv")
 CHANCE = 0.1  # balanced accuracy of a uniform guess over the ten digits: what a failed run is worth
 
 
@@ -145,27 +153,32 @@ class ReplayTable:
 HWS_REPLAY_SPACE = {"beta": Range(0.1, 1000.0, log=True), "importance_sampling": Choice((False, True)),
                     "lr_head": Range(0.01, 0.2, log=True), "lr_backbone": Range(0.01, 0.2, log=True)}
 HWS_REPLAY_KINDS = {"beta": "float", "importance_sampling": "bool", "lr_head": "float", "lr_backbone": "float"}
+ERM_REPLAY_SPACE = {"lr_head": Range(0.003, 1.0, log=True), "lr_backbone": Range(0.003, 1.0, log=True)}
+ERM_CUT_SPACE = {"lr_head": Range(0.01, 0.2, log=True), "lr_backbone": Range(0.01, 0.2, log=True)}  # the campaign's
+ERM_REPLAY_KINDS = {"lr_head": "float", "lr_backbone": "float"}
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=4)
 def read_replay(path: Path = REPLAY_TABLE, objective: str = "val_balanced_accuracy") -> ReplayTable:
-    """The committed table of real trials (tools/replay_trials.py), one row per configuration."""
+    """A committed table of real trials (tools/replay_trials.py), one row per configuration: the hws table, or
+    (by its columns) ERM's."""
     with path.open() as file:
         header = "".join(line for line in file if line.startswith("#"))
     with path.open() as file:
         rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    space, kinds = (HWS_REPLAY_SPACE, HWS_REPLAY_KINDS) if rows and "beta" in rows[0] else (
+        ERM_REPLAY_SPACE, ERM_REPLAY_KINDS)
     configs: dict[int, dict[str, Any]] = {}
     seeds = sorted({int(r["seed"]) for r in rows})
     values: dict[int, list[float]] = {}
     for row in rows:
         index = int(row["config"])
-        configs[index] = {"beta": float(row["beta"]), "importance_sampling": row["importance_sampling"] == "True",
-                          "lr_head": float(row["lr_head"]), "lr_backbone": float(row["lr_backbone"])}
+        configs[index] = {k: row[k] == "True" if kinds[k] == "bool" else float(row[k]) for k in space}
         values.setdefault(index, [math.nan] * len(seeds))[seeds.index(int(row["seed"]))] = (
             float(row[objective]) if row["status"] == "completed" else math.nan)
     order = sorted(c for c in configs if not any(v is None for v in values[c]))
-    points = np.array([[_to_unit(HWS_REPLAY_SPACE[k], configs[c][k]) for k in HWS_REPLAY_SPACE] for c in order])
-    return ReplayTable(HWS_REPLAY_SPACE, HWS_REPLAY_KINDS, points, np.array([values[c] for c in order]), header)
+    points = np.array([[_to_unit(space[k], configs[c][k]) for k in space] for c in order])
+    return ReplayTable(space, kinds, points, np.array([values[c] for c in order]), header)
 
 
 def fit_surrogate(points: np.ndarray, means: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -204,6 +217,14 @@ def surrogate_check(table: ReplayTable, folds: int = 5) -> dict[str, float]:
 
 def digits_hws_replay(table: ReplayTable) -> Problem:
     """The replay of the digits hws study (see the module's docstring)."""
+    return replay_problem(table, "digits-hws-replay", "the digits hws study replayed from real trials (beta, "
+                          "importance sampling, both learning rates)")
+
+
+def replay_problem(table: ReplayTable, name: str, description: str,
+                   search: dict[str, Range | Choice] | None = None) -> Problem:
+    """A problem replayed from `table` (see the module's docstring), over the table's box or over `search`, a box
+    inside it (the surrogate is fitted on the whole table either way)."""
     predict = fit_surrogate(table.points, table.means)
     deviations = table.values - np.nanmean(table.values, axis=1, keepdims=True)
     seeds = table.values.shape[1]
@@ -223,9 +244,8 @@ def digits_hws_replay(table: ReplayTable) -> Problem:
             return None
         return float(np.clip(truth(parameters) + inflate * deviations[nearest, seed], 0.0, 1.0))
 
-    return Problem("digits-hws-replay", "the digits hws study replayed from real trials (beta, importance "
-                   "sampling, both learning rates)", table.search, table.kinds, truth, observe,
-                   _best_of(truth, table.search, table.kinds, 5_000))
+    search = search or table.search
+    return Problem(name, description, search, table.kinds, truth, observe, _best_of(truth, search, table.kinds, 5_000))
 
 
 def problems(names: tuple[str, ...] = ()) -> list[Problem]:
@@ -235,7 +255,20 @@ def problems(names: tuple[str, ...] = ()) -> list[Problem]:
     built = {"gils-synthetic": lambda: gils_synthetic(noise), "hws-synthetic": lambda: hws_synthetic(noise)}
     if table is not None:
         built["digits-hws-replay"] = lambda: digits_hws_replay(table)
+    if ERM_REPLAY_TABLE.is_file():
+        built["digits-erm-replay"] = lambda: replay_problem(
+            read_replay(ERM_REPLAY_TABLE), "digits-erm-replay",
+            "ERM's two learning rates on the digits, replayed from real trials over [0.003, 1]")
+        built["digits-erm-cut-replay"] = lambda: replay_problem(
+            read_replay(ERM_REPLAY_TABLE), "digits-erm-cut-replay",
+            "the same over the campaign's range [0.01, 0.2], which cuts the best off", ERM_CUT_SPACE)
     return [build() for name, build in built.items() if not names or name in names]
 
 
-PROBLEMS = ("gils-synthetic", "hws-synthetic", "digits-hws-replay")
+def available_problems() -> tuple[str, ...]:
+    """The problems whose tables are here (the replays need theirs)."""
+    return tuple(name for name in PROBLEMS if (name != "digits-hws-replay" or REPLAY_TABLE.is_file())
+                 and ("erm" not in name or ERM_REPLAY_TABLE.is_file()))
+
+
+PROBLEMS = ("gils-synthetic", "hws-synthetic", "digits-hws-replay", "digits-erm-replay", "digits-erm-cut-replay")

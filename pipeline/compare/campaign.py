@@ -80,6 +80,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
 
     known = (reader := reading_store(db)) and reader.campaign(campaign.name)  # read only: nothing is created yet
     campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
+    campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
     if threads is not None:
         campaign = campaign.with_threads(threads)

@@ -123,9 +123,13 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "
                            "optimistic, not an estimate of accuracy on new data.")
     searched_otherwise = [f"{study.name} ({study.study.strategy})" for study, _, _ in best.values()
-                          if study.study.strategy != "gp"]
+                          if not study.study.strategy.startswith("gp")]
     if searched_otherwise:
         table.notes.append("Searched without the Gaussian process: " + ", ".join(searched_otherwise) + ".")
+    other_gp = [f"{study.name} ({study.study.strategy})" for study, _, _ in best.values()
+                if study.study.strategy.startswith("gp-")]
+    if other_gp:
+        table.notes.append("Searched by a Gaussian process with options (docs/design/search.md): " + ", ".join(other_gp) + ".")
     averaged = [f"{study.name} ({study.study.budget.seeds_per_trial})" for study, _, _ in best.values()
                 if study.study.budget.seeds_per_trial > 1]
     if averaged:

@@ -1,8 +1,11 @@
 """The Ax side of a study: search space, generation strategy and the client, stored in SQL
 (Ax's own SQL storage, in the tool's database; its schema made valid on PostgreSQL here).
 
-Generation strategy as the GI-LS paper used it: seeded Sobol initialisation, then a BoTorch
-SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here).
+Generation strategy as the GI-LS paper used it (`gp`): seeded Sobol initialisation, then a BoTorch
+SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here). The
+other GP strategies (study_config.STRATEGIES) change one thing each or several: BoTorch's current
+default kernel and priors (`rbf`), learned input warping (`warp`), the Yeo-Johnson power transform of
+the results (`power`), the centre of the box as the first trial (`centre`).
 Import this module only after `quiet_libraries` has routed Ax's output to a log file.
 """
 from __future__ import annotations
@@ -15,26 +18,33 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pandas as pd
 import sqlalchemy as sa
 from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
+from ax.adapter.transforms.derelativize import Derelativize
+from ax.adapter.transforms.power_transform_y import PowerTransformY
+from ax.adapter.transforms.standardize_y import StandardizeY
 from ax.adapter.transforms.winsorize import Winsorize
 from ax.api.client import Client
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig, StorageConfig
 from ax.core.arm import Arm
 from ax.core.experiment import Experiment
 from ax.core.trial_status import TrialStatus
-from ax.generation_strategy.generation_node import GenerationStep
+from ax.generation_strategy.center_generation_node import CenterGenerationNode
+from ax.generation_strategy.generation_node import GenerationNode, GenerationStep
 from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generation_strategy.generator_spec import GeneratorSpec
+from ax.generation_strategy.transition_criterion import MinTrials
 from ax.generators.torch.botorch_modular.kernels import DefaultMaternKernel
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import ModelConfig
 from ax.storage.sqa_store import db as ax_db
 from botorch.models import SingleTaskGP
+from botorch.models.transforms.input import Warp
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import scoped_session, sessionmaker
 
 from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
 from pipeline.store import create_missing_tables
-from pipeline.spec.study_config import StudyConfig
+from pipeline.spec.study_config import StudyConfig, gp_options
 
 if TYPE_CHECKING:
     from pipeline.store import StudyLock
@@ -70,24 +80,68 @@ def range_and_choice_configs(search: dict[str, Range | Choice],
 GP_TRANSFORMS = [t for t in MBM_X_trans + Y_trans if t is not Winsorize]
 
 
-def gp_step(winsorize: bool = False) -> GenerationStep:
-    """The study's Gaussian process step: BoTorch's SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own
-    default kernel is RBF), fitted on the objectives and constrained metrics alone (one GP each), on unclipped
-    results unless `winsorize`."""
-    matern = ModelConfig(botorch_model_class=SingleTaskGP, covar_module_class=DefaultMaternKernel,
-                         covar_module_options={"nu": 2.5}, name="SingleTaskGP_Matern52")
-    kwargs: dict[str, Any] = {"surrogate_spec": SurrogateSpec(model_configs=[matern]),
+# The power transform (Yeo-Johnson, fitted to the results) in place of BilogY, on unclipped results as well.
+POWER_TRANSFORMS = [t for t in MBM_X_trans] + [Derelativize, PowerTransformY, StandardizeY]
+
+
+def gp_generator_kwargs(winsorize: bool = False, options: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Ax's BoTorch generator for a GP strategy: the SingleTaskGP with an ARD Matern-5/2 kernel, or with
+    BoTorch's own default (`rbf`: RBF, dimension-scaled log-normal lengthscale priors), with learned input
+    warping (`warp`: a Kumaraswamy CDF per input); fitted on the objectives and constrained metrics alone, on
+    unclipped results unless `winsorize`, power-transformed with `power`."""
+    config: dict[str, Any] = {"botorch_model_class": SingleTaskGP}
+    if "rbf" not in options:
+        config.update(covar_module_class=DefaultMaternKernel, covar_module_options={"nu": 2.5})
+    if "warp" in options:
+        config["input_transform_classes"] = [Warp]
+    name = "SingleTaskGP_" + ("RBF" if "rbf" in options else "Matern52") + ("_Warp" if "warp" in options else "")
+    kwargs: dict[str, Any] = {"surrogate_spec": SurrogateSpec(model_configs=[ModelConfig(**config, name=name)]),
                               "fit_tracking_metrics": False}  # metrics nothing ranks on are not modelled
-    if not winsorize:
+    if "power" in options:
+        kwargs["transforms"] = POWER_TRANSFORMS
+    elif not winsorize:
         kwargs["transforms"] = GP_TRANSFORMS
+    return kwargs
+
+
+def gp_step(winsorize: bool = False, options: frozenset[str] = frozenset()) -> GenerationStep:
+    """The study's Gaussian process step (see `gp_generator_kwargs`)."""
     return GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True,
-                          generator_kwargs=kwargs)
+                          generator_kwargs=gp_generator_kwargs(winsorize, options))
+
+
+def centred_strategy(initial_trials: int, seed: int, options: frozenset[str]) -> GenerationStrategy:
+    """The centre of the box first (Ax's current default start), then Sobol up to `initial_trials` in all, then
+    the GP of `options`: Ax's node graph, as Ax's own default strategy builds it."""
+    gp = GenerationNode(name="GP", should_deduplicate=True, generator_specs=[GeneratorSpec(
+        generator_enum=Generators.BOTORCH_MODULAR, generator_kwargs=gp_generator_kwargs(False, options))])
+    sobol_trials = initial_trials - 1  # the centre is one of the initial trials
+    nodes: list[GenerationNode] = [gp]
+    if sobol_trials > 0:
+        nodes.insert(0, GenerationNode(
+            name="Sobol", should_deduplicate=True,
+            generator_specs=[GeneratorSpec(generator_enum=Generators.SOBOL, generator_kwargs={"seed": seed})],
+            transition_criteria=[
+                MinTrials(threshold=sobol_trials, transition_to="GP",
+                          not_in_statuses=[TrialStatus.FAILED, TrialStatus.ABANDONED]),
+                MinTrials(threshold=sobol_trials, transition_to="GP",
+                          only_in_statuses=[TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED],
+                          count_only_trials_with_data=True)]))
+    nodes.insert(0, CenterGenerationNode(next_node_name=nodes[0].name))
+    return GenerationStrategy(name=f"Center+Sobol{sobol_trials}+" + gp_node_name(options), nodes=nodes)
+
+
+def gp_node_name(options: frozenset[str]) -> str:
+    """A GP strategy's name in Ax's records, e.g. GP_Matern52 or GP_RBF+Warp+Power."""
+    return "+".join(["GP_RBF" if "rbf" in options else "GP_Matern52"]
+                    + [o.capitalize() for o in ("warp", "power") if o in options])
 
 
 def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
                         winsorize: bool = False) -> GenerationStrategy:
-    """The search strategy (study_config.STRATEGIES), seeded by `seed`: for "gp", seeded Sobol for `initial_trials`,
-    then the Gaussian process of `gp_step`.
+    """The study's generation strategy (study_config.STRATEGIES): `gp` and the other GP strategies start with
+    `initial_trials` seeded Sobol trials (the first of them the centre of the box with `centre`), then the
+    Gaussian process of `gp_generator_kwargs`; `sobol` and `random` propose every trial without a model.
 
     Every step refuses to propose parameters already tried; a trial that raised is marked
     abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again, and so do an
@@ -98,12 +152,15 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
     if strategy == "random":
         return GenerationStrategy(name="Uniform", nodes=[GenerationStep(
             generator=Generators.UNIFORM, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
-    if strategy != "gp":
-        raise ValueError(f"unknown search strategy {strategy!r}")
-    return GenerationStrategy(name=f"Sobol{initial_trials}+GP_Matern52", nodes=[
+    options = gp_options(strategy)
+    if "centre" in options:
+        return centred_strategy(initial_trials, seed, options)
+    name = f"Sobol{initial_trials}+GP_Matern52" if strategy == "gp" else f"Sobol{initial_trials}+" + gp_node_name(
+        options)
+    return GenerationStrategy(name=name, nodes=[
         GenerationStep(generator=Generators.SOBOL, num_trials=initial_trials, min_trials_observed=initial_trials,
                        generator_kwargs={"seed": seed}, should_deduplicate=True),
-        gp_step(winsorize),
+        gp_step(winsorize, options),
     ])
 
 

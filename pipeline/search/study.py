@@ -184,23 +184,25 @@ def reading_store(db: str | None) -> Store | None:
 
 
 def as_stored(study: StudyConfig, db: str | None) -> StudyConfig:
-    """`study` with what its file leaves to the stored study (the image size: StudyConfig.settle_image_size) as
-    the study stored under its name in `db` has it; a new study keeps the file's defaults. Changes nothing."""
-    if study.image_size_given or (store := reading_store(db)) is None:
+    """`study` with what its file leaves to the stored study (`settle_stored`) as the study stored under its name
+    in `db` has it; a new study keeps the file's defaults. Changes nothing."""
+    if (study.image_size_given and study.strategy_given) or (store := reading_store(db)) is None:
         return study
-    return study.settle_image_size(stored_size(store.study(study.name)))
+    return settle_stored(study, store.study(study.name))
 
 
-def stored_size(record: StudyRecord | None) -> int | None:
-    """The image size a stored study trains at; None for no study."""
-    return None if record is None else record.study.data.image_size
+def settle_stored(study: StudyConfig, record: StudyRecord | None) -> StudyConfig:
+    """`study` at what its file leaves to the study stored under its name (`record`; None: not stored): its image
+    size (StudyConfig.settle_image_size) and its search strategy (StudyConfig.settle_strategy)."""
+    stored = None if record is None else record.study
+    return study.settle_image_size(stored and stored.data.image_size).settle_strategy(stored and stored.strategy)
 
 
 def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
-    """The stored study of this name, created when new, and `study` at its image size (settle_image_size) and
+    """The stored study of this name, created when new, and `study` at its image size and strategy (settle_stored) and
     thread count (settle_threads); a different study stored under the name, or another thread count, is refused."""
     known = store.study(study.name)
-    study = study.settle_image_size(stored_size(known))
+    study = settle_stored(study, known)
     stored = known or create_study(store, settle_threads(study, None))
     if differing := stored.study.differences(study):
         _refuse_other_study(study, differing)
@@ -226,7 +228,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
         known = store.study(study.name)
-        study = study.settle_image_size(stored_size(known))
+        study = settle_stored(study, known)
         if known is not None and (differing := known.study.differences(study)):
             _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
         log_path = quiet_libraries(log_file)

@@ -41,7 +41,7 @@ from typing import Any
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.spec.study_config import DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study, read_toml
+from pipeline.spec.study_config import ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study, read_toml
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -132,6 +132,17 @@ class CampaignConfig:
             return {m: dataclasses.replace(s, threads=threads) for m, s in studies.items()}
 
         return dataclasses.replace(self, studies=each(self.studies), tasks={t: each(s) for t, s in self.tasks.items()})
+
+    def settle_strategy(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with each method's search strategy decided where its file does not say: as the stored
+        campaign (`stored`, its config as stored) has that method's study (its identity leaves out the strategy
+        at ADDED_LATER's "gp") where that was a default then, else DEFAULT_STRATEGY (StudyConfig.settle_strategy)."""
+        if stored is None:
+            return self
+        kept = stored.get("studies") or {}
+        studies = {m: s.settle_strategy((kept.get(m) or {}).get("strategy", ADDED_LATER["strategy"]) if m in kept
+                                        else None) for m, s in self.studies.items()}
+        return dataclasses.replace(self, studies=studies)
 
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""

@@ -59,12 +59,40 @@ OWN_RULE = ("threads",)
 # at its default. migrations/versions/0002 writes the same values into stored studies.
 
 
-# How a study proposes its trials (pipeline/search/ax.py builds each as an Ax generation strategy).
+# How a study proposes its trials (pipeline/search/ax.py builds each as an Ax generation strategy). A GP strategy is
+# "gp" and its options joined with "-": the options each change one thing of "gp" (docs/design/search.md measures them).
+GP_OPTIONS = {
+    "rbf": "BoTorch's current default kernel: RBF with dimension-scaled log-normal lengthscale priors",
+    "warp": "learned input warping (a Kumaraswamy CDF per input, BoTorch's Warp)",
+    "power": "the results power-transformed (Yeo-Johnson, Ax's PowerTransformY) before the GP sees them",
+    "centre": "the centre of the box as the first of the initial trials (as Ax's own default does)",
+}
 STRATEGIES = {
     "gp": "seeded Sobol for the first budget.initial trials, then a Gaussian process (ARD Matern-5/2) proposes",
+    "gp-rbf": "gp with BoTorch's current default kernel and priors (RBF, dimension-scaled lengthscales)",
+    "gp-warp": "gp with learned input warping",
+    "gp-power": "gp on power-transformed results",
+    "gp-centre": "gp with the centre of the box as the first trial",
+    "gp-rbf-power-centre": "gp with BoTorch's default kernel, power-transformed results and the centre first",
     "sobol": "a seeded, scrambled Sobol sequence for every trial (no model)",
     "random": "configurations drawn uniformly (log-uniformly on a log scale), seeded (no model)",
 }
+
+
+# The strategy of a study whose file names none; what such a file meant in earlier versions (a study stored with
+# one of those under the name keeps it: settle_strategy).
+DEFAULT_STRATEGY = "gp"
+EARLIER_DEFAULTS = ("gp",)
+
+
+def gp_options(strategy: str) -> frozenset[str]:
+    """The options of a GP strategy ("gp-rbf-warp": rbf and warp; "gp": none)."""
+    name, *options = strategy.split("-")
+    if name != "gp" or not set(options) <= set(GP_OPTIONS):
+        raise ValueError(f"unknown search strategy {strategy!r}")
+    return frozenset(options)
+
+
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
 ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False}
@@ -170,6 +198,9 @@ class StudyConfig:
     # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
     # was written, not what the study is: not stored, not compared.
     image_size_given: bool = field(default=True, compare=False)
+    # False: the study file left [search] strategy to DEFAULT_STRATEGY; a study stored under the name with an earlier
+    # default then keeps it (settle_strategy). Like image_size_given: not stored, not compared.
+    strategy_given: bool = field(default=True, compare=False)
     # [tracking] mlflow: an MLflow tracking URI the study's runs are logged to as they end. Where a copy goes, not
     # what the study is: not stored, not compared.
     mlflow: str | None = field(default=None, compare=False)
@@ -208,10 +239,10 @@ class StudyConfig:
                            threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
-        """The study as stored: every field but image_size_given, which says how its file was written, and
-        mlflow, where copies of its runs go."""
+        """The study as stored: every field but image_size_given and strategy_given, which say how its file was
+        written, and mlflow, where copies of its runs go."""
         stored = dataclasses.asdict(self)
-        del stored["image_size_given"], stored["mlflow"]
+        del stored["image_size_given"], stored["strategy_given"], stored["mlflow"]
         return stored
 
     @classmethod
@@ -244,6 +275,15 @@ class StudyConfig:
             raise UserError(f"study {self.name} is stored with data.image_size = {stored_size}: {error}; set "
                             "data.image_size in the study file, or give the study another name") from None
         return dataclasses.replace(self, data=data)
+
+    def settle_strategy(self, stored_strategy: str | None) -> StudyConfig:
+        """The study with the strategy it searches with: the file's, else that of the study stored under its name
+        where that was the default then (`stored_strategy` in EARLIER_DEFAULTS: a study stored before
+        DEFAULT_STRATEGY changed keeps the one it was searched with), else DEFAULT_STRATEGY (a study stored with
+        another strategy is then another study, refused as before)."""
+        if self.strategy_given or stored_strategy not in EARLIER_DEFAULTS:
+            return self
+        return dataclasses.replace(self, strategy=stored_strategy)
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
@@ -471,7 +511,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                               "robust-tune train --study FILE")
 
     search_fields = _Fields(source, "search", top.take("search", dict, {}))
-    strategy = search_fields.take("strategy", str, "gp")
+    strategy_given = "strategy" in search_fields.table
+    strategy = search_fields.take("strategy", str, DEFAULT_STRATEGY)
     if strategy not in STRATEGIES:
         search_fields.fail("search.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     epoch_prefixes = search_fields.take("epoch_prefixes", bool, False)
@@ -502,7 +543,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
                        constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes,
-                       image_size_given=image_size_given, mlflow=mlflow)
+                       image_size_given=image_size_given, strategy_given=strategy_given, mlflow=mlflow)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}

@@ -96,7 +96,7 @@ def test_a_study_stored_before_search_strategies_is_the_same_study_searched_by_t
 
 
 @pytest.mark.parametrize("line, problem", [
-    ('[search]\nstrategy = "tpe"', "search.strategy: must be one of gp, sobol, random"),
+    ('[search]\nstrategy = "tpe"', "search.strategy: must be one of gp, gp-rbf, gp-warp, gp-power, gp-centre, "),
     ('[search]\nstrategy = "gp"\nwhat = 1', "search.what: unknown field"),
     ("", "budget.seeds_per_trial: must be between 1 and 100, got 0"),
 ])
@@ -282,3 +282,115 @@ def test_the_gp_believes_a_collapsed_trial_where_axs_default_winsorising_did_not
         predicted[winsorize] = model.predict([{"beta": 600.0}])[0][0]
     assert predicted[True] > 0.7  # what the map showed before
     assert predicted[False] < 0.3  # what the study's GP believes now
+
+
+NEW_GP_STRATEGIES = ("gp-rbf", "gp-warp", "gp-power", "gp-centre", "gp-rbf-power-centre")
+
+
+@pytest.mark.parametrize("strategy", NEW_GP_STRATEGIES)
+def test_each_gp_strategy_runs_a_study_and_resumes_after_a_kill_with_the_same_proposals(tmp_path, strategy):
+    """A real 3-trial study (2 initial trials, then the GP) searched by `strategy`, uninterrupted; and the same
+    study killed after Ax proposed its GP trial, then resumed: the same proposals and results. The GP is the
+    strategy's own (kernel, warping, outcome transform), and with `centre` the first trial is the box's centre."""
+    from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+    from helpers import completed_trials, start_run
+
+    from pipeline.search.study import run_study
+
+    line = f'[search]\nstrategy = "{strategy}"'
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    whole.mkdir(), killed.mkdir()
+    path = study_file(whole, "s", search=line)
+    run_study(load_study(path), str(whole / "runs.db"), "cpu", log_file=tmp_path / "ax.log")
+    uninterrupted = completed_trials(whole / "runs.db", "s")
+    assert len(uninterrupted) == 3
+
+    path = study_file(killed, "s", search=line)
+    run_study(load_study(path), str(killed / "runs.db"), "cpu", trials=2, log_file=tmp_path / "ax.log")
+    process = start_run(path, killed / "runs.db", env={"ROBUST_TUNE_KILL_AT": "after-ask"})
+    process.communicate()
+    assert process.returncode == -9
+    run_study(load_study(path), str(killed / "runs.db"), "cpu", log_file=tmp_path / "ax.log")
+    assert completed_trials(killed / "runs.db", "s") == uninterrupted
+
+    from pipeline.search import ax as search
+    client = search.load_client(load_study(path), Store(str(killed / "runs.db")).url)
+    experiment = client._experiment
+    nodes = [trial.generator_runs[0]._generation_node_name for trial in experiment.trials.values()]
+    assert "GP" in nodes[-1] or "BoTorch" in nodes[-1]
+    if "centre" in strategy:
+        assert nodes[0] == "CenterOfSearchSpace" and uninterrupted[0][0]["beta"] == pytest.approx(10.0)
+    adapter = client._generation_strategy.fit(experiment=experiment)  # the model of the next proposal
+    model = adapter.generator.surrogate.model
+    kernel = model.covar_module.base_kernel if isinstance(model.covar_module, ScaleKernel) else model.covar_module
+    assert isinstance(kernel, RBFKernel if "rbf" in strategy else MaternKernel)
+    assert ("Warp" in type(getattr(model, "input_transform", None)).__name__) == ("warp" in strategy)
+    transforms = [type(t).__name__ for t in adapter.transforms.values()]
+    assert ("PowerTransformY" in transforms) == ("power" in strategy) and "Winsorize" not in transforms
+
+
+def test_a_study_stored_with_gp_resumes_with_gp_when_the_default_strategy_is_another(tmp_path, cli, monkeypatch):
+    """A study file that names no strategy, run under the gp default, then resumed when the default is another
+    strategy: it resumes as the same study (same fingerprint), its new trial proposed by the gp's own GP; a new
+    study from the same file gets the new default; a campaign stored before keeps gp for its studies too."""
+    from pipeline.spec import study_config
+    from pipeline.spec.campaign_config import load_campaign
+
+    db, path = str(tmp_path / "runs.db"), study_file(tmp_path, "kept", trials=3)
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"),
+                         "--trials", "2")
+    assert code == 0, err
+    fingerprint = Store(db).study("kept").study.fingerprint()
+    monkeypatch.setattr(study_config, "DEFAULT_STRATEGY", "gp-rbf-power-centre")
+    assert load_study(path).strategy == "gp-rbf-power-centre" and not load_study(path).strategy_given
+    code, out, err = cli("run", str(path), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    stored = Store(db).study("kept")
+    assert stored.study.strategy == "gp" and stored.study.fingerprint() == fingerprint
+    from pipeline.search import ax as search
+    client = search.load_client(stored.study, Store(db).url)
+    assert client._experiment.trials[2].generator_runs[0]._generation_node_name.endswith("BoTorch")
+    other = tmp_path / "new.toml"
+    other.write_text(path.read_text().replace('name = "kept"', 'name = "new"'))
+    code, out, err = cli("run", str(other), "--db", db, "--device", "cpu", "--log-file", str(tmp_path / "ax.log"),
+                         "--trials", "1")
+    assert code == 0, err
+    assert Store(db).study("new").study.strategy == "gp-rbf-power-centre"
+
+    campaign = tmp_path / "c.toml"
+    campaign.write_text('name = "c"\nmethods = ["erm", "ls"]\n[data]\nname = "digits"\n[params]\nepochs = 1\n'
+                        'lr_head = { low = 0.01, high = 0.2, log = true }\n[budget]\ntrials = 2\ninitial = 1\n')
+    monkeypatch.setattr(study_config, "DEFAULT_STRATEGY", "gp")
+    stored_config = load_campaign(campaign).to_dict()  # as stored under the gp default: identity without strategy
+    assert all("strategy" not in s for s in stored_config["studies"].values())
+    monkeypatch.setattr(study_config, "DEFAULT_STRATEGY", "gp-rbf")
+    settled = load_campaign(campaign).settle_strategy(stored_config)
+    assert {s.strategy for s in settled.studies.values()} == {"gp"}
+    assert settled.to_dict()["studies"] == stored_config["studies"]
+    assert {s.strategy for s in load_campaign(campaign).settle_strategy(None).studies.values()} == {"gp-rbf"}
+
+
+def test_the_erm_replay_reads_its_own_columns_and_the_cut_box_has_its_best_on_the_upper_bounds(tmp_path):
+    """A table as `tools/replay_trials.py --problem erm` writes it (a known function rising with both learning
+    rates): read by its columns, replayed over its box and over the campaign's box inside it, whose best lies
+    on the upper bounds; the surrogate is the whole table's in both."""
+    from pipeline.bench.problems import ERM_CUT_SPACE, ERM_REPLAY_SPACE, read_replay, replay_problem
+
+    rng = np.random.default_rng(0)
+    lines = ["# a table written as tools/replay_trials.py --problem erm writes it",
+             "config,lr_head,lr_backbone,seed,status,val_balanced_accuracy,error"]
+    for config in range(24):
+        head, backbone = 10 ** rng.uniform(np.log10(0.003), 0, size=2)
+        truth = 0.9 + 0.02 * np.log10(head) + 0.01 * np.log10(backbone)
+        lines += [f"{config},{head},{backbone},{seed},completed,{truth + rng.normal(0, 0.002):.4f},"
+                  for seed in range(2)]
+    path = tmp_path / "erm.csv"
+    path.write_text("\n".join(lines) + "\n")
+    table = read_replay(path)
+    assert table.search == ERM_REPLAY_SPACE and table.values.shape == (24, 2)
+    whole = replay_problem(table, "whole", "")
+    cut = replay_problem(table, "cut", "", ERM_CUT_SPACE)
+    corner = {"lr_head": 0.2, "lr_backbone": 0.2}
+    assert cut.search == ERM_CUT_SPACE and cut.truth(corner) == whole.truth(corner)
+    assert cut.best == pytest.approx(cut.truth(corner), abs=0.005) and whole.best > cut.best + 0.01
+    assert cut.on_edge(corner) and not cut.on_edge({"lr_head": 0.05, "lr_backbone": 0.05})

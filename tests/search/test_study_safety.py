@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -13,15 +12,8 @@ from pipeline.errors import UserError
 from pipeline.store import Store, study_locks
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study, parse_study
-from helpers import (study_file, ROBUST_TUNE, FAST, start_run, rows, wait_for_running_trial, ax_trials, now,
-                     wait_until_stale)
-
-
-def completed_trials(db: Path, name: str) -> list[tuple[dict, dict]]:
-    """The parameters and metrics (less the clock's) of a study's completed trials, in trial order."""
-    store = Store(str(db))
-    return [(t.parameters, {k: v for k, v in t.metrics.items() if k != "train_seconds"})
-            for t in store.trials(store.require_study(name).id) if t.status == "completed"]
+from helpers import (ax_trials, completed_trials, FAST, now, ROBUST_TUNE, rows, start_run, study_file,
+                    wait_for_running_trial, wait_until_stale)
 
 
 @pytest.fixture(scope="module")
