@@ -65,7 +65,9 @@ def bench(
                                                       "below the best possible, against trainings) into this "
                                                       "PNG file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --plot: replace an existing file.")] = False,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (for the README).")] = False,
+    format_: Annotated[str, typer.Option("--format", help="table (for people) or markdown (for the README).")]
+    = "table",
+    markdown: Annotated[bool, typer.Option("--markdown", hidden=True, help="The same as --format markdown.")] = False,
     startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, methods, report and studies "
                                                             "answer, as ratios to a bare `import typer, rich`.")]
     = False,
@@ -90,6 +92,9 @@ def bench(
     """Time a training step of every method against ERM.
 
     Each method's step time is measured as a ratio to ERM's, side by side in one process."""
+    if format_ not in ("table", "markdown"):
+        raise UserError(f"unknown format {format_!r}; known: table, markdown")
+    markdown = markdown or format_ == "markdown"
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return

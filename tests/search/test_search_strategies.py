@@ -137,7 +137,7 @@ def test_search_benchmark_prints_the_side_by_side_table_and_draws_the_picture(tm
     picture = tmp_path / "search.png"
     code, out, err = cli("bench", "--search", "--trials", "4", "--initial", "2", "--seeds", "2",
                          "--problem", "hws-synthetic", "--strategy", "gp", "--strategy", "random",
-                         "--strategy", "tpe", "--plot", str(picture), "--markdown")
+                         "--strategy", "tpe", "--plot", str(picture), "--format", "markdown")
     assert code == 0, err
     assert "**hws-synthetic** (best possible" in out or "**hws-synthetic: best possible" in out
     for strategy in ("| gp |", "| gp (model) |", "| random |", "| tpe |"):
