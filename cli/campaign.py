@@ -42,9 +42,10 @@ class CampaignView:
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
         from pipeline.search.study import TrialEnded
+        from pipeline.store import TrialStatus
 
         self.ctrl_c.check()
-        if self.live is not None and isinstance(event, TrialEnded) and event.status != "interrupted":
+        if self.live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
             self.live.study(self.searching)
         if isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)

@@ -99,7 +99,7 @@ class StudyView:
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
         from pipeline.search.study import StudyStarted, TrialEnded, TrialStarted
-        from pipeline.store import SchemaUpgraded
+        from pipeline.store import SchemaUpgraded, TrialStatus
         from pipeline.search.trial import TrialEpoch, TrialRunning
         from pipeline.training.trainer import BatchEnd, EpochEnd
 
@@ -130,7 +130,7 @@ class StudyView:
             trial = self.running.pop(event.trial_index, None) or dict(
                 k=self.ran + 1, parameters={}, started=time.monotonic(), worker="")
             seconds = time.monotonic() - trial["started"]
-            if event.status != "interrupted":  # an interrupted trial runs again and does not count
+            if event.status != TrialStatus.INTERRUPTED:  # an interrupted trial runs again and does not count
                 self.ended_seconds.append(seconds)
                 self.ran += 1
             objective = "-" if event.objective is None else f"{100 * event.objective:.1f}%"
@@ -194,7 +194,7 @@ def run(
     # torch, Ax and Dask load only once the study file is read: a missing or bad file is said at once
     from pipeline.search.parallel import trial_runner
     from pipeline.report.study_tables import best_table, model_pick_table, pareto_tables
-    from pipeline.store import SchemaUpgraded, Store, shown_database
+    from pipeline.store import SchemaUpgraded, Store, TrialStatus, shown_database
     from pipeline.search.study import StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
     from pipeline.search.trial import dataset_for
 
@@ -215,7 +215,7 @@ def run(
 
     def export_trial(event: Any) -> None:
         """With MLflow, each trial's run once the trial is stored."""
-        if live is not None and isinstance(event, TrialEnded) and event.status != "interrupted":
+        if live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
             live.study(study.name)
 
     view = StudyView(study.fixed.get("epochs"))

@@ -16,7 +16,7 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.training.models import check_weights
-from pipeline.store import DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, best_trial, trials_ran
+from pipeline.store import DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus, best_trial, trials_ran
 from pipeline.spec.study_config import StudyConfig
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -46,7 +46,7 @@ class TrialStarted:
 @dataclass(frozen=True)
 class TrialEnded:
     trial_index: int
-    status: str  # completed | early_stopped | failed | interrupted (its worker died; its parameters run again)
+    status: TrialStatus  # completed, early-stopped, failed, or interrupted (its parameters run again first)
     objective: float | None
     error: str | None
     best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
@@ -99,11 +99,11 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     requeued = []
     for index in searcher.pending():
         row = rows.get(index)
-        if row is not None and row.status == "completed":
+        if row is not None and row.status == TrialStatus.COMPLETED:
             searcher.complete(index, {**row.metrics, "seed_runs": row.seed_runs})
-        elif row is not None and row.status == "early_stopped":
+        elif row is not None and row.status == TrialStatus.EARLY_STOPPED:
             searcher.early_stop(index, row.metrics)
-        elif row is not None and row.status == "failed":
+        elif row is not None and row.status == TrialStatus.FAILED:
             searcher.abandon(index)
         else:
             searcher.mark_failed(index, INTERRUPTED)
@@ -118,7 +118,7 @@ def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
     ended = [t for t in trials if t.ran]
     count = 0
     for trial in reversed(ended):
-        if trial.status != "failed":
+        if trial.status != TrialStatus.FAILED:
             break
         count += 1
     return count, (ended[-1].error or "").split("\n", 1)[0] if count else None
@@ -327,7 +327,7 @@ class StudyLoop:
         if percentile is None:
             return None
         curves = tuple(objective_curve([{"val": e.val, "test": e.test} for e in t.epochs], self.study.objective)
-                       for t in self.store.trials(self.stored.id) if t.ran and t.status != "failed")
+                       for t in self.store.trials(self.stored.id) if t.ran and t.status != TrialStatus.FAILED)
         return StopRule(percentile, budget.early_stopping_min_epochs, tuple(c for c in curves if c))
 
     def record(self, outcome: Outcome) -> None:
@@ -339,15 +339,15 @@ class StudyLoop:
         self.lock.check()
         prefixes, stopped_at = 0, None  # epoch prefixes told, and where early stopping ended the trial
         if outcome.lost is not None:
-            status, objective, error = "interrupted", None, outcome.lost
+            status, objective, error = TrialStatus.INTERRUPTED, None, outcome.lost
             self.requeue(outcome.trial_index, row, f"{INTERRUPTED} ({outcome.lost})")
         elif outcome.error is not None:
-            status, objective, error = "failed", None, outcome.error
+            status, objective, error = TrialStatus.FAILED, None, outcome.error
             self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started, lock=self.lock)
             self.searcher.abandon(outcome.trial_index)
         else:
             stopped_at = outcome.result.get("stopped_at")
-            status, error = "early_stopped" if stopped_at else "completed", None
+            status, error = TrialStatus.EARLY_STOPPED if stopped_at else TrialStatus.COMPLETED, None
             objective = outcome.result[self.study.objective]
             self.store.complete_trial(row, outcome.result, outcome.started, lock=self.lock)
             kill_point("after-record")
@@ -361,7 +361,7 @@ class StudyLoop:
                 trials = self.store.trials(self.stored.id)
                 prefixes = self.tell_prefixes(next(t for t in trials if t.id == row), trials)
         self.summary.storage_seconds += time.perf_counter() - tick
-        if status != "interrupted":
+        if status != TrialStatus.INTERRUPTED:
             self.ran += 1
             self.count(status, error)
         self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at))
@@ -370,12 +370,12 @@ class StudyLoop:
         """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
         one `trial` trained to (and, stopped early, the count it stopped at), all in one transaction, unless they
         were told already (a resumed study: the transaction left all or none). Returns how many were told."""
-        if not self.study.epoch_prefixes or trial.prefix_of is not None or trial.status not in ("completed",
-                                                                                               "early_stopped"):
+        if not self.study.epoch_prefixes or trial.prefix_of is not None or trial.status not in (TrialStatus.COMPLETED,
+                                                                                               TrialStatus.EARLY_STOPPED):
             return 0
         if any(t.prefix_of == trial.trial_index for t in trials):
             return 0
-        counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == "completed")
+        counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == TrialStatus.COMPLETED)
         observed = [e for e in trial.epochs if e.epoch in counts and e.val is not None and e.test is not None]
         if not observed:
             return 0
@@ -399,7 +399,7 @@ class StudyLoop:
     def count(self, status: str, error: str | None) -> None:
         """The failure policy: budget.max_failures trials failing in a row stop the study, counted over
         every run of it (see `trailing_failures`)."""
-        if status != "failed":
+        if status != TrialStatus.FAILED:
             self.summary.completed, self.failures_in_a_row = self.summary.completed + 1, 0
             return
         self.summary.failed, self.failures_in_a_row = self.summary.failed + 1, self.failures_in_a_row + 1
