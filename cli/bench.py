@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from cli.app import app
+from cli.options import chosen_format
 from cli.render import stderr, stdout
 from pipeline.errors import UserError
 
@@ -92,9 +93,7 @@ def bench(
     """Time a training step of every method against ERM.
 
     Each method's step time is measured as a ratio to ERM's, side by side in one process."""
-    if format_ not in ("table", "markdown"):
-        raise UserError(f"unknown format {format_!r}; known: table, markdown")
-    markdown = markdown or format_ == "markdown"
+    markdown = chosen_format(format_, ("table", "markdown"), "markdown" if markdown else None) == "markdown"
     if startup:
         _print_startup(db or "runs/robust-tune.db", rounds)
         return

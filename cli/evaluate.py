@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import DEFAULT_LOG_FILE, Db, Device, LogFile, Precision, Scheduler, Threads, TrialsPerGpu, Wide, Workers
+from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Precision, Scheduler, Threads, TrialsPerGpu, Wide, Workers,
+                         chosen_format)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
@@ -264,8 +265,7 @@ def best(
     from pipeline.compare.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 
-    if format_ not in ("toml", "json"):
-        raise UserError(f"unknown format {format_!r}; known: toml, json")
+    chosen_format(format_, ("toml", "json"))
     store = Store(db, create=False)
     record, chosen = study_and_trial(store, study, trial, pick)
     if trial is None and (note := pareto_note(store, record, chosen.trial_index)):

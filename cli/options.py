@@ -33,11 +33,12 @@ ResultFormat = Annotated[str, typer.Option("--format", help="table (for people) 
 JsonAlias = Annotated[bool, typer.Option("--json", hidden=True, help="The same as --format json.")]
 
 
-def wants_json(format_: str, as_json: bool) -> bool:
-    """Whether a command printing one result prints it as JSON: --format json, or the older --json."""
-    if format_ not in ("table", "json"):
-        raise UserError(f"unknown format {format_!r}; known: table, json")
-    return as_json or format_ == "json"
+def chosen_format(format_: str, known: tuple[str, ...], alias: str | None = None) -> str:
+    """The format a command prints in: `alias` where an older flag for it was given (--json, --markdown), else
+    --format, which must be one of `known` (a one-line UserError otherwise)."""
+    if format_ not in known:
+        raise UserError(f"unknown format {format_!r}; known: {', '.join(known)}")
+    return alias or format_
 Workers = Annotated[Optional[int], typer.Option(
     help="Train this many trials (or re-training runs) at once, on a Dask cluster of as many worker processes on this "
          "machine.")]

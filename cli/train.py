@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.app import app
-from cli.options import Db, Device, JsonAlias, Precision, ResultFormat, Threads, wants_json
+from cli.options import Db, Device, JsonAlias, Precision, ResultFormat, Threads, chosen_format
 from cli.render import (batches_line, params_line, print_image_line, print_line, result_table, result_title,
                         stderr, stdout, terminal_width, training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
@@ -94,7 +94,7 @@ def train(
     """Train and evaluate one configuration.
 
     It runs the same code path a study trial runs."""
-    as_json = wants_json(format_, as_json)
+    as_json = chosen_format(format_, ("table", "json"), "json" if as_json else None) == "json"
     if save is not None and save.exists():
         raise UserError(f"{save} exists; --save never replaces a file, give another name")
     if save is not None:
@@ -176,22 +176,17 @@ def _refuse_clashing_options(ctx: typer.Context, option: str) -> None:
 
 
 def _file_config(ctx: typer.Context, path: Path, params: list[str], given: TrainConfig) -> TrainConfig:
-    """The configuration a study file fixes, with --param over its parameters and an explicit --seed and
-    --threads."""
+    """The configuration a study file fixes (--param applied to its [params]), with the command line's settings."""
     from pipeline.spec.study_config import load_configuration
 
     _refuse_clashing_options(ctx, "--study")
     study = load_configuration(path, params)
-    return TrainConfig(data=study.data, backbone=study.backbone, weights=study.weights, method=study.method,
-                       params=parse_method(study.method).resolve(study.fixed),
-                       seed=given.seed if _on_command_line(ctx, "seed") else study.seed, device=given.device,
-                       precision=given.precision,
-                       threads=given.threads if _on_command_line(ctx, "threads") else study.threads or DEFAULT_THREADS)
+    return _with_command_line(ctx, study.train_config({}, study.seed), given)
 
 
 def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | None,
                   given: TrainConfig) -> TrainConfig:
-    """A stored trial's full configuration, with --param over its parameters and an explicit --seed and --threads."""
+    """A stored trial's full configuration, with the command line's settings."""
     from pipeline.compare.evaluate import pareto_note, study_and_trial, trial_config
     from pipeline.store import Store
 
@@ -200,7 +195,12 @@ def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | No
     record, chosen = study_and_trial(store, name, trial)
     if trial is None and (note := pareto_note(store, record, chosen.trial_index)):
         stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
-    config = trial_config(record, chosen)
+    return _with_command_line(ctx, trial_config(record, chosen), given)
+
+
+def _with_command_line(ctx: typer.Context, config: TrainConfig, given: TrainConfig) -> TrainConfig:
+    """A study's configuration with --param over its parameters, the device and precision given, and --seed and
+    --threads where the command line names them."""
     seed = given.seed if _on_command_line(ctx, "seed") else config.seed
     threads = given.threads if _on_command_line(ctx, "threads") else config.threads
     return replace(config, params={**config.params, **given.params}, seed=seed, device=given.device,

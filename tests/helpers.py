@@ -86,7 +86,7 @@ def robust_tune(*args: str, env: dict | None = None, cwd: Path | None = None, st
                           env={**os.environ, **own, **(env or {})})
 
 
-FAST = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 3 }'
+FAST = GILS  # the cheapest GI-LS trial: one epoch, the ascent on the feature map
 
 
 def start_run(path: Path, db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:

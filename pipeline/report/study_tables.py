@@ -92,7 +92,8 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
     shown = sorted(best.items())
     flags = {study.name: bound_flags(study.study.search, trial.parameters) for _, (study, trial, _) in shown}
     objectives = {study.study.objective for _, (study, _, _) in shown}
-    objective_header = OBJECTIVE_LABELS.get(*objectives, *objectives) if len(objectives) == 1 else "objective"
+    only = next(iter(objectives)) if len(objectives) == 1 else None
+    objective_header = OBJECTIVE_LABELS.get(only, only) if only else "objective"
     headers = (["data set", "network", "method"] + [p.column or p.name for p in columns]
                + [objective_header, "test acc", "worst class", "trials", "selected on"]
                + (["on a bound"] if any(flags.values()) else []) + ["study"])

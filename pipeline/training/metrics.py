@@ -37,7 +37,7 @@ def predict(model: nn.Module, split: Split, on_chunk: Callable[[int, int], None]
         if on_chunk is not None:
             on_chunk(done, chunks)
     model.train(was_training)
-    return torch.cat(predictions) if predictions else torch.empty(0, dtype=torch.long, device=split.labels.device)
+    return torch.cat(predictions)  # an empty split is one empty chunk
 
 
 def split_metrics(predictions: torch.Tensor, labels: torch.Tensor, class_names: list[str]) -> SplitMetrics:
