@@ -20,8 +20,7 @@ from pipeline.report.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, Table as Rep
 
 if TYPE_CHECKING:
     from pipeline.config import DataConfig
-    from pipeline.training.metrics import SplitMetrics
-    from pipeline.training.trainer import TrainResult
+    from pipeline.training.result import RunResult, SplitMetrics
 
 stdout = Console()
 stderr = Console(stderr=True)
@@ -54,7 +53,7 @@ def print_image_line(data: "DataConfig") -> None:
         stderr.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def result_title(result: "TrainResult") -> str:
+def result_title(result: "RunResult") -> str:
     """What ran, where and how long: the line above the result table."""
     settings = result.settings
     threads = f"{settings.threads} thread{'s' if settings.threads != 1 else ''}, "
@@ -62,7 +61,7 @@ def result_title(result: "TrainResult") -> str:
             f"{result.train_seconds:.1f} s on {settings.device}, {settings.precision})")
 
 
-def result_table(result: "TrainResult") -> Table:
+def result_table(result: "RunResult") -> Table:
     """Accuracy on the validation and test splits, then per class, so a gain in the mean cannot hide a lost class."""
     return metrics_table({"validation": result.val, "test": result.test})
 
@@ -82,11 +81,11 @@ def metrics_table(splits: dict[str, "SplitMetrics"]) -> Table:
     return table
 
 
-def params_line(result: "TrainResult") -> str:
+def params_line(result: "RunResult") -> str:
     return "parameters: " + ", ".join(f"{k}={v}" for k, v in result.settings.params.items())
 
 
-def batches_line(result: "TrainResult") -> str:
+def batches_line(result: "RunResult") -> str:
     """How many different examples a training batch held on average: fewer than the batch size means the
     sampler drew examples twice (hardness-weighted sampling at a large beta)."""
     return (f"distinct examples per batch: {result.distinct_per_batch:.1f} on average "

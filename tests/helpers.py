@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline.config import DataConfig
+from pipeline.config import DataConfig, RunSettings
 from pipeline.methods.declarations import PARTS
 from pipeline.params import Range
 from pipeline.store import LockLost, Store, study_locks
 from pipeline.spec.study_config import Budget, StudyConfig, parse_study
+from pipeline.training.result import RunResult, SplitMetrics
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DATA = ROOT / "tests" / "fixtures"  # databases and files written by earlier versions
@@ -53,11 +54,32 @@ def study_file(tmp_path: Path, name="tiny", method="gils", params=GILS, trials=3
     return path
 
 
+def run_result(metrics: dict[str, float], per_class: dict[str, dict[str, float]] | None = None,
+               settings: dict | None = None, train_seconds: float = 1.0, epoch_train_loss: list[float] | None = None,
+               epoch_val_accuracy: list[float] | None = None) -> RunResult:
+    """A finished run's result as the trainer gives it, from its flat metrics (val_accuracy,
+    test_worst_class_accuracy, ...) and each split's accuracy per class."""
+    def split(name: str) -> SplitMetrics:
+        return SplitMetrics(metrics.get(f"{name}_accuracy"), metrics.get(f"{name}_balanced_accuracy"),
+                            metrics.get(f"{name}_worst_class_accuracy"), dict((per_class or {}).get(name, {})), 0)
+
+    return RunResult(split("val"), split("test"), epoch_train_loss or [], epoch_val_accuracy or [], train_seconds, 0,
+                     RunSettings.from_dict(settings or {}))
+
+
 def result(val, test, worst=0.5):
-    return {"val_accuracy": val, "test_accuracy": test, "test_worst_class_accuracy": worst,
-            "val_per_class_accuracy": {"a": val}, "test_per_class_accuracy": {"a": test},
-            "epoch_train_loss": [1.0, 0.5], "epoch_val_accuracy": [val / 2, val], "train_seconds": 1.5,
-            "settings": {}, "seed": 0}
+    return run_result({"val_accuracy": val, "test_accuracy": test, "test_worst_class_accuracy": worst},
+                      {"val": {"a": val}, "test": {"a": test}}, train_seconds=1.5, epoch_train_loss=[1.0, 0.5],
+                      epoch_val_accuracy=[val / 2, val])
+
+
+def rare_class_run(accuracy: float, rare: float, method: str = "x", params: dict | None = None,
+                   balanced: float | None = None) -> RunResult:
+    """A re-training run's result on the digits' ten classes, class 3 at `rare` (as the trainer gives it)."""
+    test = {str(c): accuracy for c in range(10)} | {"3": rare}
+    return run_result({"test_accuracy": accuracy, "test_worst_class_accuracy": min(test.values()),
+                       "test_balanced_accuracy": sum(test.values()) / 10 if balanced is None else balanced},
+                      {"val": {}, "test": test}, {"method": method, "params": params or {}})
 
 
 def add_study(store, name, method="gils", objective="val_accuracy", backbone="resnet18", runs=()):
@@ -167,11 +189,10 @@ def stored(store: Store, name: str = "held"):
     return store.create_study(parse_study({"name": name, "method": {"name": "ls"}}, f"{name}.toml"))
 
 
-def one_epoch_result(accuracy: float) -> dict:
+def one_epoch_result(accuracy: float) -> RunResult:
     """A finished run's result as the trainer gives it, one epoch."""
-    return {"val_accuracy": accuracy, "test_accuracy": accuracy, "val_per_class_accuracy": {"0": accuracy},
-            "test_per_class_accuracy": {"0": accuracy}, "epoch_train_loss": [1.0], "epoch_val_accuracy": [accuracy],
-            "train_seconds": 1.0, "settings": {}}
+    return run_result({"val_accuracy": accuracy, "test_accuracy": accuracy}, {"val": {"0": accuracy}, "test": {"0": accuracy}},
+                      epoch_train_loss=[1.0], epoch_val_accuracy=[accuracy])
 
 
 def check_writes_after_a_takeover_change_nothing(store: Store) -> None:

@@ -54,9 +54,9 @@ def _run(job: tuple[int, dict, int, int]) -> list[dict]:
                  "error": f"{type(error).__name__}: {error}".splitlines()[0]}]
     seconds = round(time.perf_counter() - start, 3)
     rows = []
-    for record in result["epochs"]:
-        flat = flat_epoch_metrics(record)
-        rows.append({**base, "epoch": record["epoch"], "status": "completed", **{m: flat.get(m) for m in METRICS},
+    for record in result.epochs:
+        flat = flat_epoch_metrics(record.to_dict())
+        rows.append({**base, "epoch": record.epoch, "status": "completed", **{m: flat.get(m) for m in METRICS},
                      "train_seconds": seconds, "error": ""})
     return rows
 

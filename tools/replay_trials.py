@@ -78,7 +78,7 @@ def _run(job: tuple[str, int, dict, int]) -> dict:
     start = time.perf_counter()
     try:
         result = run_trial(_study(problem), config, seed, device="cpu")
-        row.update({"status": "completed", **{m: result[m] for m in METRICS}, "error": ""})
+        row.update({"status": "completed", **{m: result.metrics[m] for m in METRICS}, "error": ""})
     except Exception as error:  # noqa: BLE001  (a diverged run is part of the problem, kept as such)
         row.update({"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]})
     row["train_seconds"] = round(time.perf_counter() - start, 3)

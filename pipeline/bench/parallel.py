@@ -98,7 +98,7 @@ def run_all(runner: TrialRunner, todo: list[TrialJob]) -> tuple[float, dict[int,
 
 def metrics(outcome: Outcome) -> dict[str, Any]:
     """A completed trial's numbers, less its clock."""
-    return {k: v for k, v in outcome.result.items() if k != "train_seconds"}
+    return {**outcome.result.to_dict(), "train_seconds": None}
 
 
 def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, trials: int = 4,
@@ -140,7 +140,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 wall, outcomes = run_all(runners[name], jobs(epochs, threads, 1))
                 same &= agrees(outcomes)
                 if round_:
-                    seconds[name].append((outcomes[0].result["train_seconds"], wall))
+                    seconds[name].append((outcomes[0].result.train_seconds, wall))
         hourly: dict[str, list[float]] = {name: [] for name in ("in this process",
                                                                 *(f"--workers {n}" for n in workers))}
         own: dict[str, list[float]] = {name: [] for name in hourly}  # each trial's train_seconds
@@ -150,7 +150,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 wall, outcomes = run_all(runners[name], jobs(epochs, threads, trials))
                 same &= agrees(outcomes)
                 hourly[name].append(3600 * trials / wall)
-                own[name] += [o.result["train_seconds"] for o in outcomes.values()]
+                own[name] += [o.result.train_seconds for o in outcomes.values()]
     finally:
         for runner in reversed(runners.values()):
             runner.__exit__(None, None, None)

@@ -29,6 +29,7 @@ from pipeline.store.records import pareto_set
 
 if TYPE_CHECKING:
     from pipeline.search.trial import Outcome, TrialJob, TrialRunner
+    from pipeline.training.result import RunResult
 
 TUNED = "tuned"  # the variant name of the best configuration itself
 VARIANT_NAME_LIMIT = 200  # rt_evaluations.variant's length
@@ -452,11 +453,11 @@ class _Training:
         self.store_run(variant, seed, outcome.result)
         self.stored += 1
         kill_point(f"after-evaluation-{self.stored}")
-        self.on_event(RunEnded(variant.name, seed, outcome.trial_index, self.total, outcome.result["test_accuracy"],
-                               outcome.result["train_seconds"]))
+        self.on_event(RunEnded(variant.name, seed, outcome.trial_index, self.total, outcome.result.test.accuracy,
+                               outcome.result.train_seconds))
         return True
 
-    def store_run(self, variant: Variant, seed: int, result: dict[str, Any]) -> None:
+    def store_run(self, variant: Variant, seed: int, result: RunResult) -> None:
         """Store one trained run with its planned identity and its data set's training counts per class."""
         from pipeline.search.trial import dataset_for
 

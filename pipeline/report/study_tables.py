@@ -110,7 +110,8 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                            selection_label(config), *on_bound, study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
-                              "metrics": trial.metrics, "worst_class": worst, "completed_trials": completed,
+                              "metrics": trial.metrics, "worst_class": worst, "examples": trial.examples,
+                              "distinct_per_batch": trial.distinct_per_batch, "completed_trials": completed,
                               "objective": config.objective, "selected_on_test": config.selected_on_test,
                               "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial,
                               "bound_flags": [asdict(f) for f in flags[study.name]]})

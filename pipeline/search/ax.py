@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from io import StringIO
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import pandas as pd
 import sqlalchemy as sa
@@ -296,13 +296,13 @@ def as_stored(value: float) -> float:
     return float(pd.read_json(StringIO(stored), dtype=False)["mean"].iloc[0])  # as its decoder reads it
 
 
-def told(metrics: dict[str, Any], name: str) -> float | tuple[float, float]:
+def told(metrics: dict[str, float], name: str,
+         seed_runs: Sequence[dict[str, float]] = ()) -> float | tuple[float, float]:
     """What Ax is told of metric `name` of a trial: its value as Ax's storage gives it back (see `as_stored`); for
-    a trial trained on several seeds (`seed_runs`), their mean and its standard error (Ax then models the noise
-    it is told)."""
+    a trial trained on several seeds (each one's metrics in `seed_runs`), their mean and its standard error (Ax
+    then models the noise it is told)."""
     value = as_stored(metrics[name])
-    runs = metrics.get("seed_runs")
-    return (value, as_stored(standard_error([run[name] for run in runs]))) if runs else value
+    return (value, as_stored(standard_error([run[name] for run in seed_runs]))) if seed_runs else value
 
 
 class Searcher:
@@ -365,9 +365,9 @@ class Searcher:
             self.client._save_or_update_trial_in_db_if_possible(experiment=experiment, trial=trial)
         return trial.index
 
-    def complete(self, index: int, metrics: dict[str, float]) -> None:
+    def complete(self, index: int, metrics: dict[str, float], seed_runs: Sequence[dict[str, float]] = ()) -> None:
         """A trial that ended: each objective and constrained metric to Ax (see `told`)."""
-        raw = {name: told(metrics, name) for name in self.metrics}
+        raw = {name: told(metrics, name, seed_runs) for name in self.metrics}
         with self._writing():
             self.client.complete_trial(trial_index=index, raw_data=raw)
 

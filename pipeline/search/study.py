@@ -100,7 +100,7 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     for index in searcher.pending():
         row = rows.get(index)
         if row is not None and row.status == TrialStatus.COMPLETED:
-            searcher.complete(index, {**row.metrics, "seed_runs": row.seed_runs})
+            searcher.complete(index, row.metrics, row.seed_runs or ())
         elif row is not None and row.status == TrialStatus.EARLY_STOPPED:
             searcher.early_stop(index, row.metrics)
         elif row is not None and row.status == TrialStatus.FAILED:
@@ -346,16 +346,17 @@ class StudyLoop:
             self.store.fail_trial(row, outcome.error + "\n" + outcome.details, outcome.started, lock=self.lock)
             self.searcher.abandon(outcome.trial_index)
         else:
-            stopped_at = outcome.result.get("stopped_at")
+            result = outcome.result
+            stopped_at = result.stopped_at
             status, error = TrialStatus.EARLY_STOPPED if stopped_at else TrialStatus.COMPLETED, None
-            objective = outcome.result[self.study.objective]
-            self.store.complete_trial(row, outcome.result, outcome.started, lock=self.lock)
+            objective = result.metrics[self.study.objective]
+            self.store.complete_trial(row, result, outcome.started, lock=self.lock)
             kill_point("after-record")
             if stopped_at:
-                self.searcher.early_stop(outcome.trial_index, outcome.result)
+                self.searcher.early_stop(outcome.trial_index, result.metrics)
                 self.summary.early_stopped += 1
             else:
-                self.searcher.complete(outcome.trial_index, outcome.result)
+                self.searcher.complete(outcome.trial_index, result.metrics, [r.metrics for r in result.seed_runs])
             kill_point("after-tell")
             if self.study.epoch_prefixes:  # reads the study's trials: only where there are prefixes to tell
                 trials = self.store.trials(self.stored.id)

@@ -17,7 +17,8 @@ from pipeline.data import Dataset, load_dataset
 from pipeline.spec.epochs import StopRule, objective_curve
 from pipeline.errors import ServerLost, UserError
 from pipeline.spec.study_config import StudyConfig
-from pipeline.training.trainer import EpochMetrics, Progress, StopEarly, train
+from pipeline.training.result import EpochMetrics, RunResult, over_seeds
+from pipeline.training.trainer import Progress, StopEarly, train
 
 OnEvent = Callable[[Any], None]
 
@@ -40,7 +41,7 @@ class Outcome:
     """How one trial ended in its runner: a result (completed), an error (raised) or lost (its worker died)."""
 
     trial_index: int
-    result: dict[str, Any] | None = None
+    result: RunResult | None = None
     error: str | None = None  # "Type: message"
     details: str = ""  # the traceback's last frames
     lost: str | None = None  # why the trial stopped without an end
@@ -72,16 +73,17 @@ def dataset_for(data: DataConfig, device: str) -> Dataset:
 
 def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device: str = "auto",
               progress: Progress | None = None, precision: str = "auto",
-              stop_rule: StopRule | None = None) -> dict[str, Any]:
+              stop_rule: StopRule | None = None) -> RunResult:
     """Train one proposed configuration, the same code path as `robust-tune train`: once, or on each of
-    the study's budget.seeds_per_trial seeds (seed, seed + 1, ...), the results averaged (`over_seeds`).
-    With `stop_rule` (one seed only: the study file refuses it with several), the run may stop early."""
+    the study's budget.seeds_per_trial seeds (seed, seed + 1, ...), the results averaged (`over_seeds`), without
+    the network (it stays where it trained). With `stop_rule` (one seed only: the study file refuses it with
+    several), the run may stop early."""
     runs = []
     stop = stopping(stop_rule, study.objective) if study.budget.seeds_per_trial == 1 else None
     for run_seed in range(seed, seed + study.budget.seeds_per_trial):
         config = study.train_config(parameters, run_seed, device, precision)
-        runs.append(train(config, dataset_for(config.data, str(resolve_device(device))), progress, stop).to_dict())
-    return runs[0] if len(runs) == 1 else over_seeds(runs)
+        runs.append(train(config, dataset_for(config.data, str(resolve_device(device))), progress, stop).without_model())
+    return over_seeds(runs)
 
 
 def stopping(rule: StopRule | None, objective: str) -> StopEarly | None:
@@ -93,26 +95,6 @@ def stopping(rule: StopRule | None, objective: str) -> StopEarly | None:
         return rule.should_stop(objective_curve([epoch.to_dict() for epoch in epochs], objective))
 
     return stop
-
-
-def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several seeds' results as one trial's: every validation and test metric (per-class ones class by class)
-    averaged, the training time summed, the first seed's details (curves, settings) kept, and each seed's
-    metrics under "seed_runs", from which the study tells Ax the objective's standard error."""
-    def split_metric(key: str, value: Any) -> bool:
-        return key.startswith(("val_", "test_")) and not isinstance(value, bool) and (
-            isinstance(value, (int, float)) or isinstance(value, list) and all(isinstance(v, (int, float)) for v in value))
-
-    merged = dict(runs[0])
-    for key, value in runs[0].items():
-        if split_metric(key, value):
-            merged[key] = [sum(column) / len(runs) for column in zip(*(r[key] for r in runs))] if isinstance(
-                value, list) else sum(r[key] for r in runs) / len(runs)
-    merged["train_seconds"] = sum(r["train_seconds"] for r in runs)
-    merged["seed_runs"] = [{"seed": r["seed"], "train_seconds": r["train_seconds"],
-                            **{k: v for k, v in r.items() if split_metric(k, v) and not isinstance(v, list)}}
-                           for r in runs]
-    return merged
 
 
 def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:

@@ -24,14 +24,15 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
-from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
-                                    TrialRecord, TrialStatus)
+from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare,
+                                    StoredMetrics, StudyRecord, TrialRecord, TrialStatus, seed_runs_read)
 from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.spec.study_config import StudyConfig
 
 if TYPE_CHECKING:
     from pipeline.spec.campaign_config import CampaignConfig
+    from pipeline.training.result import RunResult
 
 
 
@@ -215,23 +216,23 @@ class Store:
                 proposal_seconds=proposal_seconds, started_at=now()))
         return result.inserted_primary_key[0]
 
-    def complete_trial(self, trial_id: int, result: dict[str, Any], started: float | None = None,
+    def complete_trial(self, trial_id: int, result: RunResult, started: float | None = None,
                        lock: StudyLock | None = None) -> None:
         """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once; early-stopped
         when its result says where it stopped. `started` (a time.time()) replaces the start time by when training
         really began (on a worker)."""
-        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k not in ("seed", "stopped_at")}
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
-                status=TrialStatus.EARLY_STOPPED if result.get("stopped_at") else TrialStatus.COMPLETED, metrics=metrics,
-                settings=result["settings"], seed_runs=result.get("seed_runs"),
-                per_class={"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]},
-                train_seconds=result["train_seconds"], ended_at=now(), **_started_at(started)))
-            metrics_of = {e["epoch"]: e for e in result.get("epochs", [])}
+                status=TrialStatus.EARLY_STOPPED if result.stopped_at else TrialStatus.COMPLETED,
+                metrics=result.stored_metrics(), settings=result.settings.to_dict(),
+                seed_runs=[run.to_dict() for run in result.seed_runs] or None, per_class=result.per_class,
+                train_seconds=result.train_seconds, ended_at=now(), **_started_at(started)))
+            metrics_of = {e.epoch: e for e in result.epochs}
             connection.execute(epochs.insert(), [
-                {"trial_id": trial_id, "epoch": i + 1, "train_loss": loss, "val_accuracy": accuracy,
-                 "val": metrics_of.get(i + 1, {}).get("val"), "test": metrics_of.get(i + 1, {}).get("test")}
-                for i, (loss, accuracy) in enumerate(zip(result["epoch_train_loss"], result["epoch_val_accuracy"]))])
+                {"trial_id": trial_id, "epoch": i, "train_loss": loss, "val_accuracy": accuracy,
+                 "val": asdict(metrics_of[i].val) if i in metrics_of else None,
+                 "test": asdict(metrics_of[i].test) if i in metrics_of else None}
+                for i, (loss, accuracy) in enumerate(zip(result.epoch_train_loss, result.epoch_val_accuracy), start=1)])
 
     @staticmethod
     def add_prefix(connection: sa.Connection, study_id: int, trial_index: int, source: TrialRecord,
@@ -313,29 +314,20 @@ class Store:
                                         .where(trials.c.study_id == study_id)
                                         .order_by(epochs.c.trial_id, epochs.c.epoch)):
                 curves.setdefault(e.trial_id, []).append(e)
-        return [TrialRecord(r.id, r.trial_index, TrialStatus(r.status), r.parameters, r.seed, r.metrics, r.per_class,
-                            r.train_seconds, r.proposal_seconds, r.error,
-                            [e.train_loss for e in curves.get(r.id, [])],
-                            [e.val_accuracy for e in curves.get(r.id, [])],
-                            None if r.settings is None else RunSettings.from_dict(r.settings),
-                            getattr(r, "seed_runs", None), getattr(r, "predicted", None),
-                            tuple(EpochRecord(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None))
-                                  for e in curves.get(r.id, [])), getattr(r, "prefix_of", None))
-                for r in rows]
+        return [_trial_record(r, curves.get(r.id, [])) for r in rows]
 
     def add_evaluation(self, study_id: int, variant: str, seed: int, trial_index: int, config: dict[str, Any],
-                       result: dict[str, Any], train_class_counts: dict[str, int],
+                       result: RunResult, train_class_counts: dict[str, int],
                        lock: StudyLock | None = None, split_counts: dict[str, dict[str, int]] | None = None) -> bool:
         """Store one finished evaluation run; False (and nothing written) when (study, variant, seed) is
         already stored: a stored run is never replaced. `split_counts` ({"val": {class: n}, "test": ...}, from
         0.7.0) goes into per_class under "counts": how many images each class's accuracies rest on."""
-        metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and k != "seed"}
-        per_class = {"val": result["val_per_class_accuracy"], "test": result["test_per_class_accuracy"]}
+        per_class = result.per_class
         return self._insert_evaluation(
-            lock, study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config, metrics=metrics,
-            per_class={**per_class, "counts": split_counts} if split_counts else per_class,
-            train_class_counts=train_class_counts, settings=result["settings"], train_seconds=result["train_seconds"],
-            epochs=result.get("epochs"))
+            lock, study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config,
+            metrics=result.stored_metrics(), per_class={**per_class, "counts": split_counts} if split_counts else per_class,
+            train_class_counts=train_class_counts, settings=result.settings.to_dict(),
+            train_seconds=result.train_seconds, epochs=[epoch.to_dict() for epoch in result.epochs] or None)
 
     def copy_evaluation(self, study_id: int, variant: str, trial_index: int, run: EvaluationRecord,
                         lock: StudyLock | None = None) -> bool:
@@ -344,7 +336,7 @@ class Store:
         once. False (nothing written) when (study, variant, seed) is already stored."""
         return self._insert_evaluation(
             lock, study_id=study_id, variant=variant, seed=run.seed, trial_index=trial_index, config=run.config,
-            metrics=run.metrics, per_class=run.per_class, train_class_counts=run.train_class_counts,
+            metrics=run.stored_metrics(), per_class=run.per_class, train_class_counts=run.train_class_counts,
             settings=run.settings.to_dict(), train_seconds=run.train_seconds,
             epochs=[asdict(epoch) for epoch in run.epochs] or None)
 
@@ -490,11 +482,24 @@ def _present(connection: sa.Connection, table: sa.Table) -> list[sa.Column]:
     return [column for column in table.columns if column.name in present]
 
 
+def _trial_record(r: sa.Row, curve: list[sa.Row]) -> TrialRecord:
+    """A trials row and its epochs rows as a record (columns an old database lacks read as None)."""
+    stored = StoredMetrics.part(r.metrics)
+    return TrialRecord(r.id, r.trial_index, TrialStatus(r.status), r.parameters, r.seed, stored.metrics, r.per_class,
+                       r.train_seconds, r.proposal_seconds, r.error, [e.train_loss for e in curve],
+                       [e.val_accuracy for e in curve], None if r.settings is None else RunSettings.from_dict(r.settings),
+                       seed_runs_read(getattr(r, "seed_runs", None)), getattr(r, "predicted", None),
+                       tuple(EpochRecord(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None))
+                             for e in curve), getattr(r, "prefix_of", None), stored.examples, stored.distinct_per_batch)
+
+
 def _evaluation_record(row: sa.Row) -> EvaluationRecord:
-    return EvaluationRecord(row.variant, row.seed, row.trial_index, row.config, row.metrics, row.per_class,
+    stored = StoredMetrics.part(row.metrics)
+    return EvaluationRecord(row.variant, row.seed, row.trial_index, row.config, stored.metrics or {}, row.per_class,
                             row.train_class_counts, RunSettings.from_dict(row.settings), row.train_seconds,
                             tuple(EpochRecord(e["epoch"], e["train_loss"], e["val"], e["test"])
-                                  for e in getattr(row, "epochs", None) or []))
+                                  for e in getattr(row, "epochs", None) or []), stored.examples,
+                            stored.distinct_per_batch)
 
 
 def _study_record(row: sa.Row) -> StudyRecord:

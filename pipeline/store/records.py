@@ -15,6 +15,37 @@ from pipeline.spec.campaign_config import Evaluation
 from pipeline.config import RunSettings
 from pipeline.params import Value
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
+from pipeline.training.result import SeedRun
+
+# What the stored `metrics` column holds beside the metrics, as every version has stored it (RunResult.
+# stored_metrics): facts about the run, which the records below keep apart from its metrics.
+RUN_FACTS = ("val_examples", "test_examples", "train_seconds", "distinct_per_batch")
+
+
+@dataclass(frozen=True)
+class StoredMetrics:
+    """A stored `metrics` column parted: the run's metrics, how many images each split's rest on, and the mean
+    distinct examples per training batch (None where not measured)."""
+
+    metrics: dict[str, float] | None
+    examples: dict[str, int] | None
+    distinct_per_batch: float | None
+
+    @classmethod
+    def part(cls, stored: dict[str, float] | None) -> StoredMetrics:
+        if stored is None:
+            return cls(None, None, None)
+        examples = {split: int(stored[f"{split}_examples"]) for split in ("val", "test") if f"{split}_examples" in stored}
+        return cls({k: v for k, v in stored.items() if k not in RUN_FACTS}, examples or None,
+                   stored.get("distinct_per_batch"))
+
+
+def seed_runs_read(stored: list[dict[str, Any]] | None) -> tuple[SeedRun, ...] | None:
+    """A trial's stored seed_runs as typed records; None for a trial trained on one seed."""
+    if not stored:
+        return None
+    return tuple(SeedRun(run["seed"], run["train_seconds"], StoredMetrics.part(
+        {k: v for k, v in run.items() if k not in ("seed", "train_seconds")}).metrics or {}) for run in stored)
 
 
 @dataclass(frozen=True)
@@ -101,7 +132,7 @@ class TrialRecord:
     status: TrialStatus
     parameters: dict[str, Value]  # the proposed values
     seed: int
-    metrics: dict[str, float] | None
+    metrics: dict[str, float] | None  # val_accuracy, test_worst_class_accuracy, ...: the metrics alone
     per_class: dict[str, dict[str, float]] | None  # {"val": {class: accuracy}, "test": {...}}
     train_seconds: float | None
     proposal_seconds: float | None
@@ -110,11 +141,13 @@ class TrialRecord:
     epoch_val_accuracy: list[float]
     settings: RunSettings | None = None  # what it trained with; None until it completed
     # trained on several seeds (budget.seeds_per_trial): each seed's metrics, and `metrics` their mean
-    seed_runs: list[dict[str, float]] | None = None
+    seed_runs: tuple[SeedRun, ...] | None = None
     # the study's GP's posterior of the objective here ({"mean", "sd", "fitted_on"}), when a run of the study ended
     predicted: dict[str, float] | None = None
     epochs: tuple[EpochRecord, ...] = ()  # every epoch's metrics, in order
     prefix_of: int | None = None  # an epoch prefix: the index of the trial whose run holds this result
+    examples: dict[str, int] | None = None  # {"val": n, "test": n}: the images its metrics rest on
+    distinct_per_batch: float | None = None  # the mean distinct examples in a training batch (samplers)
 
     @property
     def ran(self) -> bool:
@@ -145,12 +178,22 @@ class EvaluationRecord:
     seed: int
     trial_index: int
     config: dict[str, Any]  # the run's identity as planned: TrainConfig.to_dict() less seed, device, precision
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # the metrics alone, as a trial's
     per_class: dict[str, dict[str, float]]
     train_class_counts: dict[str, int]
     settings: RunSettings
     train_seconds: float
     epochs: tuple[EpochRecord, ...] = ()  # every epoch's metrics, in order; none for a run stored before 0.5.0
+    examples: dict[str, int] | None = None  # {"val": n, "test": n}: the images its metrics rest on
+    distinct_per_batch: float | None = None  # the mean distinct examples in a training batch (samplers)
+
+    def stored_metrics(self) -> dict[str, float]:
+        """The `metrics` column this run was stored with (to store it again as another variant's: copy_evaluation)."""
+        facts = {f"{split}_examples": n for split, n in (self.examples or {}).items()}
+        facts["train_seconds"] = self.train_seconds
+        if self.distinct_per_batch is not None:
+            facts["distinct_per_batch"] = self.distinct_per_batch
+        return {**self.metrics, **facts}
 
 
 IMPORTANCE_MIN_TRIALS = 8

@@ -1,27 +1,15 @@
 """Accuracy as an honest report needs it: mean, per class, worst class and balanced."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn as nn
 
 from pipeline.data import Split
+from pipeline.training.result import SplitMetrics
 
 EVAL_BATCH_SIZE = 256
-
-
-@dataclass(frozen=True)
-class SplitMetrics:
-    """Top-1 accuracy of one split, and per class (classes absent from the split are left out).
-    An empty split (no validation split: val_fraction = 0) has no accuracy: None, never a made-up 0."""
-
-    accuracy: float | None
-    balanced_accuracy: float | None
-    worst_class_accuracy: float | None
-    per_class_accuracy: dict[str, float]
-    examples: int
 
 
 @torch.no_grad()

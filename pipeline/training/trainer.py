@@ -7,7 +7,7 @@ import math
 import platform
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterator
 
@@ -23,7 +23,8 @@ from pipeline.methods.declarations import MIXERS, SAMPLERS, WEIGHTS
 from pipeline.methods.interfaces import Mixer, Sampler, Update, Weights
 from pipeline.methods.updates import build_update
 from pipeline.methods.weights import batch_weigh
-from pipeline.training.metrics import SplitMetrics, evaluate, predict, split_metrics
+from pipeline.training.metrics import evaluate, predict, split_metrics
+from pipeline.training.result import EpochMetrics, RunResult
 from pipeline.training.models import build_model, make_optimizer
 
 
@@ -97,51 +98,6 @@ def check_collapsed(val_predictions: torch.Tensor, val_labels: torch.Tensor, fin
                                f"example and its training loss {final_loss:.3g} is above {bound:.3g} "
                                f"({COLLAPSED_LOSS_FACTOR:g} x log {len(class_names)}, the loss of a uniform guess); "
                                "training is unstable: lower the learning rates, momentum or beta")
-
-
-@dataclass(frozen=True)
-class EpochMetrics:
-    """What one epoch ended with: its mean training loss, and the model's validation and test metrics then.
-    The run to E epochs passes through the state a run to E' < E ends in, so epoch E' here is that run's result."""
-
-    epoch: int
-    train_loss: float
-    val: SplitMetrics
-    test: SplitMetrics
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "train_loss": self.train_loss, "val": asdict(self.val), "test": asdict(self.test)}
-
-
-@dataclass
-class TrainResult:
-    """Everything a run produced, with the exact settings that produced it."""
-
-    val: SplitMetrics
-    test: SplitMetrics
-    epoch_train_loss: list[float]
-    epoch_val_accuracy: list[float | None]
-    train_seconds: float
-    seed: int
-    settings: RunSettings
-    model: torch.nn.Module | None = field(default=None, repr=False)  # the trained network (not in to_dict)
-    # Mean number of different examples in a training batch: below the batch size when a sampler drew
-    # an example twice (hardness-weighted sampling at a large beta). Stored with the trial's metrics.
-    distinct_per_batch: float | None = None
-    epochs: list[EpochMetrics] = field(default_factory=list)  # every epoch's validation and test metrics
-    stopped_at: int | None = None  # the epoch an early-stopping rule ended the run at, before its planned end
-
-    def to_dict(self) -> dict[str, Any]:
-        """Flat metric keys first (val_accuracy, test_accuracy, ...), then the details."""
-        flat = {f"{name}_{key}": value for name, metrics in (("val", self.val), ("test", self.test))
-                for key, value in asdict(metrics).items() if key != "per_class_accuracy"}
-        return {**flat,
-                "val_per_class_accuracy": self.val.per_class_accuracy,
-                "test_per_class_accuracy": self.test.per_class_accuracy,
-                "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
-                "epochs": [epoch.to_dict() for epoch in self.epochs],
-                "train_seconds": self.train_seconds, "distinct_per_batch": self.distinct_per_batch,
-                "seed": self.seed, "settings": self.settings.to_dict(), "stopped_at": self.stopped_at}
 
 
 @dataclass
@@ -230,7 +186,7 @@ def library_versions() -> dict[str, str]:
 
 
 def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = None,
-          stop: StopEarly | None = None) -> TrainResult:
+          stop: StopEarly | None = None) -> RunResult:
     """Train `config.method` on `dataset` (already on the device) and evaluate on val and test.
 
     Deterministic on CPU for a given seed and thread count (`config.threads`, set for the run and restored
@@ -241,7 +197,7 @@ def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = Non
         return _train(config, dataset, progress, stop)
 
 
-def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, stop: StopEarly | None) -> TrainResult:
+def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, stop: StopEarly | None) -> RunResult:
     """`train` at the thread count already set."""
     run = prepare(config, dataset)
     report = progress or (lambda event: None)
@@ -276,8 +232,8 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, sto
 
     settings = RunSettings(config.data, config.backbone, config.weights, parse_method(config.method).name, run.params,
                            config.seed, str(run.device), run.precision, config.threads, dict(library_versions()))
-    return TrainResult(
+    return RunResult(
         val=val_metrics, test=epoch_metrics[-1].test,
         epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
         train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model,
-        distinct_per_batch=run.sampler.mean_distinct_per_batch(), epochs=epoch_metrics, stopped_at=stopped_at)
+        distinct_per_batch=run.sampler.mean_distinct_per_batch(), epochs=tuple(epoch_metrics), stopped_at=stopped_at)

@@ -7,16 +7,9 @@ import pytest
 from cli.render import ABBREVIATIONS, RESULTS, fit_columns
 from pipeline.report.study_tables import best_table, compare_table, studies_table, trials_table
 from pipeline.store import Store
-from helpers import add_study, robust_tune
+from helpers import add_study, rare_class_run, robust_tune
 
 LONG = "digits-{}-resnet18-imbalanced-class-3-seed-{}-a-long-study-name"
-
-
-def _result(accuracy: float, method: str) -> dict:
-    test = {str(c): accuracy for c in range(10)} | {"3": accuracy / 2}
-    return {"test_accuracy": accuracy, "test_balanced_accuracy": accuracy, "test_worst_class_accuracy": accuracy / 2,
-            "val_per_class_accuracy": {}, "test_per_class_accuracy": test,
-            "settings": {"method": method, "params": {"alpha": accuracy}}, "train_seconds": 1.0}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +26,9 @@ def db(tmp_path_factory) -> str:
         if i < 2:
             for variant, accuracy in (("tuned", 0.9), ("erm", 0.85)):
                 for seed in range(3):
-                    result = _result(accuracy + i / 100 + seed / 50, method if variant == "tuned" else variant)
+                    value = accuracy + i / 100 + seed / 50
+                    result = rare_class_run(value, value / 2, method if variant == "tuned" else variant,
+                                            {"alpha": value}, balanced=value)
                     store.add_evaluation(study.id, variant, seed, 0, {}, result, counts)
     with store.engine.begin() as connection:
         connection.exec_driver_sql("UPDATE rt_trials SET error = ? WHERE status = 'failed'",

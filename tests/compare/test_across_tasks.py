@@ -14,7 +14,7 @@ from pipeline.compare.budget_curves import BudgetCurve, budget_curve, budget_not
 from pipeline.spec.campaign_config import parse_campaign
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
-from helpers import DATA, ROBUST_TUNE, TWO_TASKS
+from helpers import DATA, ROBUST_TUNE, TWO_TASKS, rare_class_run, run_result
 
 
 
@@ -77,13 +77,6 @@ def test_a_bad_task_table_is_one_line_and_exit_2_and_creates_nothing(tmp_path, c
 
 # --- five tasks from inserted records, against the libraries ------------------------------------------------------
 
-def _result(value: float, rare: float) -> dict:
-    test = {str(c): value for c in range(10)} | {"3": rare}
-    return {"test_accuracy": value, "test_balanced_accuracy": sum(test.values()) / 10,
-            "test_worst_class_accuracy": min(test.values()), "val_per_class_accuracy": {},
-            "test_per_class_accuracy": test, "settings": {"method": "x", "params": {}}, "train_seconds": 1.0}
-
-
 # per task, each method's test accuracy on seeds 0-2 (pair k the same split for all): cb leads on four tasks
 FIVE = {
     "t1": {"erm": [0.70, 0.72, 0.71], "ls": [0.74, 0.73, 0.75], "cb": [0.80, 0.79, 0.81]},
@@ -111,12 +104,10 @@ def five_tasks(tmp_path_factory) -> Path:
             study = store.create_study(config.study(method))
             for index, score in enumerate([0.5, 0.7, 0.6, 0.8] if method == "cb" else [0.65, 0.66, 0.64, 0.67]):
                 trial = store.start_trial(study.id, index, {"lr_head": 0.05}, 0, 0.1)
-                store.complete_trial(trial, {"val_balanced_accuracy": score, "settings": {"method": method},
-                                             "val_per_class_accuracy": {}, "test_per_class_accuracy": {},
-                                             "train_seconds": 1.0, "epoch_train_loss": [0.5],
-                                             "epoch_val_accuracy": [score]})
+                store.complete_trial(trial, run_result({"val_balanced_accuracy": score}, settings={"method": method},
+                                                        epoch_train_loss=[0.5], epoch_val_accuracy=[score]))
             for seed, value in enumerate(FIVE[task.removeprefix("five.")][method]):
-                store.add_evaluation(study.id, "tuned", seed, 0, {}, _result(value, value / 2), counts)
+                store.add_evaluation(study.id, "tuned", seed, 0, {}, rare_class_run(value, value / 2), counts)
     return db
 
 

@@ -18,7 +18,7 @@ from pipeline.compare.stats import mean_interval
 from pipeline.store import Store
 from pipeline.spec.study_config import parse_study
 import helpers
-from helpers import study_file, evaluations
+from helpers import rare_class_run, study_file, evaluations
 
 
 
@@ -42,14 +42,6 @@ def test_mean_and_interval_match_a_hand_computation():
     assert mean_interval([0.7]) == (0.7, None)
 
 
-def _result(accuracy: float, rare: float) -> dict:
-    """A finished run's result as the trainer gives it (digits' classes, class 3 rare)."""
-    test = {str(c): accuracy for c in range(10)} | {"3": rare}
-    return {"test_accuracy": accuracy, "test_balanced_accuracy": sum(test.values()) / 10,
-            "test_worst_class_accuracy": min(test.values()), "val_per_class_accuracy": {},
-            "test_per_class_accuracy": test, "settings": {"method": "x", "params": {}}, "train_seconds": 1.0}
-
-
 def test_the_paired_difference_uses_matched_seeds_only(tmp_path):
     store = Store(str(tmp_path / "paired.db"))
     study = store.create_study(parse_study({"name": "s", "method": {"name": "ls"}}, "s.toml"))
@@ -58,8 +50,8 @@ def test_the_paired_difference_uses_matched_seeds_only(tmp_path):
     erm = {0: (0.85, 0.2), 1: (0.78, 0.1)}  # seed 2 was not run for erm: it must not enter the difference
     for variant, runs in (("tuned", tuned), ("erm", erm)):
         for seed, (accuracy, rare) in runs.items():
-            assert store.add_evaluation(study.id, variant, seed, 0, {}, _result(accuracy, rare), counts)
-    assert not store.add_evaluation(study.id, "erm", 0, 0, {}, _result(0.1, 0.1), counts)  # never replaced
+            assert store.add_evaluation(study.id, variant, seed, 0, {}, rare_class_run(accuracy, rare), counts)
+    assert not store.add_evaluation(study.id, "erm", 0, 0, {}, rare_class_run(0.1, 0.1), counts)  # never replaced
 
     row = compare_table(store).records[0]
     assert row["variant"] == "tuned" and row["seeds"] == [0, 1, 2]

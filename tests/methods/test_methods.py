@@ -134,6 +134,7 @@ def test_the_best_table_shows_searched_trainer_parameters(tmp_path):
     (row,) = table.rows
     (trial,) = Store(db, create=False).trials(Store(db, create=False).study("momentum").id)
     assert row[table.headers.index("momentum")] == f"{trial.parameters['momentum']:.4g}"
-    assert 1 <= trial.metrics["distinct_per_batch"] <= 32  # stored with the trial's metrics
+    assert 1 <= trial.distinct_per_batch <= 32 and "distinct_per_batch" not in trial.metrics  # beside its metrics
+    assert table.records[0]["distinct_per_batch"] == trial.distinct_per_batch  # and in the report's JSON
     assert "lr_head" in table.headers and "epoch" in table.headers and "mix_alpha" in table.headers
     assert "beta" not in table.headers  # no study takes it

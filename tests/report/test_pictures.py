@@ -14,7 +14,7 @@ from pipeline.store import Store
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
 from conftest import texts_off_canvas
-from helpers import one_line, add_study, study_file
+from helpers import one_line, add_study, rare_class_run, study_file
 
 # Three searched parameters: a log range, a linear range and a choice, so every kind of map is drawn.
 HWS = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
@@ -187,11 +187,7 @@ def test_an_evaluated_study_gets_a_comparison_with_the_compare_tables_numbers(st
     counts = {str(c): 100 for c in range(10)} | {"3": 5}
     for variant, accuracies in (("tuned", (0.90, 0.92, 0.94)), ("erm", (0.85, 0.86, 0.90))):
         for seed, accuracy in enumerate(accuracies):
-            test = {str(c): accuracy for c in range(10)} | {"3": accuracy / 3}
-            result = {"test_accuracy": accuracy, "test_balanced_accuracy": accuracy,
-                      "test_worst_class_accuracy": accuracy / 3, "val_per_class_accuracy": {},
-                      "test_per_class_accuracy": test, "settings": {"method": variant, "params": {}},
-                      "train_seconds": 1.0}
+            result = rare_class_run(accuracy, accuracy / 3, variant, balanced=accuracy)
             store.add_evaluation(study.id, variant, seed, 0, {}, result, counts)
     pictures = draw(load_studies(Store(str(db), create=False), [NAME], tmp_path / "ax.log"))
     (compare,) = [p for p in pictures if p.kind == "compare"]

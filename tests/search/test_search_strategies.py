@@ -119,10 +119,11 @@ def test_seeds_per_trial_stores_every_seed_and_tells_ax_their_mean_and_standard_
     data = search.load_client(load_study(path), Store(db).url)._experiment.lookup_data().df
     for trial in trials:
         runs = trial.seed_runs
-        assert [r["seed"] for r in runs] == [0, 1]
-        values = [r["val_accuracy"] for r in runs]
+        assert [r.seed for r in runs] == [0, 1]
+        values = [r.metrics["val_accuracy"] for r in runs]
         assert trial.metrics["val_accuracy"] == pytest.approx(np.mean(values))
-        assert trial.train_seconds == pytest.approx(sum(r["train_seconds"] for r in runs))
+        assert trial.train_seconds == pytest.approx(sum(r.train_seconds for r in runs))
+        assert "train_seconds" not in trial.metrics and set(trial.examples) == {"val", "test"}
         row = data[(data.trial_index == trial.trial_index) & (data.metric_name == "val_accuracy")].iloc[0]
         assert row["mean"] == pytest.approx(np.mean(values), abs=1e-9)
         assert row["sem"] == pytest.approx(np.std(values, ddof=1) / math.sqrt(2), abs=1e-9)
