@@ -40,7 +40,7 @@ test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadscope
 
 bench: $(STAMP)
-	$(VENV)/bin/robust-tune bench
+	$(VENV)/bin/robust-tune bench steps
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

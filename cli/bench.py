@@ -1,120 +1,125 @@
-"""`robust-tune bench`: each method's step time as a ratio to ERM, measured here and now."""
+"""`robust-tune bench steps|study|search|prefixes|parallel|startup`: the tool measured here and now, one
+benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
+mode flags (`bench --search ...`) still run their subcommand, with a note naming the new form."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
 from cli.app import app
-from cli.options import chosen_format
+from cli.options import (BenchFormat, Device, Initial, MarkdownAlias, MarkdownFormat, PlotForce, Processes,
+                         Rounds, chosen_format)
 from cli.render import stderr, stdout
 from pipeline.errors import UserError
 
+# The flags that chose a benchmark before each had its own subcommand, and that subcommand.
+OLD_MODES = {"--study": "study", "--search": "search", "--prefixes": "prefixes", "--parallel": "parallel",
+             "--startup": "startup"}
+DEFAULT = "steps"  # what `robust-tune bench` runs without a subcommand
 
 
-@app.command()
-def bench(
+def new_form(args: list[str], commands: Any, meta: dict) -> list[str]:
+    """`bench`'s arguments as the subcommands read them: none, or options alone, run `steps` (as `bench` did
+    before it had subcommands); an old mode flag (`--search`) becomes its subcommand, and `meta` keeps a note
+    naming the new form. Two old mode flags are refused: each is a benchmark of its own."""
+    if not args:
+        return [DEFAULT]
+    if args[0] in commands or args == ["--help"]:
+        return args
+    own = args[:args.index("--")] if "--" in args else args
+    modes = list(dict.fromkeys(arg for arg in own if arg in OLD_MODES))  # in the order given
+    if len(modes) > 1:
+        raise UserError(f"bench {' and '.join(modes)} are {len(modes)} benchmarks: run one at a time, "
+                        + " or ".join(f"`robust-tune bench {OLD_MODES[flag]}`" for flag in modes))
+    if modes:
+        meta[OLD_FORM] = f"bench {modes[0]} is now `robust-tune bench {OLD_MODES[modes[0]]}`"
+        rest = list(args)
+        rest.remove(modes[0])
+        return [OLD_MODES[modes[0]], *rest]
+    if args[0].startswith("-"):
+        return [DEFAULT, *args]
+    return args  # an unknown subcommand: the parser names it
+
+
+OLD_FORM = "robust-tune.bench.old-form"  # the note on an old mode flag, kept in the click context's meta
+
+
+class BenchGroup(TyperGroup):
+    """The bench group, reading the command lines `bench` took before it had subcommands (see `new_form`). An
+    old mode flag runs its subcommand; the note naming the new form comes after the benchmark's output, or as
+    part of the one error line where the command line was refused."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:  # shell completion parses as typed
+            args = new_form(args, self.commands, ctx.meta)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        note = ctx.meta.get(OLD_FORM)
+        if note is None:
+            return super().invoke(ctx)
+        try:
+            value = super().invoke(ctx)
+        except UserError as error:
+            raise UserError(f"{error}; {note}") from None
+        except typer.TyperException as error:  # a usage error: an option the subcommand does not take
+            if not hasattr(error, "message"):
+                raise
+            error.message = f"{error.message}; {note}"
+            raise
+        stderr.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+        return value
+
+
+bench_app = typer.Typer(
+    cls=BenchGroup,
+    help="Measure the tool on this machine, one benchmark per subcommand.\n\n`robust-tune bench` alone runs "
+         "`bench steps`. Each subcommand's --help says what it measures and what its options mean.")
+app.add_typer(bench_app, name="bench")
+
+
+def _markdown(format_: str, markdown: bool) -> bool:
+    return chosen_format(format_, ("table", "markdown"), "markdown" if markdown else None) == "markdown"
+
+
+@bench_app.command("steps")
+def bench_steps(
     setting: Annotated[Optional[list[str]], typer.Option(
         metavar="SETTING",
-        help="Which set-up: digits, resnet18 or paper (ResNet18/34/50, ERM and GI-LS input at T = 1, 5, 15, "
-             "on MT-Defect-sized data at --image-size) (repeat; default digits and resnet18).")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    method: Annotated[Optional[list[str]], typer.Option(metavar="METHOD", help="Only the cases of this method, for example l2rw "
-                                                              "(repeat; default all); ERM is always measured.")] = None,
+        help="Which set-up: digits (the small CNN on the 8x8 digits), resnet18 (ResNet18 on random 3x64x64 "
+             "images) or paper (ResNet18/34/50, ERM and GI-LS input at T = 1, 5, 15, on MT-Defect-sized data "
+             "at --image-size) (repeat; default digits and resnet18).")] = None,
+    device: Device = "auto",
+    method: Annotated[Optional[list[str]], typer.Option(
+        metavar="METHOD", help="Only the cases of this method, for example l2rw (repeat; default all); ERM is "
+                               "always measured.")] = None,
     precision: Annotated[Optional[list[str]], typer.Option(
         metavar="PRECISION",
         help="auto, fp32 or bf16; repeat to measure side by side (default auto).")] = None,
-    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")] = 5,
+    rounds: Rounds = 5,
     steps: Annotated[int, typer.Option(min=1, help="Training steps per round and method.")] = 10,
-    batch_size: Annotated[int, typer.Option(min=2)] = 32,
+    batch_size: Annotated[int, typer.Option(min=2, help="Images per training step.")] = 32,
     backbone: Annotated[Optional[list[str]], typer.Option(
         metavar="BACKBONE",
-        help="Paper setting: which ResNets (repeat; default resnet18, resnet34 and resnet50).")] = None,
-    image_size: Annotated[int, typer.Option(min=8, max=4096, help="Pixels a side in the paper setting and "
-                                                                  "in --study.")] = 224,
-    study: Annotated[bool, typer.Option("--study", help="Instead: wall time of the 20-trial GI-LS MT-Defect "
-                                                        "ResNet18 study, one trial at a time and with "
-                                                        "--workers trials sharing the device.")] = False,
-    workers: Annotated[Optional[list[int]], typer.Option(metavar="N", help="With --study: trials at once (repeat; "
-                                                              "default 2, 4 and 8); with --parallel: the "
-                                                              "clusters to compare (repeat; default 1 and 2).")] = None,
-    trials: Annotated[Optional[int], typer.Option(min=1, max=200, help="With --study: the study's trials; with "
-                                                                       "--search: the trainings each strategy gets "
-                                                                       "(default 20); with --parallel: trials per "
-                                                                       "round and arm (default 4).")] = None,
-    epochs: Annotated[Optional[int], typer.Option(min=1, help="With --study: fix the epochs (default: "
-                                                              "searched in [21, 60]); with --parallel: each "
-                                                              "trial's epochs (default 10).")] = None,
-    search: Annotated[bool, typer.Option("--search", help="Instead: the search strategies (the GP and its "
-                                                          "variants, Sobol, random, Optuna's TPE if installed) side "
-                                                          "by side on "
-                                                          "problems whose true values are known.")] = False,
-    seeds: Annotated[Optional[int], typer.Option(min=1, max=1000, help="With --search or --prefixes: search seeds "
-                                                                        "per strategy (default 10; --prefixes: "
-                                                                        "20).")] = None,
-    initial: Annotated[int, typer.Option(min=1, help="With --search: Sobol trials before the GP.")] = 5,
-    problem: Annotated[Optional[list[str]], typer.Option(metavar="PROBLEM", help="With --search: only this problem (repeat; "
-                                                              "default all).")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option(metavar="STRATEGY", help="With --search: only this strategy (repeat; "
-                                                               "default all but gp-warp, gp-centre, gp-winsorized "
-                                                               "and gp-2seeds).")] = None,
-    processes: Annotated[int, typer.Option(min=1, max=256, help="With --search: search runs at once, each in "
-                                                                "its own process.")] = 1,
-    plot: Annotated[Optional[Path], typer.Option(help="With --search: draw the regret curves (points "
-                                                      "below the best possible, against trainings) into this "
-                                                      "PNG file.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="With --plot: replace an existing file.")] = False,
-    format_: Annotated[str, typer.Option("--format", help="table (for people) or markdown (for the README).")]
-    = "table",
-    markdown: Annotated[bool, typer.Option("--markdown", hidden=True, help="The same as --format markdown.")] = False,
-    startup: Annotated[bool, typer.Option("--startup", help="Instead: how fast --help, methods, report and studies "
-                                                            "answer, as ratios to a bare `import typer, rich`.")]
-    = False,
-    db: Annotated[Optional[str], typer.Option(envvar="ROBUST_TUNE_DB",
-                                              help="With --startup: the database report and studies read.")] = None,
-    parallel: Annotated[bool, typer.Option("--parallel", help="Instead: a quickstart trial's seconds in this process "
-                                                              "and on a Dask worker, and trials per hour one at a "
-                                                              "time and with --workers 1 and 2 (CPU).")] = False,
-    threads: Annotated[int, typer.Option(min=1, max=64, help="With --parallel: torch's CPU threads of each "
-                                                              "trial.")] = 1,
-    prefixes: Annotated[bool, typer.Option("--prefixes", help="Instead: what epoch prefixes and early stopping "
-                                                              "save in a search that tunes epochs, replayed from "
-                                                              "real per-epoch curves (plain, prefix, stop, both).")]
-    = False,
-    budget: Annotated[int, typer.Option(min=10, max=100_000, help="With --prefixes: the epochs each search "
-                                                                  "trains in all.")] = 240,
-    min_epochs: Annotated[int, typer.Option(min=1, help="With --prefixes: the first epoch at which a trial may "
-                                                        "be stopped.")] = 3,
-    variant: Annotated[Optional[list[str]], typer.Option(metavar="VARIANT", help="With --prefixes: only this variant (repeat; "
-                                                              "default all four).")] = None,
+        help="The paper setting's ResNets (repeat; default resnet18, resnet34 and resnet50).")] = None,
+    image_size: Annotated[int, typer.Option(min=8, max=4096, help="Pixels a side in the paper setting.")] = 224,
+    format_: BenchFormat = "table",
+    markdown: MarkdownAlias = False,
 ) -> None:
     """Time a training step of every method against ERM.
 
-    Each method's step time is measured as a ratio to ERM's, side by side in one process."""
-    markdown = chosen_format(format_, ("table", "markdown"), "markdown" if markdown else None) == "markdown"
-    if startup:
-        _print_startup(db or "runs/robust-tune.db", rounds)
-        return
-    if parallel:
-        _print_parallel(epochs or 10, threads, rounds, trials or 4, tuple(workers or (1, 2)))
-        return
-    if prefixes:
-        _print_prefixes(tuple(variant or ()), seeds or 20, budget, initial, min_epochs, processes, plot, force, markdown)
-        return
-    if search:
-        _print_search(tuple(problem or ()), tuple(strategy or ()), seeds or SEARCH_SEEDS, trials or 20, initial, processes, plot,
-                      force, markdown)
-        return
+    Each method's step time is measured as a ratio to ERM's at the same precision, side by side in one
+    process: the median of --rounds rounds of --steps steps each. `robust-tune bench` alone runs this."""
+    markdown = _markdown(format_, markdown)
     from pipeline.config import check_precision
 
     precisions = tuple(precision or ["auto"])
     for name in precisions:
         check_precision(name)
-    if study:
-        _print_study(device, tuple(workers or (2, 4, 8)), trials or 20, image_size, epochs)
-        return
     from pipeline.bench.steps import CASES, PAPER_BACKBONES, SETTINGS, Row, benchmark, machine
 
     backbones = tuple(backbone or PAPER_BACKBONES)
@@ -166,6 +171,118 @@ def bench(
             if row.setting == setting:
                 table.add_row(*cells(row))
         stdout.print(table)
+
+
+@bench_app.command("study")
+def bench_study(
+    device: Device = "auto",
+    workers: Annotated[Optional[list[int]], typer.Option(
+        metavar="N", help="Trials at once on the device, 2 or more (repeat; default 2, 4 and 8).")] = None,
+    trials: Annotated[int, typer.Option(min=1, max=200, help="The study's trials.")] = 20,
+    image_size: Annotated[int, typer.Option(min=8, max=4096, help="Pixels a side of the images trained on.")]
+    = 224,
+    epochs: Annotated[Optional[int], typer.Option(
+        min=1, help="Fix each trial's epochs (default: searched in [21, 60], as the study file says).")] = None,
+    format_: MarkdownFormat = "table",
+    markdown: MarkdownAlias = False,
+) -> None:
+    """Time a whole GI-LS study, alone and with trials at once.
+
+    The wall time of the GI-LS paper's MT-Defect ResNet18 study (studies/paper/gils-mt-defect-resnet18.toml)
+    on generated images of MT-Defect's size, one trial at a time and with --workers trials at once."""
+    _markdown(format_, markdown)
+    _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs)
+
+
+# Search seeds per strategy and problem by default: every default strategy on every problem in under 30 minutes on
+# 2 cores; docs/design/search.md's measurement gives --seeds 20.
+SEARCH_SEEDS = 10
+
+
+@bench_app.command("search")
+def bench_search(
+    problem: Annotated[Optional[list[str]], typer.Option(
+        metavar="PROBLEM", help="Only this problem (repeat; default all).")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option(
+        metavar="STRATEGY", help="Only this strategy (repeat; default all but gp-warp, gp-centre, gp-winsorized "
+                                 "and gp-2seeds).")] = None,
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="Search seeds per strategy and problem.")]
+    = SEARCH_SEEDS,
+    trials: Annotated[int, typer.Option(min=1, max=200, help="The trainings each search gets.")] = 20,
+    initial: Initial = 5,
+    processes: Processes = 1,
+    plot: Annotated[Optional[Path], typer.Option(
+        help="Draw the regret curves (points below the best possible, against trainings) into this PNG "
+             "file.")] = None,
+    force: PlotForce = False,
+    format_: BenchFormat = "table",
+    markdown: MarkdownAlias = False,
+) -> None:
+    """Compare the search strategies on problems whose truth is known.
+
+    The GP and its variants, Sobol, random and Optuna's TPE (if installed) side by side: the true value of
+    each strategy's recommendation after k trainings, over --seeds search seeds."""
+    _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials, initial, processes, plot, force,
+                  _markdown(format_, markdown))
+
+
+@bench_app.command("prefixes")
+def bench_prefixes(
+    variant: Annotated[Optional[list[str]], typer.Option(
+        metavar="VARIANT", help="Only this variant: plain, prefix, stop or both (repeat; default all "
+                                "four).")] = None,
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="Search seeds per variant.")] = 20,
+    budget: Annotated[int, typer.Option(min=10, max=100_000, help="The epochs each search trains in all.")] = 240,
+    initial: Initial = 5,
+    min_epochs: Annotated[int, typer.Option(min=1, help="The first epoch at which a trial may be stopped.")] = 3,
+    processes: Processes = 1,
+    plot: Annotated[Optional[Path], typer.Option(
+        help="Draw each variant's true value against the epochs trained into this PNG file.")] = None,
+    force: PlotForce = False,
+    format_: BenchFormat = "table",
+    markdown: MarkdownAlias = False,
+) -> None:
+    """Measure what epoch prefixes and early stopping save.
+
+    In a search that tunes epochs, replayed from real per-epoch digits curves: plain search against telling
+    Ax every epoch prefix, stopping trials early, and both."""
+    _print_prefixes(tuple(variant or ()), seeds, budget, initial, min_epochs, processes, plot, force,
+                    _markdown(format_, markdown))
+
+
+@bench_app.command("parallel")
+def bench_parallel(
+    workers: Annotated[Optional[list[int]], typer.Option(
+        metavar="N", help="A cluster of N Dask workers to compare (repeat; default 1 and 2).")] = None,
+    trials: Annotated[int, typer.Option(min=1, max=200, help="Trials per round and arm.")] = 4,
+    epochs: Annotated[int, typer.Option(min=1, help="Each trial's epochs.")] = 10,
+    threads: Annotated[int, typer.Option(min=1, max=64, help="torch's CPU threads of each trial.")] = 1,
+    rounds: Rounds = 5,
+    format_: MarkdownFormat = "table",
+    markdown: MarkdownAlias = False,
+) -> None:
+    """Time trials in this process against trials on Dask workers.
+
+    A quickstart trial's seconds in this process and on a Dask worker, then trials per hour one at a time
+    and on clusters of --workers workers, on the CPU."""
+    _markdown(format_, markdown)
+    _print_parallel(epochs, threads, rounds, trials, tuple(workers or (1, 2)))
+
+
+@bench_app.command("startup")
+def bench_startup(
+    rounds: Rounds = 5,
+    db: Annotated[Optional[str], typer.Option(
+        envvar="ROBUST_TUNE_DB", help="The database report and studies read (default "
+                                      "runs/robust-tune.db).")] = None,
+    format_: MarkdownFormat = "table",
+    markdown: MarkdownAlias = False,
+) -> None:
+    """Time how fast --help, methods, report and studies answer.
+
+    Each in a fresh process, as a ratio to a bare `import typer, rich`."""
+    _markdown(format_, markdown)
+    _print_startup(db or "runs/robust-tune.db", rounds)
 
 
 def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None) -> None:
@@ -221,11 +338,6 @@ def _print_startup(db: str, rounds: int) -> None:
     print("| command | start-up (s) | ratio to `import typer, rich` |\n|---|---:|---:|")
     for name, value in seconds.items():
         print(f"| `{name}` | {value:.2f} | {value / seconds[BASELINE]:.1f}x |")
-
-
-# Search seeds per strategy and problem by default: every default strategy on every problem in under 30 minutes on
-# 2 cores; docs/design/search.md's measurement gives --seeds 20.
-SEARCH_SEEDS = 10
 
 
 def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,

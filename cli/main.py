@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> None:
         if type(error).__name__ == "NoArgsIsHelpError":  # a bare group (`robust-tune`, `robust-tune data`)
             print(error.format_message())  # its help, which is the whole message
             sys.exit(2)
-        errors.print(f"[bold red]error:[/] {error.format_message()} (see robust-tune --help)",
+        context = getattr(error, "ctx", None)  # the command the error is about: its own --help
+        command = context.command_path if context is not None else "robust-tune"
+        errors.print(f"[bold red]error:[/] {error.format_message()} (see {command} --help)",
                      markup=True, soft_wrap=True)
         sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):

@@ -49,3 +49,13 @@ TrialsPerGpu = Annotated[int, typer.Option(
     help="With --workers on a machine with GPUs: how many trials (or runs) share one GPU.")]
 LogFile = Annotated[Path, typer.Option(help="Where Ax's, Dask's and other libraries' messages go.")]
 DEFAULT_LOG_FILE = Path("runs/robust-tune.log")
+
+# The options of `bench`'s subcommands that more than one of them takes, with the same meaning in each.
+BenchFormat = Annotated[str, typer.Option("--format", help="table (for people) or markdown (for the README).")]
+MarkdownAlias = Annotated[bool, typer.Option("--markdown", hidden=True, help="The same as --format markdown.")]
+Rounds = Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")]
+Initial = Annotated[int, typer.Option(min=1, help="Sobol trials before the GP in each search.")]
+Processes = Annotated[int, typer.Option(min=1, max=256, help="Searches at once, each in its own process.")]
+PlotForce = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file.")]
+MarkdownFormat = Annotated[str, typer.Option(
+    "--format", help="table or markdown: this benchmark's tables are Markdown either way.")]

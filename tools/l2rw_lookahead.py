@@ -6,7 +6,7 @@ largest difference between the two sets of weights.
 
     python tools/l2rw_lookahead.py --setting digits --threads 1
 
-Settings as `robust-tune bench`: digits (the small CNN on the real 8x8 digits) or resnet18 (random 3x64x64).
+Settings as `robust-tune bench steps`: digits (the small CNN on the real 8x8 digits) or resnet18 (random 3x64x64).
 """
 from __future__ import annotations
 

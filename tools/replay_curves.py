@@ -1,4 +1,4 @@
-"""Train the table of real per-epoch curves that `robust-tune bench --prefixes` replays (pipeline/bench/replay/).
+"""Train the table of real per-epoch curves that `robust-tune bench prefixes` replays (pipeline/bench/replay/).
 
 The problem is the hws study of studies/digits-campaign.toml (digits with digit 3 rare in training, the
 small CNN, plain SGD, importance sampling off) with `epochs` searched as well: the space is beta (log,

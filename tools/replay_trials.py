@@ -1,4 +1,4 @@
-"""Train the tables of real trials that `robust-tune bench --search` replays (pipeline/bench/replay/).
+"""Train the tables of real trials that `robust-tune bench search` replays (pipeline/bench/replay/).
 
 The problems are the tool's own, from studies/digits-campaign.toml (digits with digit 3 rare in training,
 the small CNN, plain SGD, 20 epochs):

@@ -1,4 +1,4 @@
-"""Trials in this process against trials on Dask workers, measured side by side (`robust-tune bench --parallel`).
+"""Trials in this process against trials on Dask workers, measured side by side (`robust-tune bench parallel`).
 
 The same trials (the quickstart study's, at fixed parameters, seed and thread count) train through each runner a
 study uses, round by round, so that the machine's load hits every arm alike:

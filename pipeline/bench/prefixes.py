@@ -1,4 +1,4 @@
-"""`robust-tune bench --prefixes`: what epoch prefixes and early stopping save in a search that tunes `epochs`,
+"""`robust-tune bench prefixes`: what epoch prefixes and early stopping save in a search that tunes `epochs`,
 on a problem replayed from real per-epoch curves (pipeline/bench/replay/digits-hws-curves.csv, made by
 tools/replay_curves.py) whose true value at every epoch count is known.
 

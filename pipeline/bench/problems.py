@@ -1,4 +1,4 @@
-"""The problems `robust-tune bench --search` gives every search strategy: functions of the papers' search
+"""The problems `robust-tune bench search` gives every search strategy: functions of the papers' search
 spaces whose true (noise-free) value is known, observed with the noise real trials have.
 
 - `gils-synthetic`, `hws-synthetic`: smooth functions laid into GI-LS's space (alpha, integer T, eta,

@@ -1,4 +1,4 @@
-"""`robust-tune bench --search`: the search strategies side by side on problems whose truth is known
+"""`robust-tune bench search`: the search strategies side by side on problems whose truth is known
 (pipeline/bench/problems.py), each run from many search seeds at the study's budget.
 
 A strategy proposes a configuration, the problem observes it (noisily; None: the trial failed, and Ax is

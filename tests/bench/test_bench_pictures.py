@@ -1,4 +1,4 @@
-"""The pictures drawn outside a study's report (the verdict, `bench --search`, `bench --prefixes`) keep every
+"""The pictures drawn outside a study's report (the verdict, `bench search`, `bench prefixes`) keep every
 title, label and legend entry inside the picture, at the sizes they are drawn for a user: many methods, a long
 campaign name, every strategy of the search benchmark."""
 import random

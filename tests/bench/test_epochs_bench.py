@@ -1,4 +1,4 @@
-"""`bench --prefixes`: the epochs benchmark on the committed per-epoch curves at a tiny budget, through real Ax
+"""`bench prefixes`: the epochs benchmark on the committed per-epoch curves at a tiny budget, through real Ax
 (the study's own generation strategy) and the real CLI."""
 import math
 import re
@@ -64,7 +64,7 @@ def test_bench_prefixes_prints_the_table_within_80_columns_and_draws_the_picture
     from cli.main import app
 
     picture = tmp_path / "epochs.png"
-    result = CliRunner().invoke(app, ["bench", "--prefixes", "--seeds", "1", "--budget", "30", "--initial", "2",
+    result = CliRunner().invoke(app, ["bench", "prefixes", "--seeds", "1", "--budget", "30", "--initial", "2",
                                       "--variant", "plain", "--variant", "both", "--plot", str(picture)],
                                 env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
@@ -73,7 +73,7 @@ def test_bench_prefixes_prints_the_table_within_80_columns_and_draws_the_picture
     rows = [line for line in result.output.splitlines() if line.startswith(("plain ", "both "))]
     assert [len(cell.findall(line)) for line in rows[:2]] == [4, 4]  # each row whole on one line of 80
     assert picture.read_bytes()[:4] == b"\x89PNG"
-    code, _, err = cli("bench", "--prefixes", "--variant", "nope")
+    code, _, err = cli("bench", "prefixes", "--variant", "nope")
     assert code == 2 and "unknown variant 'nope'" in err and "Traceback" not in err
 
 

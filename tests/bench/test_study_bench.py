@@ -1,4 +1,4 @@
-"""bench --study: the Table 3 study file run over a generated Magnetic Tile tree of the real size."""
+"""`bench study`: the Table 3 study file run over a generated Magnetic Tile tree of the real size."""
 from pipeline.data.paper_splits import MT_POOLS, magnetic_tile_splits
 from pipeline.bench.study import fake_magnetic_tile_tree, study_benchmark
 

@@ -105,10 +105,14 @@ OPTIONS = [
     ("evaluate-pick", ["evaluate", "s", "--pick", "lucky"], "lucky"),
     ("delete-unknown-study", ["studies", "delete", "nope", "--yes"], "nope"),
     ("compare-missing-file", ["compare", "FOLDER/none.toml"], "none.toml"),
-    ("bench-unknown-problem", ["bench", "--search", "--problem", "nope"], "nope"),
-    ("bench-initial-above-trials", ["bench", "--search", "--trials", "5", "--initial", "9"], "initial"),
-    ("bench-unknown-setting", ["bench", "--setting", "nope"], "nope"),
-    ("bench-parallel-no-workers", ["bench", "--parallel", "--workers", "0"], "--workers must be 1 or more"),
+    ("bench-unknown-problem", ["bench", "search", "--problem", "nope"], "nope"),
+    ("bench-initial-above-trials", ["bench", "search", "--trials", "5", "--initial", "9"], "initial"),
+    ("bench-unknown-setting", ["bench", "steps", "--setting", "nope"], "nope"),
+    ("bench-unknown-subcommand", ["bench", "nope"], "nope"),
+    ("bench-option-of-another", ["bench", "search", "--rounds", "2"], "--rounds"),
+    ("bench-old-flag-refused-input", ["bench", "--search", "--problem", "nope"], "robust-tune bench search"),
+    ("bench-two-old-flags", ["bench", "--search", "--prefixes"], "one at a time"),
+    ("bench-parallel-no-workers", ["bench", "parallel", "--workers", "0"], "--workers must be 1 or more"),
 ]
 
 

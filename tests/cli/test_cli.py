@@ -117,7 +117,7 @@ def test_console_script_runs_as_installed(tmp_path):
 
 def test_bench_measures_every_method_against_erm(cli):
     """The benchmark runs end to end (its figures are for the README, not asserted here)."""
-    code, out, err = cli("bench", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown")
+    code, out, err = cli("bench", "steps", "--setting", "digits", "--rounds", "1", "--steps", "2", "--markdown")
     assert code == 0, err
     rows = markdown_rows(out)
     from pipeline.bench.steps import CASES
@@ -128,13 +128,13 @@ def test_bench_measures_every_method_against_erm(cli):
     for part in ("mixup", "cutmix", "cutout", "fgsm", "pgd", "pgdl2", "cw", "gils+pgd"):  # a row per new part
         assert any(row[1].startswith(part) for row in rows), part
     assert rows[-1][1] == "plain DataLoader loop (ERM)"
-    assert cli("bench", "--setting", "vgg")[0] == 2
+    assert cli("bench", "steps", "--setting", "vgg")[0] == 2
 
 
 def test_bench_paper_setting_times_erm_and_gils_at_two_precisions(cli):
     """One step of ResNet18 at 16 px and batch 2 on the CPU (the default adds ResNet34 and 50): the rows
     exist, each precision against ERM at its own."""
-    code, out, err = cli("bench", "--setting", "paper", "--backbone", "resnet18", "--rounds", "1", "--steps", "1",
+    code, out, err = cli("bench", "steps", "--setting", "paper", "--backbone", "resnet18", "--rounds", "1", "--steps", "1",
                          "--batch-size", "2", "--image-size", "16", "--device", "cpu", "--precision", "fp32",
                          "--precision", "bf16", "--markdown")
     assert code == 0, err
@@ -144,7 +144,8 @@ def test_bench_paper_setting_times_erm_and_gils_at_two_precisions(cli):
     assert rows[0][0] == "resnet18, MT-Defect-sized uint8 16px (3, 16, 16), batch 2"
     assert all(row[0] == "" for row in rows[1:])
     assert all(row[5] == "1.00x" for row in rows if row[1] == "erm") and all(float(row[4]) > 0 for row in rows)
-    assert cli("bench", "--precision", "fp8")[0] == 2 and cli("bench", "--backbone", "vgg")[0] == 2
+    assert cli("bench", "steps", "--precision", "fp8")[0] == 2
+    assert cli("bench", "steps", "--backbone", "vgg")[0] == 2
 
 
 def test_a_diverging_run_is_one_line_and_exit_code_1(cli):

@@ -18,7 +18,7 @@ def _commands(help_text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("width", [80, 120])
-@pytest.mark.parametrize("group", [[], ["data"], ["data", "prepare"], ["studies"]])
+@pytest.mark.parametrize("group", [[], ["data"], ["data", "prepare"], ["studies"], ["bench"]])
 def test_every_command_summary_in_help_is_a_whole_sentence(group, width):
     done = robust_tune(*group, "--help", env={"COLUMNS": str(width)})
     assert done.returncode == 0, done.stderr

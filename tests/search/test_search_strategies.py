@@ -1,5 +1,5 @@
 """Search strategies and noise-aware trials: the study file's [search] strategy and budget.seeds_per_trial,
-through real Ax, real PyTorch and a real SQLite database; and `bench --search` at a tiny size."""
+through real Ax, real PyTorch and a real SQLite database; and `bench search` at a tiny size."""
 import json
 import math
 
@@ -136,7 +136,7 @@ def test_seeds_per_trial_stores_every_seed_and_tells_ax_their_mean_and_standard_
 
 def test_search_benchmark_prints_the_side_by_side_table_and_draws_the_picture(tmp_path, cli):
     picture = tmp_path / "search.png"
-    code, out, err = cli("bench", "--search", "--trials", "4", "--initial", "2", "--seeds", "2",
+    code, out, err = cli("bench", "search", "--trials", "4", "--initial", "2", "--seeds", "2",
                          "--problem", "hws-synthetic", "--strategy", "gp", "--strategy", "random",
                          "--strategy", "tpe", "--plot", str(picture), "--format", "markdown")
     assert code == 0, err
@@ -144,9 +144,9 @@ def test_search_benchmark_prints_the_side_by_side_table_and_draws_the_picture(tm
     for strategy in ("| gp |", "| gp (model) |", "| random |", "| tpe |"):
         assert strategy in out
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    code, out, err = cli("bench", "--search", "--problem", "nope")
+    code, out, err = cli("bench", "search", "--problem", "nope")
     assert code == 2 and "unknown search problem 'nope'" in err
-    code, out, err = cli("bench", "--search", "--plot", str(picture))
+    code, out, err = cli("bench", "search", "--plot", str(picture))
     assert code == 2 and "already exists" in err
 
 

@@ -1,0 +1,94 @@
+"""`robust-tune bench` as subcommands: each `--help` lists only the options its benchmark uses, within 80
+columns; `bench` alone runs `steps`; an old mode flag (`bench --search ...`) runs its subcommand with the same
+options and a note naming the new form, or, where the command line is refused, one error line naming it."""
+import re
+
+import pytest
+
+from helpers import one_line, robust_tune
+
+OWN_OPTIONS = {
+    "steps": {"--setting", "--device", "--method", "--precision", "--rounds", "--steps", "--batch-size",
+              "--backbone", "--image-size", "--format"},
+    "study": {"--device", "--workers", "--trials", "--image-size", "--epochs", "--format"},
+    "search": {"--problem", "--strategy", "--seeds", "--trials", "--initial", "--processes", "--plot", "--force",
+               "--format"},
+    "prefixes": {"--variant", "--seeds", "--budget", "--initial", "--min-epochs", "--processes", "--plot",
+                 "--force", "--format"},
+    "parallel": {"--workers", "--trials", "--epochs", "--threads", "--rounds", "--format"},
+    "startup": {"--rounds", "--db", "--format"},
+}
+
+
+@pytest.mark.parametrize("name", OWN_OPTIONS)
+def test_each_subcommands_help_lists_only_its_own_options_within_80_columns(name):
+    done = robust_tune("bench", name, "--help", env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    options = done.stdout.split("Options:", 1)[1]
+    listed = set(re.findall(r"^  (--[a-z-]+)", options, flags=re.MULTILINE))
+    assert listed == OWN_OPTIONS[name] | {"--help"}
+    assert all(len(line) <= 80 for line in done.stdout.splitlines()), done.stdout
+    text = " ".join(done.stdout.split())
+    assert "With --" not in text and not any(flag in text for flag in ("--study", "--search", "--prefixes",
+                                                                       "--parallel", "--startup"))
+
+
+def test_bench_help_lists_the_subcommands():
+    done = robust_tune("bench", "--help", env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    commands = [line.split()[0] for line in done.stdout.split("Commands:", 1)[1].strip().splitlines()]
+    assert commands == list(OWN_OPTIONS)
+
+
+@pytest.fixture
+def steps_runs(monkeypatch):
+    """The step-time benchmark's measurements replaced by a record of what they were asked."""
+    asked = []
+
+    def benchmark(setting, device, rounds, steps, *rest):
+        asked.append((setting, device, rounds, steps))
+        return []
+
+    monkeypatch.setattr("pipeline.bench.steps.benchmark", benchmark)
+    return asked
+
+
+@pytest.mark.parametrize("args, asked", [
+    ([], [("digits", "auto", 5, 10), ("resnet18", "auto", 5, 10)]),
+    (["--setting", "digits", "--rounds", "2", "--markdown"], [("digits", "auto", 2, 10)]),
+    (["steps", "--setting", "paper", "--steps", "3", "--format", "markdown"], [("paper", "auto", 5, 3)]),
+])
+def test_bench_without_a_subcommand_runs_steps_as_it_did(cli, steps_runs, args, asked):
+    code, out, err = cli("bench", *args)
+    assert code == 0, err
+    assert steps_runs == asked and "note" not in err
+
+
+@pytest.mark.parametrize("old, printer, expected", [
+    (["--search", "--seeds", "20", "--trials", "8"], "_print_search", ((), (), 20, 8, 5, 1, None, False, False)),
+    (["--prefixes", "--seeds", "4", "--budget", "50", "--markdown"], "_print_prefixes",
+     ((), 4, 50, 5, 3, 1, None, False, True)),
+    (["--study", "--workers", "2", "--trials", "3", "--device", "cpu"], "_print_study", ("cpu", (2,), 3, 224, None)),
+    (["--parallel", "--epochs", "2", "--trials", "6"], "_print_parallel", (2, 1, 5, 6, (1, 2))),
+    (["--rounds", "2", "--startup"], "_print_startup", ("runs/robust-tune.db", 2)),
+])
+def test_an_old_mode_flag_runs_its_subcommand_and_names_the_new_form(cli, monkeypatch, old, printer, expected):
+    from cli import bench
+
+    monkeypatch.delenv("ROBUST_TUNE_DB", raising=False)
+    calls = []
+    monkeypatch.setattr(bench, printer, lambda *args: calls.append(args))
+    code, out, err = cli("bench", *old)
+    assert code == 0, err
+    assert calls == [expected]  # each option kept the meaning it had with the flag
+    flag = next(arg for arg in old if arg in bench.OLD_MODES)
+    assert one_line(err) == f"note: bench {flag} is now `robust-tune bench {flag.removeprefix('--')}`"
+
+
+def test_an_old_form_refused_says_the_new_form_in_its_one_line(cli):
+    code, _, err = cli("bench", "--search", "--rounds", "2")  # --rounds never meant anything to the search
+    assert code == 2 and "--rounds" in one_line(err) and "`robust-tune bench search`" in err
+    code, _, err = cli("bench", "--startup", "--parallel")
+    assert code == 2 and "`robust-tune bench startup` or `robust-tune bench parallel`" in one_line(err)
+    code, _, err = cli("bench", "search", "--search")
+    assert code == 2 and "--search" in one_line(err)
