@@ -33,10 +33,11 @@ demo: $(STAMP)
 	@echo "Above: hws and ERM, each tuned with 8 trials, re-trained on 5 (seed, split) pairs; the verdict says"
 	@echo "whether hws beats a tuned ERM on the rare digit, and how sure that is. More: studies/digits-campaign.toml"
 
-# ruff first (pyproject.toml says what it checks), then two test processes (pytest-xdist), each test module kept in one of them so its fixtures are built once;
+# ruff and mypy first (pyproject.toml says what each checks), then two test processes (pytest-xdist), each test module kept in one of them so its fixtures are built once;
 # one thread each, so the two do not fight over the cores.
 test: $(STAMP)
 	$(VENV)/bin/ruff check pipeline cli tests tools
+	$(VENV)/bin/mypy
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadscope
 
 bench: $(STAMP)

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pipeline.errors import UserError
 
@@ -114,6 +115,13 @@ class DataConfig:
         if not isinstance(self.augment_flip, bool):
             raise UserError(f"augment_flip must be true or false, got {self.augment_flip!r}")
 
+    def location(self, key: str) -> Path:
+        """Where `key` (root, manifest or path) points: one this data set's kind requires (see above)."""
+        value = getattr(self, key)
+        if value is None:
+            raise UserError(f"data set {self.name} needs {key}")
+        return Path(value)
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> DataConfig:
         """A stored DataConfig (a study's, or a run's settings) as this version reads it: a field added since it
@@ -126,7 +134,7 @@ class DataConfig:
         return cls(**values)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -42,9 +42,9 @@ def quiet_libraries(log_file: str | Path) -> Path:
     with open(log_file, "a") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         import ax.api.client  # noqa: F401  (its import-time messages land in the file)
     for logger in _library_loggers():
-        for handler in list(logger.handlers):
-            if handler is not _handler:
-                logger.removeHandler(handler)
+        for other in list(logger.handlers):
+            if other is not _handler:
+                logger.removeHandler(other)
         logger.propagate = logger.name not in _LOGGERS  # a module's logger passes on to its library's, to the file
     logging.getLogger("botorch").setLevel(logging.WARNING)
     return log_file

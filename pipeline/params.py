@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from pipeline.errors import UserError
 
@@ -70,22 +70,29 @@ class HParam:
     column: str | None = None  # its header in the best table, shown even when fixed (the papers' columns)
 
     def __post_init__(self) -> None:
-        if self.kind == "int" and math.isinf(Interval.parse(self.valid).high):
+        if self.kind == "int" and math.isinf(self.interval.high):
             raise ValueError(f"integer parameter {self.name} needs a finite upper bound (a typo must not run forever)")
 
     def coerce(self, raw: Any) -> Value:
         """Turn a value from the command line (str), a TOML file or Ax into this parameter's type."""
         try:
-            value = _COERCE[self.kind](raw)
+            value: Value = _COERCE[self.kind](raw)
         except (TypeError, ValueError):
             raise UserError(f"parameter {self.name} must be {KIND_WORDS[self.kind]}, got {raw!r}") from None
         if self.kind in ("float", "int"):
-            interval = Interval.parse(self.valid)
-            if math.isnan(value) or value not in interval:
+            interval = self.interval
+            if not isinstance(value, (int, float)) or math.isnan(value) or value not in interval:
                 raise UserError(f"parameter {self.name} must be in {interval}, got {raw!r}")
         if self.kind == "choice" and value not in self.valid:
             raise UserError(f"parameter {self.name} must be one of {', '.join(self.valid)}, got {raw!r}")
         return value
+
+    @property
+    def interval(self) -> Interval:
+        """A number parameter's valid values (`valid` read as an Interval)."""
+        if not isinstance(self.valid, str):
+            raise TypeError(f"parameter {self.name} is a choice, not a number")
+        return Interval.parse(self.valid)
 
 
 def _to_int(raw: Any) -> int:
@@ -119,7 +126,7 @@ def _to_choice(raw: Any) -> str:
     return raw
 
 
-_COERCE = {"float": _to_float, "int": _to_int, "bool": _to_bool, "choice": _to_choice}
+_COERCE: dict[str, Callable[[Any], Value]] = {"float": _to_float, "int": _to_int, "bool": _to_bool, "choice": _to_choice}
 KIND_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "choice": "a word"}
 
 

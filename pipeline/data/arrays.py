@@ -80,7 +80,7 @@ def class_names_for(labels: np.ndarray, names_file: Path | None, source: Path) -
 def load_idx(config: DataConfig) -> Dataset:
     """root/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]: validation carved from the training file
     (stratified, seeded; val_fraction of it), the test file as the test split."""
-    root = Path(config.root)
+    root = config.location("root")
     if not root.is_dir():
         raise UserError(f"IDX folder not found: {root}")
     train_images, train_labels = read_idx_pair(root, "train")
@@ -101,7 +101,7 @@ def load_idx(config: DataConfig) -> Dataset:
 
 def load_medmnist(config: DataConfig) -> Dataset:
     """A MedMNIST archive with its own train, val and test splits; single-label, grayscale or RGB uint8."""
-    path = Path(config.path)
+    path = config.location("path")
     if not path.is_file():
         raise UserError(f"MedMNIST archive not found: {path}")
     try:

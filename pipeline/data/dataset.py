@@ -38,7 +38,7 @@ class Split:
 
     def normalize(self, images: torch.Tensor) -> torch.Tensor:
         """Model inputs from some of this split's images (uint8 pixels are normalised, float32 pass through)."""
-        if self.mean is None:
+        if self.mean is None or self.std is None:
             return images
         return images.float().div_(255).sub_(self.mean).div_(self.std)
 
@@ -89,7 +89,7 @@ class Dataset:
         """Refuse a split that lost a class: balanced and worst-class accuracy would silently leave it out. An
         empty validation split (val_fraction = 0, the papers' protocol) is allowed: it has no accuracy at all."""
         counts = self.split_counts()
-        checked = [split for split, per_class in counts.items() if split != "val" or sum(per_class)]
+        checked = [split for split, per_class in counts.items() if split != "val" or any(per_class)]
         for index, name in enumerate(self.class_names):
             missing = [split for split in checked if counts[split][index] == 0]
             if missing:

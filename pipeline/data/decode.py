@@ -22,9 +22,8 @@ def decode_image(path: Path, size: int, channels: int) -> torch.Tensor:
     """One image as uint8 (channels, size, size): grayscale is replicated for 3 channels, colour
     is reduced to luminance for 1; the image is resized to a square without cropping."""
     try:
-        with Image.open(path) as image:
-            image = _eight_bit(image).convert("RGB" if channels == 3 else "L")
-            image = image.resize((size, size), RESAMPLE)
+        with Image.open(path) as opened:
+            image = _eight_bit(opened).convert("RGB" if channels == 3 else "L").resize((size, size), RESAMPLE)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         raise UserError(f"cannot read image {path}: {error}") from None
     pixels = torch.from_numpy(np.array(image, dtype=np.uint8))

@@ -73,7 +73,7 @@ def resident_dataset(config: DataConfig, name: str, class_names: list[str], pixe
 
 def manifest_listing(config: DataConfig) -> Listing:
     """The manifest's train and test images; validation is carved from train, stratified and seeded."""
-    folder = Path(config.manifest)
+    folder = config.location("manifest")
     manifest = read_manifest(folder, Path(config.root).resolve() if config.root else None)
     if manifest.root is None:
         raise UserError(f"manifest {folder} has no root.txt; give the folder its image paths are relative to (root)")
@@ -104,7 +104,7 @@ def image_files(folder: Path, root: Path) -> list[Path]:
 
 def folder_listing(config: DataConfig) -> Listing:
     """root/<class>/**/<image>: classes in name order; test and validation carved stratified and seeded."""
-    root = Path(config.root)
+    root = config.location("root")
     if not root.is_dir():
         raise UserError(f"image folder not found: {root}")
     root = root.resolve()

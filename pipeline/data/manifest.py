@@ -55,7 +55,7 @@ def write_manifest(folder: Path, manifest: Manifest) -> None:
         "classes.txt": (f"{i} {name}" for i, name in enumerate(manifest.class_names, start=1)),
     }
     if manifest.root is not None:
-        files[ROOT_FILE] = iter([str(manifest.root)])
+        files[ROOT_FILE] = (line for line in [str(manifest.root)])
     for name, lines in files.items():
         (folder / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 

@@ -214,7 +214,7 @@ class Store:
             result = connection.execute(trials.insert().values(
                 study_id=study_id, trial_index=trial_index, status=TrialStatus.RUNNING, parameters=parameters, seed=seed,
                 proposal_seconds=proposal_seconds, started_at=now()))
-        return result.inserted_primary_key[0]
+        return int(result.inserted_primary_key[0])  # type: ignore[index]  # an insert always has its key
 
     def complete_trial(self, trial_id: int, result: RunResult, started: float | None = None,
                        lock: StudyLock | None = None) -> None:

@@ -189,7 +189,7 @@ class EvaluationRecord:
 
     def stored_metrics(self) -> dict[str, float]:
         """The `metrics` column this run was stored with (to store it again as another variant's: copy_evaluation)."""
-        facts = {f"{split}_examples": n for split, n in (self.examples or {}).items()}
+        facts: dict[str, float] = {f"{split}_examples": n for split, n in (self.examples or {}).items()}
         facts["train_seconds"] = self.train_seconds
         if self.distinct_per_batch is not None:
             facts["distinct_per_batch"] = self.distinct_per_batch
@@ -259,7 +259,7 @@ def pareto_set(study: StudyRecord, trials: list[TrialRecord]) -> list[TrialRecor
     the trade-offs a multi-objective study found (for a single objective, its trials at the best value)."""
     candidates = _candidates(study, trials)
     objectives = study.study.all_objectives
-    return [t for t in candidates if not any(dominates(u.metrics, t.metrics, objectives) for u in candidates)]
+    return [t for t in candidates if not any(dominates(u.metrics or {}, t.metrics or {}, objectives) for u in candidates)]
 
 
 def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
@@ -268,7 +268,7 @@ def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | N
     decides among the Pareto set (so the best trial is always one of it)."""
     objective = study.study.objective
     pool = pareto_set(study, trials) if study.study.multi_objective else _candidates(study, trials)
-    return max(pool, key=lambda t: (t.metrics[objective], -t.trial_index), default=None)
+    return max(pool, key=lambda t: ((t.metrics or {})[objective], -t.trial_index), default=None)
 
 
 def model_pick(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:
@@ -277,7 +277,7 @@ def model_pick(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | N
     partly a favourable draw of noise. None when no prediction is stored (fewer than three completed trials, a
     study of several objectives, or a study run before 0.4.0)."""
     predicted = [t for t in _candidates(study, trials) if t.predicted is not None]
-    return max(predicted, key=lambda t: (t.predicted["mean"], -t.trial_index), default=None)
+    return max(predicted, key=lambda t: ((t.predicted or {})["mean"], -t.trial_index), default=None)
 
 
 def picked_trial(study: StudyRecord, trials: list[TrialRecord], pick: str = DEFAULT_PICK) -> TrialRecord | None:

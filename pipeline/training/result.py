@@ -99,7 +99,7 @@ class RunResult:
     def stored_metrics(self) -> dict[str, float]:
         """The store's `metrics` column: the metrics, then the run's facts that column has always held beside them
         (`{split}_examples`, `train_seconds`, `distinct_per_batch`); records part them again (store.records)."""
-        facts = {f"{split}_examples": n for split, n in self.examples.items()}
+        facts: dict[str, float] = {f"{split}_examples": n for split, n in self.examples.items()}
         facts["train_seconds"] = self.train_seconds
         if self.distinct_per_batch is not None:
             facts["distinct_per_batch"] = self.distinct_per_batch

@@ -139,7 +139,7 @@ def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     context = PartContext(generator, dataset.num_classes, dataset.pixel_mean, dataset.pixel_std)
     weights = WEIGHTS.load(method.weights)(params, context, dataset.train, model, optimizer)
     # Stale losses start at log(k), the loss of a uniform prediction, so first weights are sensible.
-    sampler = SAMPLERS.load(method.sampler)(len(weights.train), params["batch_size"], params, generator,
+    sampler = SAMPLERS.load(method.sampler)(len(weights.train), int(params["batch_size"]), params, generator,
                                             initial_loss=math.log(dataset.num_classes))
     return Run(model, optimizer, scheduler, build_update(method, params, context, model), sampler,
                MIXERS.load(method.mixer)(params, context), weights, params, device, precision,
