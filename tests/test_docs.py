@@ -48,3 +48,25 @@ def test_commands_md_lists_every_command_and_option_as_the_app_declares_them():
     assert MARKER in text, "docs/guide/commands.md lost its generated part: python tools/commands_doc.py"
     assert text.split(MARKER)[1] == commands_reference(app).split(MARKER)[1], \
         "docs/guide/commands.md differs from the app's options: python tools/commands_doc.py"
+
+
+def test_code_md_maps_every_module_under_its_folder():
+    """docs/design/code.md is the map of the code: each module of pipeline/ and cli/ is named in its folder's
+    entry of the tree there, so a module added, moved or renamed without it fails here."""
+    text = (ROOT / "docs" / "design" / "code.md").read_text()
+    tree = text[text.index("\npipeline/ "):].split("```")[0].splitlines()
+    entries: dict[str, str] = {}
+    top = folder = ""
+    for line in tree:
+        token = line.split()[0] if line.strip() else ""
+        indent = len(line) - len(line.lstrip())
+        if indent == 0 and token:
+            top, folder = token, token
+        elif indent == 2 and token:
+            folder = top + token if token.endswith("/") else top
+        entries[folder] = entries.get(folder, "") + line + "\n"
+    modules = [p for p in [*(ROOT / "pipeline").rglob("*.py"), *(ROOT / "cli").glob("*.py")]
+               if p.name != "__init__.py" and "migrations" not in p.parts]
+    unmapped = [p.relative_to(ROOT).as_posix() for p in modules
+                if not re.search(rf"\b{re.escape(p.name)}\b", entries.get(p.parent.relative_to(ROOT).as_posix() + "/", ""))]
+    assert not unmapped, f"modules missing from docs/design/code.md: {unmapped}"
