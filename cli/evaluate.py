@@ -12,8 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Precision, Scheduler, Threads, TrialsPerGpu, Wide, Workers,
-                         chosen_format)
+from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Precision, Scheduler, Threads, TrialsPerGpu, Wide,
+                         Workers, chosen_format)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
@@ -93,7 +93,8 @@ def evaluate(
              "erm,cb:cb_power=0.5), at every setting it shares with the best trial and its own values over "
              "them; a baseline with own values is its own variant, named by them.")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
-        "--param", "-p", metavar="NAME=VALUE", help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
+        "--param", "-p", metavar="NAME=VALUE",
+        help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
     = None,
     vary: Annotated[Optional[str], typer.Option(
         help="Re-train the best configuration with one parameter moved: NAME=V1,V2,...")] = None,

@@ -198,8 +198,9 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
     or left out."""
     columns = [i for i, header in enumerate(t.headers) if header not in IN_NOTES or chosen]
     notes: list[str] = []
+    # one row: only what describes a study
     constant = [i for i in columns if t.rows and len({row[i] for row in t.rows}) == 1 and t.headers[i] not in RESULTS
-                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE) and not chosen]  # one row: only what describes a study
+                and (len(t.rows) > 1 or t.headers[i] in DESCRIPTIVE) and not chosen]
     if said := [f"{t.headers[i]} {t.rows[0][i]}" for i in constant if t.rows[0][i].strip()]:
         notes.append("all rows: " + ", ".join(said))  # an empty column (no errors) goes unsaid
     columns = [i for i in columns if i not in constant]
@@ -275,7 +276,8 @@ def _cut_names(names: list[str], width: int) -> list[str]:
     prefix = len(os.path.commonprefix(names))
     suffix = len(os.path.commonprefix([name[prefix:][::-1] for name in names]))
     return [name if cell_len(name) <= width else
-            ("…" if prefix else "") + cut_text(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
+            ("…" if prefix else "")
+            + cut_text(name[prefix:len(name) - suffix], width - bool(prefix) - bool(suffix), True)
             + ("…" if suffix else "") for name in names]
 
 

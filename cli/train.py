@@ -33,7 +33,8 @@ def train(
     method: Annotated[str, typer.Option("--method", "-m", help=f"Parts joined with +, for example {EXAMPLES}; "
                                                          "see `robust-tune methods`.")] = "erm",
     param: Annotated[Optional[list[str]], typer.Option(
-        "--param", "-p", metavar="NAME=VALUE", help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
+        "--param", "-p", metavar="NAME=VALUE",
+        help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
     backbone: Annotated[str, typer.Option(help=f"One of {', '.join(BACKBONES)}.")] = "small_cnn",
     weights: Annotated[str, typer.Option(help="none, imagenet (from the local torchvision cache) "
                                               "or a path to a state_dict.")] = "none",
@@ -63,8 +64,8 @@ def train(
     path: Annotated[Optional[str], typer.Option(
         help="medmnist: the .npz archive (its own train, validation and test splits).")] = None,
     image_size: Annotated[Optional[int], typer.Option(
-        help="images: resize every image to this many pixels a side (default: 32 for small_cnn and wrn16_1, 224 for the "
-             "ResNets, as in study files).")] = None,
+        help="images: resize every image to this many pixels a side (default: 32 for small_cnn and wrn16_1, 224 "
+             "for the ResNets, as in study files).")] = None,
     cache_dir: Annotated[str, typer.Option(
         help="images: where decoded, resized images are cached (\"\" turns the cache off).")] = "runs/cache",
     flip: Annotated[bool, typer.Option("--flip", help="Randomly flip training images left-right.")] = False,
@@ -130,7 +131,8 @@ def train(
         data = load_dataset(config.data, resolve_device(device))
     from pipeline.training.models import check_weights
 
-    check_weights(config.backbone, config.weights, data.in_channels)  # a bad weights file is named before training starts
+    # a bad weights file is named before training starts
+    check_weights(config.backbone, config.weights, data.in_channels)
     print_image_line(config.data)  # once the data loaded: bad input stays one line
     from pipeline.training.trainer import train as run_training
 

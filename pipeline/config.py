@@ -87,7 +87,8 @@ class DataConfig:
     augment_crop_padding: int = 0  # random crop of the same size from the image padded by this many pixels
 
     def __post_init__(self) -> None:
-        if not (0 <= self.val_fraction < 1 and 0 < self.test_fraction < 1) or self.val_fraction + self.test_fraction >= 1:
+        if (not (0 <= self.val_fraction < 1 and 0 < self.test_fraction < 1)
+                or self.val_fraction + self.test_fraction >= 1):
             raise UserError("val_fraction must be in [0, 1) and test_fraction in (0, 1), summing to less than 1")
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")

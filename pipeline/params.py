@@ -126,7 +126,8 @@ def _to_choice(raw: Any) -> str:
     return raw
 
 
-_COERCE: dict[str, Callable[[Any], Value]] = {"float": _to_float, "int": _to_int, "bool": _to_bool, "choice": _to_choice}
+_COERCE: dict[str, Callable[[Any], Value]] = {"float": _to_float, "int": _to_int, "bool": _to_bool,
+                                              "choice": _to_choice}
 KIND_WORDS = {"float": "a number", "int": "an integer", "bool": "true or false", "choice": "a word"}
 
 

@@ -49,7 +49,8 @@ class PostgresServer:
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.root)
         if done.returncode != 0:
             log = os.path.join(self.root, "server.log")
-            raise RuntimeError(f"{command[0]} failed: {done.stderr}" + (open(log).read() if os.path.exists(log) else ""))
+            raise RuntimeError(f"{command[0]} failed: {done.stderr}"
+                               + (open(log).read() if os.path.exists(log) else ""))
 
     def start(self) -> None:
         self.run("pg_ctl", "-D", os.path.join(self.root, "data"), "-l", os.path.join(self.root, "server.log"), "-w",
@@ -269,7 +270,8 @@ def texts_off_canvas(picture) -> list[str]:
         for axis in (axes.xaxis, axes.yaxis):
             low, high = sorted(axis.get_view_interval())
             for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if tick.get_loc() is None or not low - 1e-9 * (high - low) <= tick.get_loc() <= high + 1e-9 * (high - low):
+                if (tick.get_loc() is None
+                        or not low - 1e-9 * (high - low) <= tick.get_loc() <= high + 1e-9 * (high - low)):
                     undrawn |= {id(tick.label1), id(tick.label2)}
     off = []
     for text in figure.findobj(Text):

@@ -84,7 +84,8 @@ def rare_class_run(accuracy: float, rare: float, method: str = "x", params: dict
 
 def add_study(store, name, method="gils", objective="val_accuracy", backbone="resnet18", runs=()):
     config = StudyConfig(name=name, data=DataConfig(name="digits"), backbone=backbone, weights="none", method=method,
-                         objective=objective, search={"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0)},
+                         objective=objective,
+                         search={"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0)},
                          fixed={"epochs": 30, "gamma": 1e-3}, budget=Budget(trials=20))
     study = store.create_study(config)
     for index, (parameters, values) in enumerate(runs):
@@ -191,7 +192,8 @@ def stored(store: Store, name: str = "held"):
 
 def one_epoch_result(accuracy: float) -> RunResult:
     """A finished run's result as the trainer gives it, one epoch."""
-    return run_result({"val_accuracy": accuracy, "test_accuracy": accuracy}, {"val": {"0": accuracy}, "test": {"0": accuracy}},
+    return run_result({"val_accuracy": accuracy, "test_accuracy": accuracy},
+                      {"val": {"0": accuracy}, "test": {"0": accuracy}},
                       epoch_train_loss=[1.0], epoch_val_accuracy=[accuracy])
 
 
@@ -232,7 +234,8 @@ FEWER_STEPS = {"gils": "T=1", "pgd": "pgd_steps=2", "pgdl2": "pgdl2_steps=2", "c
 def evaluations(db: Path) -> list[tuple]:
     """The stored evaluation rows; none while the table does not exist."""
     try:
-        return sqlite3.connect(db).execute("select id, variant, seed, metrics from rt_evaluations order by id").fetchall()
+        return sqlite3.connect(db).execute(
+            "select id, variant, seed, metrics from rt_evaluations order by id").fetchall()
     except sqlite3.OperationalError:
         return []
 

@@ -68,5 +68,6 @@ def test_code_md_maps_every_module_under_its_folder():
     modules = [p for p in [*(ROOT / "pipeline").rglob("*.py"), *(ROOT / "cli").glob("*.py")]
                if p.name != "__init__.py" and "migrations" not in p.parts]
     unmapped = [p.relative_to(ROOT).as_posix() for p in modules
-                if not re.search(rf"\b{re.escape(p.name)}\b", entries.get(p.parent.relative_to(ROOT).as_posix() + "/", ""))]
+                if not re.search(rf"\b{re.escape(p.name)}\b",
+                                 entries.get(p.parent.relative_to(ROOT).as_posix() + "/", ""))]
     assert not unmapped, f"modules missing from docs/design/code.md: {unmapped}"

@@ -494,7 +494,8 @@ def main() -> None:
     print("|---|---|")
     for case, passed in cases.items():
         print(f"| {case} | {'yes' if passed else 'NO'} |")
-    print(f"\n{sum(cases.values())} of {len(cases)} concurrency cases passed; {time.perf_counter() - start:.0f} s in all")
+    print(f"\n{sum(cases.values())} of {len(cases)} concurrency cases passed; "
+          f"{time.perf_counter() - start:.0f} s in all")
     if args.out:
         args.out.write_text(json.dumps({"kills": results, "concurrency": cases}, indent=2))
 

@@ -29,7 +29,8 @@ TESTS = {  # the test files that cover each module
     "updates": ["tests/methods/test_gils.py", "tests/methods/test_attacks.py"],
     "generators": ["tests/methods/test_gils.py", "tests/methods/test_attacks.py"],
     "declarations": ["tests/base/test_params.py", "tests/methods/test_attacks.py"],
-    "stats": ["tests/compare/test_stats.py", "tests/compare/test_evaluate.py::test_mean_and_interval_match_a_hand_computation",
+    "stats": ["tests/compare/test_stats.py",
+              "tests/compare/test_evaluate.py::test_mean_and_interval_match_a_hand_computation",
               "tests/compare/test_evaluate.py::test_the_paired_difference_uses_matched_seeds_only"],
 }
 
@@ -110,7 +111,8 @@ MUTANTS = [
            "a mixed example counts fully for both classes"),
     # Eq. 3 label smoothing and the weighted mean.
     Mutant("M22", "losses", "targets = torch.full((labels.shape[0], num_classes), alpha / (num_classes - 1)",
-           "targets = torch.full((labels.shape[0], num_classes), alpha / num_classes", "eq. 3 off-class share alpha / k"),
+           "targets = torch.full((labels.shape[0], num_classes), alpha / num_classes",
+           "eq. 3 off-class share alpha / k"),
     Mutant("M23", "losses", "return targets.scatter_(1, labels[:, None], 1.0 - alpha)",
            "return targets.scatter_(1, labels[:, None], 1.0 - alpha + alpha / num_classes)",
            "eq. 3 true class PyTorch's way"),
@@ -118,7 +120,8 @@ MUTANTS = [
            "return losses.mean() if weights is None else (weights * losses).sum() / weights.sum()",
            "weighted mean normalised by the weights"),
     Mutant("M25", "losses", "    return -(targets * F.log_softmax(logits, dim=1)).sum(dim=1)",
-           "    return -(targets * F.log_softmax(logits, dim=1)).mean(dim=1)", "LS cross-entropy averaged over classes"),
+           "    return -(targets * F.log_softmax(logits, dim=1)).mean(dim=1)",
+           "LS cross-entropy averaged over classes"),
     Mutant("M26", "losses", 'self.alpha = params.get("alpha", 0.0)', 'self.alpha = params.get("alpha", 0.1)',
            "ERM smoothed by default"),
     # Mixers.
@@ -159,14 +162,15 @@ MUTANTS = [
            "hws draws without replacement by default"),
     Mutant("D4", "declarations", 'HParam("importance_sampling", "bool", False,',
            'HParam("importance_sampling", "bool", True,', "importance sampling on by default"),
-    Mutant("D5", "declarations", "Range(0.1, 1000.0, log=True)", "Range(0.1, 1000.0)", "beta searched on a linear scale"),
+    Mutant("D5", "declarations", "Range(0.1, 1000.0, log=True)", "Range(0.1, 1000.0)",
+           "beta searched on a linear scale"),
     Mutant("D6", "declarations", 'Range(1, 15), column="T"', 'Range(0, 15), column="T"', "T searched from 0"),
     Mutant("D7", "declarations", 'HParam("cb_power", "float", 1.0,', 'HParam("cb_power", "float", 0.5,',
            "cb power 0.5 by default"),
     Mutant("D8", "declarations", 'HParam("groupdro_eta", "float", 0.01,', 'HParam("groupdro_eta", "float", 0.1,',
            "Group DRO eta 0.1 by default"),
-    Mutant("D9", "declarations", 'HParam("l2rw_clean_per_class", "int", 10,', 'HParam("l2rw_clean_per_class", "int", 5,',
-           "l2rw clean set 5 per class"),
+    Mutant("D9", "declarations", 'HParam("l2rw_clean_per_class", "int", 10,',
+           'HParam("l2rw_clean_per_class", "int", 5,', "l2rw clean set 5 per class"),
     # The statistics of every comparison.
     Mutant("M41", "stats", "return mean, t_quantile(0.5 + confidence / 2, len(values) - 1)",
            "return mean, t_quantile(confidence, len(values) - 1)", "mean interval one-sided"),

@@ -94,7 +94,8 @@ def main() -> None:
                 if k % 10 == 0 or k == len(jobs):
                     print(f"{k}/{len(jobs)} runs, {(time.perf_counter() - start) / 60:.1f} min", flush=True)
     with partial.open() as file:  # a run of the script with fewer configurations leaves out the rest
-        rows = sorted((r for r in csv.DictReader(file) if int(r["config"]) < args.configs), key=lambda r: (int(r["config"]), int(r["seed"]), int(r["epoch"] or 0)))
+        rows = sorted((r for r in csv.DictReader(file) if int(r["config"]) < args.configs),
+                      key=lambda r: (int(r["config"]), int(r["seed"]), int(r["epoch"] or 0)))
     wall = previous + (time.perf_counter() - start) / 60
     runs = {(r["config"], r["seed"]): float(r["train_seconds"]) for r in rows}
     import torch

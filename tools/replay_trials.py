@@ -119,7 +119,8 @@ def main() -> None:
                     elapsed = time.perf_counter() - start
                     print(f"{k}/{len(jobs)} runs, {elapsed / 60:.1f} min", flush=True)
     with partial.open() as file:  # the runs asked for: a run stopped and started with fewer keeps a whole table
-        rows = sorted((r for r in csv.DictReader(file) if int(r["config"]) < args.configs and int(r["seed"]) < args.seeds),
+        rows = sorted((r for r in csv.DictReader(file)
+                       if int(r["config"]) < args.configs and int(r["seed"]) < args.seeds),
                       key=lambda r: (int(r["config"]), int(r["seed"])))
     wall = time.perf_counter() - start
     import torch

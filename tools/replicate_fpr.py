@@ -1,5 +1,6 @@
 """The false-positive rate of the verdict's test with repeated searches, pooled (before 0.7.0) and clustered
-(since): a grid of searches, seeds and search luck, no true difference anywhere (pipeline/compare/replicate_simulation.py).
+(since): a grid of searches, seeds and search luck, no true difference anywhere
+(pipeline/compare/replicate_simulation.py).
 
     python tools/replicate_fpr.py [--campaigns 4000]
 """

@@ -11,8 +11,8 @@ Per task, the verdict of a one-task campaign (pipeline/compare/verdict.py). Acro
   averaged over tasks (per task, the Mann-Whitney share of run pairs the method wins, ties half) with a stratified
   bootstrap interval (each method's runs resampled within each task): rliable's estimators (Agarwal et al. 2021),
   computed here because rliable's bootstrap does not import with the pandas this project's Ax needs;
-- whether the order of the methods by expected best validation score (pipeline/compare/budget_curves.py) at the full budget
-  is the one at half of it.
+- whether the order of the methods by expected best validation score (pipeline/compare/budget_curves.py) at the full
+  budget is the one at half of it.
 
 autorank, scipy and numpy are imported inside the functions that use them: reading commands stay light.
 """
@@ -28,7 +28,8 @@ from typing import Mapping, Sequence
 from pipeline.compare.budget_curves import half_budget, order_at
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.store import CampaignRecord, Store
-from pipeline.compare.verdict import ALPHA, METRICS, READING_LABELS, Values, Verdict, campaign_runs, run_values, take_verdict
+from pipeline.compare.verdict import (ALPHA, METRICS, READING_LABELS, Values, Verdict, campaign_runs, run_values,
+                                      take_verdict)
 
 MIN_TASKS = 5  # autorank's (and Demsar's) least number of paired samples for a test on ranks
 BOOTSTRAP_RESAMPLES = 2000

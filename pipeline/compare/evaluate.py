@@ -24,7 +24,8 @@ from pipeline.faults import kill_point
 from pipeline.methods import parse_method
 from pipeline.params import Value
 from pipeline.spec.study_config import DATA_ADDED_LATER, DEFAULT_PICK, PICKS
-from pipeline.store import EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus, best_trial, picked_trial
+from pipeline.store import (EvaluationRecord, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus, best_trial,
+                            picked_trial)
 from pipeline.store.records import pareto_set
 
 if TYPE_CHECKING:
@@ -463,7 +464,8 @@ class _Training:
 
         config = self.plan.config(variant, seed)
         dataset = dataset_for(config.data, self.device)  # loaded here already, or once more to count its classes
-        counts = {split: dict(zip(dataset.class_names, per_class)) for split, per_class in dataset.split_counts().items()}
+        counts = {split: dict(zip(dataset.class_names, per_class))
+                  for split, per_class in dataset.split_counts().items()}
         self.store.add_evaluation(self.plan.study.id, variant.name, seed, self.plan.trial_index, _planned(config),
                                   result, counts["train"], lock=self.lock,
                                   split_counts={"val": counts["val"], "test": counts["test"]})

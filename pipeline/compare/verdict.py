@@ -382,7 +382,8 @@ def reading(verdict: Verdict) -> str:
         return "No verdict yet: tuned ERM has no re-trained runs to compare with."
     sentences = []
     for m in verdict.methods:
-        mine = [verdict.comparisons[(m.method, metric)] for metric in METRICS if (m.method, metric) in verdict.comparisons]
+        mine = [verdict.comparisons[(m.method, metric)] for metric in METRICS
+                if (m.method, metric) in verdict.comparisons]
         better = [_stated(c) for c in mine if c.label == BETTER]
         worse = [_stated(c) for c in mine if c.label == WORSE]
         if better and worse:

@@ -110,8 +110,9 @@ class Dataset:
         if not thin:
             return None
         return (f"warning: fewer than {minimum} validation or test examples for class{'es' if len(thin) > 1 else ''} "
-                f"{', '.join(thin)}: one image moves its accuracy by more than {100 // minimum} points, so its numbers (and the "
-                "rare-class and worst-class rows) say little; add images or raise val_fraction / test_fraction")
+                f"{', '.join(thin)}: one image moves its accuracy by more than {100 // minimum} points, so its numbers "
+                "(and the rare-class and worst-class rows) say little; add images or raise val_fraction / "
+                "test_fraction")
 
     def split_summary(self, width: int | None = None) -> list[str]:
         """What the splits hold, a line each, for the user to check once: counts per class (up to 10 classes),

@@ -146,7 +146,8 @@ class Catalogue(Mapping[str, Part]):
                      for part in [*registry.declared, *([registry.default] if registry.default else [])]
                      if part.family != registry.family]
         if misplaced:
-            return f"part {misplaced[0][1].name} of family {misplaced[0][1].family} is in the {misplaced[0][0]} registry"
+            return (f"part {misplaced[0][1].name} of family {misplaced[0][1].family} is in the {misplaced[0][0]} "
+                    "registry")
         names: set[str] = set()
         for part in parts:
             if part.family not in self.families:

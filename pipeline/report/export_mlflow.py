@@ -208,7 +208,8 @@ def _export_study(client: MlflowClient, study: StudyRecord, trials: list[TrialRe
             run = client.create_run(experiment_id, run_name=str(trial.trial_index),
                                     tags={KEY: trial_key, "mlflow.parentRunId": parent_id})
             facts = {"train_seconds": trial.train_seconds, "distinct_per_batch": trial.distinct_per_batch}
-            final = [(name, value, 0) for name, value in {**(trial.metrics or {}), **facts}.items() if value is not None]
+            final = [(name, value, 0) for name, value in {**(trial.metrics or {}), **facts}.items()
+                     if value is not None]
             _log(client, run.info.run_id, params=trial.parameters, metrics=final + epoch_metrics(trial), tags={
                 "robust_tune.kind": "trial", "robust_tune.study": study.name, "number": str(trial.trial_index),
                 "state": trial.status, "robust_tune.seed": str(trial.seed),

@@ -526,7 +526,8 @@ def front_pictures(s: StudyData) -> list[Picture]:
     if not config.multi_objective:
         return []
     x, y = config.objectives[:2]
-    done = [t for t in s.trials if t.status == TrialStatus.COMPLETED and t.metrics and x in t.metrics and y in t.metrics]
+    done = [t for t in s.trials
+            if t.status == TrialStatus.COMPLETED and t.metrics and x in t.metrics and y in t.metrics]
     if not done:
         return []
     front = sorted(pareto_set(s.study, s.trials), key=lambda t: (t.metrics[x], -t.metrics[y]))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.report.study_tables import (_select, best_table, compare_table, importance_table, model_pick_table, pareto_tables,
-                             trials_table)
+from pipeline.report.study_tables import (_select, best_table, compare_table, importance_table, model_pick_table,
+                                          pareto_tables, trials_table)
 from pipeline.store import Store
 from pipeline.report.tables import Table
 

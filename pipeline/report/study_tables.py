@@ -14,7 +14,8 @@ from pipeline.search.bounds import bound_flags
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
-from pipeline.store import EvaluationRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial, model_pick, trials_completed
+from pipeline.store import (EvaluationRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial, model_pick,
+                            trials_completed)
 from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.spec.study_config import StudyConfig
 from pipeline.compare.evaluate import COMPARE_DIFFERENCES, COMPARE_METRICS, TUNED, run_metrics, value_text
@@ -131,7 +132,8 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
     other_gp = [f"{study.name} ({study.study.strategy})" for study, _, _ in best.values()
                 if study.study.strategy.startswith("gp-")]
     if other_gp:
-        table.notes.append("Searched by a Gaussian process with options (docs/design/search.md): " + ", ".join(other_gp) + ".")
+        table.notes.append("Searched by a Gaussian process with options (docs/design/search.md): "
+                           + ", ".join(other_gp) + ".")
     averaged = [f"{study.name} ({study.study.budget.seeds_per_trial})" for study, _, _ in best.values()
                 if study.study.budget.seeds_per_trial > 1]
     if averaged:
@@ -160,8 +162,8 @@ def pareto_table(store: Store, name: str) -> Table:
     best = best_trial(study, trials)
     headers = ["trial", *[labels.get(p, p) for p in searched], *[OBJECTIVE_LABELS.get(o, o) for o in
                                                                   config.all_objectives]]
-    table = Table(f"Pareto set of {name} ({len(front)} of {sum(t.status == TrialStatus.COMPLETED for t in trials)} completed "
-                  f"trials; objectives {', '.join(config.all_objectives)})", headers, [])
+    table = Table(f"Pareto set of {name} ({len(front)} of {sum(t.status == TrialStatus.COMPLETED for t in trials)} "
+                  f"completed trials; objectives {', '.join(config.all_objectives)})", headers, [])
     for t in front:
         marker = " *" if best is not None and t.trial_index == best.trial_index else ""
         table.rows.append([f"{t.trial_index}{marker}", *[_value(t.parameters.get(p, "-")) for p in searched],
@@ -199,9 +201,10 @@ def model_pick_table(store: Store, names: list[str] | None = None) -> Table | No
                               modelled.metrics[objective], "fitted_on": modelled.predicted["fitted_on"]})
     if not table.rows:
         return None
-    table.notes.append("In %. best: the best observed trial and its value; pick: the model's pick, the completed trial with the highest posterior mean of the study's "
-                       "Gaussian process (fitted on every completed trial when a run of the study ended), with the "
-                       "95% interval of that mean; the best observed value is partly a lucky draw of training noise. "
+    table.notes.append("In %. best: the best observed trial and its value; pick: the model's pick, the completed "
+                       "trial with the highest posterior mean of the study's Gaussian process (fitted on every "
+                       "completed trial when a run of the study ended), with the 95% interval of that mean; the best "
+                       "observed value is partly a lucky draw of training noise. "
                        "`evaluate --pick model` re-trains the model's pick.")
     return table
 
@@ -323,7 +326,8 @@ def studies_table(store: Store) -> Table:
         completed = trials_completed(trials)
         running = sum(t.status == TrialStatus.RUNNING for t in trials)
         table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
-                           _progress_text(completed, config.budget.trials) + (f" +{running} running" if running else ""),
+                           _progress_text(completed, config.budget.trials)
+                           + (f" +{running} running" if running else ""),
                            str(sum(t.status == TrialStatus.FAILED for t in trials)),
                            "-" if best is None else percent(best.metrics[config.objective]),
                            objectives_label(config)

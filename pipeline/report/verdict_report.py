@@ -72,7 +72,8 @@ def cost_table(verdict: Verdict) -> Table:
                               "retrain_seconds": m.retrain_seconds, "missing": m.missing,
                               "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags]})
     table.notes.append("Every method searched with the same budget; epochs are all its trials' together; search "
-                       "and re-training are training time (minutes:seconds). Tuned parameters are the best trial's searched values"
+                       "and re-training are training time (minutes:seconds). Tuned parameters are the best trial's "
+                       "searched values"
                        + (", one set per search replicate." if verdict.replicates > 1 else "."))
     table.notes += [f.text(m.method) for m in verdict.methods for f in m.bound_flags]
     if len(verdict.looks) > 1:
@@ -90,7 +91,8 @@ def ranking_table(verdict: Verdict) -> Table:
     for ranking in verdict.pairs:
         text = ranking["order"][0] + f" {percent(ranking['means'][ranking['order'][0]])}"
         for step in ranking["steps"]:
-            text += (" > " if step["detectable"] else " ≈ ") + f"{step['follower']} {percent(ranking['means'][step['follower']])}"
+            text += ((" > " if step["detectable"] else " ≈ ")
+                     + f"{step['follower']} {percent(ranking['means'][step['follower']])}")
         table.rows.append([METRIC_LABELS[ranking["metric"]], text])
         table.records.append(ranking)
     if table.rows:
@@ -112,7 +114,8 @@ def verdict_table(verdict: Verdict) -> Table:
                                       "verdict"], [])
     for m in verdict.methods:
         record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
-                                  "seeds": m.seeds, "missing": m.missing, "same_as_erm": verdict.same_as_erm.get(m.method),
+                                  "seeds": m.seeds, "missing": m.missing,
+                                  "same_as_erm": verdict.same_as_erm.get(m.method),
                                   "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
                                   "rare_class": None if verdict.rare is None else dataclasses.asdict(verdict.rare),
                                   "means": {k: {"mean": v[0], "half_width": v[1]} for k, v in m.means.items()},

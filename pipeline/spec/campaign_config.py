@@ -41,7 +41,8 @@ from typing import Any
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.spec.study_config import ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study, read_toml
+from pipeline.spec.study_config import (ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study,
+                                        read_toml)
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.

@@ -36,7 +36,8 @@ def epoch_metric(split_metrics: Mapping[str, Mapping[str, Any] | None], metric: 
 
 def flat_epoch_metrics(split_metrics: Mapping[str, Mapping[str, Any] | None]) -> dict[str, float]:
     """An epoch's metrics flattened as a trial's are stored (val_accuracy, test_balanced_accuracy, ...)."""
-    return {f"{split}_{name}": float(value) for split in SPLITS for name, value in (split_metrics.get(split) or {}).items()
+    return {f"{split}_{name}": float(value)
+            for split in SPLITS for name, value in (split_metrics.get(split) or {}).items()
             if isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 

@@ -192,7 +192,8 @@ class StudyConfig:
     # `objective` is then the first of them, the one metric verdicts, sorting and "best" go by.
     objectives: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()  # Constraint.text of each: a trial that breaks one is never best
-    # A trial to E epochs also tells Ax the exact result of every shorter searched epoch count (pipeline/spec/epochs.py).
+    # A trial to E epochs also tells Ax the exact result of every shorter searched epoch count
+    # (pipeline/spec/epochs.py).
     epoch_prefixes: bool = False
     # False: the study file left data.image_size to the backbone's default (image_size_for); a study stored under
     # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
@@ -549,7 +550,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}
 
 
-def epoch_prefixes_refusal(parts: tuple[str, ...], search: dict[str, Range | Choice], seeds_per_trial: int) -> str | None:
+def epoch_prefixes_refusal(parts: tuple[str, ...], search: dict[str, Range | Choice],
+                           seeds_per_trial: int) -> str | None:
     """Why a study cannot tell Ax its trials' epoch prefixes; None when it can: `epochs` is searched over a range,
     each trial trains one seed, and no part of the method depends on the run's total epoch count."""
     if not isinstance(search.get("epochs"), Range):
@@ -567,7 +569,8 @@ def _check_early_stopping(fields: _Fields, budget: Budget) -> None:
     """budget.early_stopping and its settings, each in its range; a trial on several seeds reports no per-epoch
     objective to stop on."""
     if budget.early_stopping not in EARLY_STOPPING:
-        fields.fail("budget.early_stopping", f"must be one of {', '.join(EARLY_STOPPING)}, got {budget.early_stopping!r}")
+        fields.fail("budget.early_stopping",
+                    f"must be one of {', '.join(EARLY_STOPPING)}, got {budget.early_stopping!r}")
     if not 0 < budget.early_stopping_percentile < 100:
         fields.fail("budget.early_stopping_percentile",
                     f"must be between 0 and 100 (percent of trials), got {budget.early_stopping_percentile:g}")
@@ -686,7 +689,8 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
 def _value_example(hparam: HParam) -> str:
     """A value of `hparam` as a study file writes it, for an error's example."""
     value = hparam.default
-    return json.dumps(value) if isinstance(value, (str, bool)) else f"{value:g}" if isinstance(value, float) else str(value)
+    return (json.dumps(value) if isinstance(value, (str, bool))
+            else f"{value:g}" if isinstance(value, float) else str(value))
 
 
 def load_configuration(path: str | Path, params: list[str] = ()) -> StudyConfig:

@@ -212,8 +212,8 @@ class Store:
         """Store a trial as running, before it trains; returns its row's id."""
         with self._writing(lock) as connection:
             result = connection.execute(trials.insert().values(
-                study_id=study_id, trial_index=trial_index, status=TrialStatus.RUNNING, parameters=parameters, seed=seed,
-                proposal_seconds=proposal_seconds, started_at=now()))
+                study_id=study_id, trial_index=trial_index, status=TrialStatus.RUNNING, parameters=parameters,
+                seed=seed, proposal_seconds=proposal_seconds, started_at=now()))
         return int(result.inserted_primary_key[0])  # type: ignore[index]  # an insert always has its key
 
     def complete_trial(self, trial_id: int, result: RunResult, started: float | None = None,
@@ -298,7 +298,8 @@ class Store:
         with self._writing(lock) as connection:
             running = connection.execute(sa.select(trials.c.trial_index).where(
                 trials.c.study_id == study_id, trials.c.status == TrialStatus.RUNNING)).scalars().all()
-            connection.execute(trials.update().where(trials.c.study_id == study_id, trials.c.status == TrialStatus.RUNNING)
+            connection.execute(trials.update().where(trials.c.study_id == study_id,
+                                                     trials.c.status == TrialStatus.RUNNING)
                                .values(status=TrialStatus.INTERRUPTED, error=reason, ended_at=now()))
         return list(running)
 
@@ -325,7 +326,8 @@ class Store:
         per_class = result.per_class
         return self._insert_evaluation(
             lock, study_id=study_id, variant=variant, seed=seed, trial_index=trial_index, config=config,
-            metrics=result.stored_metrics(), per_class={**per_class, "counts": split_counts} if split_counts else per_class,
+            metrics=result.stored_metrics(),
+            per_class={**per_class, "counts": split_counts} if split_counts else per_class,
             train_class_counts=train_class_counts, settings=result.settings.to_dict(),
             train_seconds=result.train_seconds, epochs=[epoch.to_dict() for epoch in result.epochs] or None)
 
@@ -379,7 +381,8 @@ class Store:
         if not sa.inspect(self.engine).has_table(evaluations.name):  # readers create no table
             return []
         with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(*_present(connection, evaluations)).where(evaluations.c.study_id == study_id)
+            rows = connection.execute(sa.select(*_present(connection, evaluations))
+                                      .where(evaluations.c.study_id == study_id)
                                       .order_by(evaluations.c.id)).all()
         return [_evaluation_record(r) for r in rows]
 
@@ -487,7 +490,8 @@ def _trial_record(r: sa.Row, curve: list[sa.Row]) -> TrialRecord:
     stored = StoredMetrics.part(r.metrics)
     return TrialRecord(r.id, r.trial_index, TrialStatus(r.status), r.parameters, r.seed, stored.metrics, r.per_class,
                        r.train_seconds, r.proposal_seconds, r.error, [e.train_loss for e in curve],
-                       [e.val_accuracy for e in curve], None if r.settings is None else RunSettings.from_dict(r.settings),
+                       [e.val_accuracy for e in curve],
+                       None if r.settings is None else RunSettings.from_dict(r.settings),
                        seed_runs_read(getattr(r, "seed_runs", None)), getattr(r, "predicted", None),
                        tuple(EpochRecord(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None))
                              for e in curve), getattr(r, "prefix_of", None), stored.examples, stored.distinct_per_batch)

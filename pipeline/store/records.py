@@ -35,7 +35,8 @@ class StoredMetrics:
     def part(cls, stored: dict[str, float] | None) -> StoredMetrics:
         if stored is None:
             return cls(None, None, None)
-        examples = {split: int(stored[f"{split}_examples"]) for split in ("val", "test") if f"{split}_examples" in stored}
+        examples = {split: int(stored[f"{split}_examples"]) for split in ("val", "test")
+                    if f"{split}_examples" in stored}
         return cls({k: v for k, v in stored.items() if k not in RUN_FACTS}, examples or None,
                    stored.get("distinct_per_batch"))
 
@@ -259,7 +260,8 @@ def pareto_set(study: StudyRecord, trials: list[TrialRecord]) -> list[TrialRecor
     the trade-offs a multi-objective study found (for a single objective, its trials at the best value)."""
     candidates = _candidates(study, trials)
     objectives = study.study.all_objectives
-    return [t for t in candidates if not any(dominates(u.metrics or {}, t.metrics or {}, objectives) for u in candidates)]
+    return [t for t in candidates
+            if not any(dominates(u.metrics or {}, t.metrics or {}, objectives) for u in candidates)]
 
 
 def best_trial(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | None:

@@ -72,7 +72,8 @@ evaluations = sa.Table(
     "rt_evaluations", metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
-    sa.Column("variant", sa.String(200), nullable=False),  # tuned | a baseline METHOD[:NAME=VALUE...] | NAME=VALUE (--vary)
+    # tuned | a baseline METHOD[:NAME=VALUE...] | NAME=VALUE (--vary)
+    sa.Column("variant", sa.String(200), nullable=False),
     sa.Column("seed", sa.Integer, nullable=False),  # the training seed (and split seed with --resplit)
     sa.Column("trial_index", sa.Integer, nullable=False),  # the best trial the variant derives from
     sa.Column("config", sa.JSON, nullable=False),  # the TrainConfig as planned, less seed and device
@@ -138,8 +139,8 @@ schema_version = sa.Table(
 OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name,
             importance.name)
 # Columns a database from before them may lack: readers read such rows with the column empty.
-OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted", f"{trials.name}.prefix_of", f"{epochs.name}.val", f"{epochs.name}.test",
-                    f"{evaluations.name}.epochs")
+OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted", f"{trials.name}.prefix_of",
+                    f"{epochs.name}.val", f"{epochs.name}.test", f"{evaluations.name}.epochs")
 
 
 def already_exists(error: sa.exc.DatabaseError) -> bool:

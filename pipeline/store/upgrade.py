@@ -19,8 +19,8 @@ import sqlalchemy as sa
 
 from pipeline.errors import UserError
 from pipeline.faults import kill_point
-from pipeline.store.schema import (BASELINE, HEAD, OPTIONAL, OPTIONAL_COLUMNS, VERSION_TABLE, VERSIONS, already_exists, metadata,
-                                   schema_version, studies)
+from pipeline.store.schema import (BASELINE, HEAD, OPTIONAL, OPTIONAL_COLUMNS, VERSION_TABLE, VERSIONS, already_exists,
+                                   metadata, schema_version, studies)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 NO_TABLES = "no tables"  # the revision of a database that holds none of the tool's tables yet

@@ -26,7 +26,8 @@ SAVED_MODEL = "a model saved by robust-tune train --save"
 def model_card(dataset: Dataset, kind: str, backbone: str) -> dict[str, Any]:
     """What applying a trained model to new images needs, in plain types (the file stays loadable with
     torch.load(weights_only=True)): class names in label order, the normalisation training used (pixels in
-    [0, 1]), the image size and channels, the network and the data set (its kind: digits, images, idx, medmnist; its name)."""
+    [0, 1]), the image size and channels, the network and the data set (its kind: digits, images, idx, medmnist; its
+    name)."""
     height, width = dataset.train.images.shape[-2:]
     return {"class_names": list(dataset.class_names), "pixel_mean": [float(v) for v in dataset.pixel_mean],
             "pixel_std": [float(v) for v in dataset.pixel_std], "image_size": int(width),
@@ -140,8 +141,9 @@ class Prediction:
 
 
 def class_logits(saved: SavedModel, files: list[Path], device: torch.device, batch_size: int) -> torch.Tensor:
-    """The model's outputs (N, classes) for `files` in order, on the CPU: decoded and resized by the data sets' own decoder,
-    normalised with the saved statistics exactly as training normalised its batches, `batch_size` at a time."""
+    """The model's outputs (N, classes) for `files` in order, on the CPU: decoded and resized by the data sets' own
+    decoder, normalised with the saved statistics exactly as training normalised its batches, `batch_size` at a
+    time."""
     pixels = decode_images(files, saved.image_size, saved.channels)
     shape = (1, saved.channels, 1, 1)
     mean, std = torch.tensor(saved.pixel_mean), torch.tensor(saved.pixel_std)

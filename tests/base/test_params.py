@@ -68,6 +68,7 @@ def test_defaults_and_search_ranges_are_the_papers():
     assert declared["gamma"].default == 1e-3 and declared["gamma"].search is None
     assert declared["importance_sampling"].search == Choice((False, True))
     defaults = {name: declared[name].default for name in ("importance_sampling", "hws_replacement", "pgd_eps",
-                                                           "fgsm_eps", "groupdro_eta", "cb_power", "l2rw_clean_per_class")}
+                                                           "fgsm_eps", "groupdro_eta", "cb_power",
+                                                           "l2rw_clean_per_class")}
     assert defaults == {"importance_sampling": False, "hws_replacement": True, "pgd_eps": 8 / 255, "fgsm_eps": 8 / 255,
                         "groupdro_eta": 0.01, "cb_power": 1.0, "l2rw_clean_per_class": 10}

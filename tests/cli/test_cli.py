@@ -71,8 +71,8 @@ def test_methods_gives_the_title_of_every_paper_a_part_cites(cli):
     flat = " ".join(out.split())
     described = " ".join(part.source + " ".join(p.help for p in part.params)
                          for registry in FAMILIES.values() for part in registry.values())
-    cited = re.findall(r"[A-Z][A-Za-z]+(?: and [A-Z][A-Za-z]+| et al\.) \d{4}|(?:GI-LS|hardness-weighted sampling) paper",
-                       described)
+    cited = re.findall(r"[A-Z][A-Za-z]+(?: and [A-Z][A-Za-z]+| et al\.) \d{4}"
+                       r"|(?:GI-LS|hardness-weighted sampling) paper", described)
     assert set(re.findall(r"([\w-]+) paper\b", described)) <= {"GI-LS", "sampling", "the"}  # "the paper": its part's
     assert cited and all(name in PAPERS for name in cited), sorted(set(cited) - set(PAPERS))
     assert all(name in described for name in PAPERS)  # no title for a paper nothing cites
@@ -134,13 +134,14 @@ def test_bench_measures_every_method_against_erm(cli):
 def test_bench_paper_setting_times_erm_and_gils_at_two_precisions(cli):
     """One step of ResNet18 at 16 px and batch 2 on the CPU (the default adds ResNet34 and 50): the rows
     exist, each precision against ERM at its own."""
-    code, out, err = cli("bench", "steps", "--setting", "paper", "--backbone", "resnet18", "--rounds", "1", "--steps", "1",
-                         "--batch-size", "2", "--image-size", "16", "--device", "cpu", "--precision", "fp32",
-                         "--precision", "bf16", "--markdown")
+    code, out, err = cli("bench", "steps", "--setting", "paper", "--backbone", "resnet18", "--rounds", "1",
+                         "--steps", "1", "--batch-size", "2", "--image-size", "16", "--device", "cpu",
+                         "--precision", "fp32", "--precision", "bf16", "--markdown")
     assert code == 0, err
     rows = markdown_rows(out)
     assert [(row[1], row[2]) for row in rows] == [
-        (case, precision) for precision in ("fp32", "bf16") for case in ("erm", "gils input T=1", "gils input T=5", "gils input T=15")]
+        (case, precision) for precision in ("fp32", "bf16")
+        for case in ("erm", "gils input T=1", "gils input T=5", "gils input T=15")]
     assert rows[0][0] == "resnet18, MT-Defect-sized uint8 16px (3, 16, 16), batch 2"
     assert all(row[0] == "" for row in rows[1:])
     assert all(row[5] == "1.00x" for row in rows if row[1] == "erm") and all(float(row[4]) > 0 for row in rows)

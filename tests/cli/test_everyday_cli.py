@@ -36,8 +36,8 @@ def stored(tmp_path) -> str:
 def test_reading_commands_never_import_torch_ax_or_mlflow_nor_sqlalchemy_without_a_database_to_read(stored, args):
     reads = args[0] in ("studies", "report") and "--help" not in args
     probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
-             "    code = e.code\nprint(code, sorted(m for m in ('torch', 'torchvision', 'ax', 'mlflow', 'sqlalchemy') if m in "
-             "sys.modules), file=sys.stderr)")
+             "    code = e.code\nprint(code, sorted(m for m in ('torch', 'torchvision', 'ax', 'mlflow', 'sqlalchemy') "
+             "if m in sys.modules), file=sys.stderr)")
     db = ["--db", stored] if reads else []
     done = subprocess.run([sys.executable, "-c", probe, *args, *db], capture_output=True, text=True, timeout=120)
     assert done.stderr.splitlines()[-1] == ("0 ['sqlalchemy']" if reads else "0 []"), done.stderr

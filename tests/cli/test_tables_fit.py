@@ -67,8 +67,8 @@ def test_every_terminal_table_is_one_line_per_row_with_its_results_and_a_legend(
         notes = " ".join(" ".join(lines[rule + 1 + len(table.rows):]).split())
         for header in shown.headers:
             if header not in table.headers:  # an abbreviation: explained under the table ("a = ..." or "a, b = ...")
-                assert re.search(rf"(^|; ){re.escape(header)} =|(^|; )[^;=]*\b{re.escape(header)}(, [^;=]+)? =", notes), \
-                    (header, notes)
+                assert re.search(rf"(^|; ){re.escape(header)} ="
+                                 rf"|(^|; )[^;=]*\b{re.escape(header)}(, [^;=]+)? =", notes), (header, notes)
         if width == 120 and command == ["report"]:
             assert "…" not in "\n".join(printed)  # the best table at 120 columns: names whole
         key = next(h for h in ("study", "trial") if h in table.headers)  # cut names still tell rows apart

@@ -128,7 +128,8 @@ def two_studies(db, tmp_path):
     wide = load_study(study_file(tmp_path, "wide", "hws", "epochs = 1\nlr_head = 0.05\nbeta = 2.0", trials=1))
     store = Store(str(db))
     stored = store.create_study(wide)
-    proposed = {name: space.values[0] if isinstance(space, Choice) else space.low for name, space in wide.search.items()}
+    proposed = {name: space.values[0] if isinstance(space, Choice) else space.low
+                for name, space in wide.search.items()}
     row = store.start_trial(stored.id, 0, proposed, wide.seed, 0.0)
     store.complete_trial(row, run_trial(wide, proposed, wide.seed, "cpu"))
     return db

@@ -6,8 +6,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pipeline.compare.replicate_simulation import false_positive_rates
-from pipeline.compare.stats import (Improvement, clustered_difference, holm, look_alphas, mean_interval, paired_difference,
-                            probability_of_improvement, simultaneous_confidence, spent_alpha)
+from pipeline.compare.stats import (Improvement, clustered_difference, holm, look_alphas, mean_interval,
+                                    paired_difference, probability_of_improvement, simultaneous_confidence, spent_alpha)
 
 
 def test_holm_against_a_hand_computation():

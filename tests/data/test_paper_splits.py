@@ -41,7 +41,8 @@ def test_free_is_drawn_from_train_good_and_test_good_pooled(splits):
 def test_carpet_defects_use_their_whole_pools(splits):
     carpet = splits["carpet"]
     for label, name in enumerate(carpet.class_names[1:], start=1):
-        assert sum(1 for lab in carpet.labels if lab == label) == len(list(Path(carpet.root, "carpet", "test", name).iterdir()))
+        assert (sum(1 for lab in carpet.labels if lab == label)
+                == len(list(Path(carpet.root, "carpet", "test", name).iterdir())))
 
 
 def test_same_seed_same_split_and_another_seed_another_split_with_the_same_counts(mt_root, splits):

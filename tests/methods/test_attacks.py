@@ -84,7 +84,8 @@ def test_cw_returns_misclassified_examples_or_the_original():
 def test_gils_pgd_applies_pgd_to_the_gils_ascent_output():
     model, images, _, labels = setting()
     params = parse_method("gils+pgd").resolve({"T": 3, "eta": 1.0})
-    generated, start_losses = build_update(parse_method("gils+pgd"), params, context(5), model).generate(model, images, labels)
+    generated, start_losses = build_update(parse_method("gils+pgd"), params, context(5), model).generate(
+        model, images, labels)
     ascended, _ = GilsAscent(params).ascend(features_and_logits(model), images, labels)
     expected, _ = GENERATORS.load("pgd")(params, context(5), model).generate(model, ascended, labels)
     assert torch.equal(generated, expected)

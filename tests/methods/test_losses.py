@@ -34,7 +34,8 @@ def test_targets_differ_from_pytorch_label_smoothing():
 
 def test_alpha_zero_is_plain_cross_entropy():
     logits, labels = torch.randn(5, 3), torch.tensor([0, 1, 2, 1, 0])
-    assert torch.allclose(smoothed_cross_entropy(logits, labels, 0.0), F.cross_entropy(logits, labels, reduction="none"))
+    assert torch.allclose(smoothed_cross_entropy(logits, labels, 0.0),
+                          F.cross_entropy(logits, labels, reduction="none"))
 
 
 def test_weighted_mean_is_one_over_b_sum_of_weighted_losses():

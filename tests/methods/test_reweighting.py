@@ -242,8 +242,8 @@ def test_weights_compose_with_a_generator_and_a_mixer_from_the_cli(cli, method):
 
 
 def test_the_bench_measures_every_weights_part_against_erm(cli):
-    code, out, err = cli("bench", "steps", "--setting", "digits", "--rounds", "1", "--steps", "2", "--format", "markdown",
-                         "--method", "cb", "--method", "groupdro", "--method", "l2rw")
+    code, out, err = cli("bench", "steps", "--setting", "digits", "--rounds", "1", "--steps", "2",
+                         "--format", "markdown", "--method", "cb", "--method", "groupdro", "--method", "l2rw")
     assert code == 0, err
     cases = [row[1] for row in markdown_rows(out)]
     assert cases == ["erm", "cb", "groupdro", "l2rw", "plain DataLoader loop (ERM)"]

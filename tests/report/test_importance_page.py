@@ -69,7 +69,8 @@ def test_importance_ranks_the_one_parameter_the_objective_depends_on_first(synth
     importance = next(t for t in json.loads(out) if t["title"].startswith("Which parameters mattered"))
     assert [r["parameter"] for r in importance["rows"] if r["study"] == NAME][0] == "lr_head"
     assert not [r for r in importance["rows"] if r["study"] == "few"]  # refused, with its note:
-    assert any(n.startswith("few: no importance: 4 completed trial(s); it needs at least 8") for n in importance["notes"])
+    assert any(n.startswith("few: no importance: 4 completed trial(s); it needs at least 8")
+               for n in importance["notes"])
     code, out, err = cli("report", "--db", str(synthetic_db))
     assert code == 0 and "Which parameters mattered" in out and "lr_head" in out
 
@@ -99,7 +100,8 @@ def page(synthetic_db, tmp_path_factory) -> Path:
 
 
 PAGE_TABLES = ("Best combination of hyper-parameters", "The best observed trial and the model's pick",
-               "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ", "Trials of collapsed ")
+               "Which parameters mattered", "Evaluation over seeds", f"Trials of {NAME} ", "Trials of few ",
+               "Trials of collapsed ")
 
 
 def test_the_html_page_holds_every_table_and_picture_with_its_contents(page):

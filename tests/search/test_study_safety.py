@@ -145,7 +145,8 @@ def test_a_lock_is_refused_while_fresh_and_taken_over_when_stale(tmp_path):
             heartbeat_at=now() - dt.timedelta(minutes=10)))
     lock = store.lock_study(study)
     assert rows(tmp_path / "runs.db", "select pid from rt_study_locks") == [(os.getpid(),)]
-    other = parse_study({"name": "held", "method": {"name": "erm"}, "params": {"epochs": 3, "lr_head": {"low": 0.01, "high": 0.1}}}, "other.toml")
+    other = parse_study({"name": "held", "method": {"name": "erm"},
+                         "params": {"epochs": 3, "lr_head": {"low": 0.01, "high": 0.1}}}, "other.toml")
     assert store.create_study(other).fingerprint == held.fingerprint()  # creation cannot overwrite
     lock.release()
     assert rows(tmp_path / "runs.db", "select * from rt_study_locks") == []

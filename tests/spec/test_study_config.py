@@ -64,7 +64,8 @@ def test_the_fingerprint_ignores_the_budget_only(tmp_path):
     (MINIMAL + "[params]\nalpha = { low = 0.4, high = 0.1 }\n", "params.alpha: low 0.4 must be below high 0.1"),
     ('name = "s"\n[method]\nname = "hws"\n[params]\nbeta = { low = 0.0, high = 10.0, log = true }\n',
      "params.beta: a log-scale range must start above 0"),
-    (MINIMAL + "[params]\nalpha = { low = 0.0, high = 1.5 }\n", "params.alpha: high: parameter alpha must be in [0, 1)"),
+    (MINIMAL + "[params]\nalpha = { low = 0.0, high = 1.5 }\n",
+     "params.alpha: high: parameter alpha must be in [0, 1)"),
     (MINIMAL + '[params]\nT = "five"\n', "params.T: value: parameter T must be an integer"),
     (MINIMAL + "[params]\nbeta = 3\n", "params.beta: unknown parameter for method gils"),
     (MINIMAL + "[params]\nalpha = { low = 0.0 }\n", "params.alpha: expected a value"),
@@ -123,12 +124,14 @@ def test_every_shipped_campaign_file_is_valid(path):
 
 
 def test_the_paper_set_ups_use_the_papers_settings():
-    paper = sorted(p for p in (STUDIES / "paper").glob("*.toml") if p.stem != "hws-mnist-wrn16-1" and not is_campaign(p))
+    paper = sorted(p for p in (STUDIES / "paper").glob("*.toml")
+                   if p.stem != "hws-mnist-wrn16-1" and not is_campaign(p))
     # GI-LS and hws x MT-Defect, MT, Wood, Carpet, and Tables 5-7's 12 methods x MT-Defect, MT; x ResNet18/34/50
     assert len(paper) == 2 * 4 * 3 + 12 * 2 * 3
     for path in paper:
         study = load_study(path)
-        assert (study.data.name, study.data.image_size, study.weights, study.budget.trials) == ("images", 224, "imagenet", 20)
+        assert ((study.data.name, study.data.image_size, study.weights, study.budget.trials)
+                == ("images", 224, "imagenet", 20))
         assert study.search["epochs"] == Range(21, 60) and study.fixed["lr_step"] == 20
         if study.method.startswith("gils"):
             assert study.search["T"] == Range(1, 15) and study.fixed["gamma"] == 1e-3

@@ -225,8 +225,9 @@ def test_the_server_stopped_mid_trial_is_one_line_and_the_next_run_completes_the
     assert progress[0] == "examples per split and class:" and progress[4:] == ["study cut: budget 2 trials"], err
     assert last.startswith(f"error: lost the database server 127.0.0.1:{server.port} (") and server.password not in err
     shown = url.replace(server.password, "***")
+    # quoted: ***
     assert last.endswith(f"trial 0 of study cut was stopped and will run again first; resume with robust-tune run "
-                         f"{path} --db {shlex.quote(shown)} --device cpu --log-file {log} once it is back"), last  # quoted: ***
+                         f"{path} --db {shlex.quote(shown)} --device cpu --log-file {log} once it is back"), last
 
     server.start()
     (parameters,), = rows(url, "select parameters from rt_trials where status = 'running'")  # left for the next run

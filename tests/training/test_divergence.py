@@ -40,7 +40,8 @@ def test_train_of_a_diverging_run_is_one_line_and_exit_code_1(cli):
 
 
 def test_a_diverging_trial_is_stored_as_failed_with_its_reason(tmp_path):
-    study = load_study(study_file(tmp_path, "blown", "erm", "epochs = 1\nlr_head = 1e6\nmomentum = { low = 0.5, high = 0.9 }",
+    study = load_study(study_file(tmp_path, "blown", "erm",
+                                  "epochs = 1\nlr_head = 1e6\nmomentum = { low = 0.5, high = 0.9 }",
                                   trials=1, max_failures=1))
     db = str(tmp_path / "runs.db")
     summary = run_study(study, db, "cpu", log_file=tmp_path / "ax.log")

@@ -87,7 +87,8 @@ def test_labelled_folder_of_the_test_split_gives_trains_test_metrics(cli, traine
         source = listing.files[i]
         (labelled / source.parent.name).mkdir(parents=True, exist_ok=True)
         shutil.copy(source, labelled / source.parent.name / source.name)
-    code, out, err = cli("predict", "--weights", str(saved), "--labelled", str(labelled), "--device", "cpu", "--format", "json")
+    code, out, err = cli("predict", "--weights", str(saved), "--labelled", str(labelled), "--device", "cpu",
+                         "--format", "json")
     assert code == 0, err
     metrics = json.loads(out)
     for key in ("accuracy", "balanced_accuracy", "worst_class_accuracy", "per_class_accuracy", "examples"):
