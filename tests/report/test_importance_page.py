@@ -1,10 +1,10 @@
 """Parameter importance and the complete HTML page: a study stored through the tool's own loop (real Ax, its real
 GP, real SQLite) whose trials return synthetic results, so no training is needed to know which parameter matters."""
-import copy
 import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ from pipeline.store import Store
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
 from pipeline.search.trial import InProcessRunner, Outcome, run_trial
+from pipeline.training.result import RunResult
 from helpers import CHROMIUM, parsed, rendered, study_file
 
 # Three searched parameters of three kinds (a log range, a linear range, a choice); the objective depends on lr_head.
@@ -25,17 +26,17 @@ class SyntheticRunner(InProcessRunner):
     """Trials that end at once with a real trial's result whose accuracies depend on lr_head alone; the trials in
     `collapsed` end at 5% instead, whatever their parameters."""
 
-    def __init__(self, template: dict, collapsed: tuple[int, ...] = ()) -> None:
+    def __init__(self, template: RunResult, collapsed: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.template, self.collapsed = template, collapsed
 
     def wait(self, on_event):
         job, self.queued = self.queued, None
-        result = copy.deepcopy(self.template)
         accuracy = 0.3 + 6.0 * job.parameters["lr_head"]  # 36% to 90%, nothing else matters
         if job.trial_index in self.collapsed:
             accuracy = 0.25
-        result.update(val_accuracy=accuracy, test_accuracy=accuracy - 0.02, test_worst_class_accuracy=accuracy - 0.2)
+        test = replace(self.template.test, accuracy=accuracy - 0.02, worst_class_accuracy=accuracy - 0.2)
+        result = replace(self.template, val=replace(self.template.val, accuracy=accuracy), test=test)
         return [Outcome(job.trial_index, result=result)]
 
 
