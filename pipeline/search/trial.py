@@ -45,6 +45,7 @@ class Outcome:
     details: str = ""  # the traceback's last frames
     lost: str | None = None  # why the trial stopped without an end
     started: float | None = None  # time.time() when training started
+    study: str = ""  # the job's study's name: with several studies on one runner, the loop it goes back to
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class TrialRunning:
 
     trial_index: int
     worker: str
+    study: str = ""  # the trial's study (several may share the workers: a campaign)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class TrialEpoch:
     trial_index: int
     epoch: int
     epochs: int
+    study: str = ""
 
 
 @functools.lru_cache(maxsize=2)
@@ -125,13 +128,15 @@ def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
         raise
     except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
         return Outcome(job.trial_index, error=f"{type(error).__name__}: {error}",
-                       details=traceback.format_exc(limit=-3), started=started)
-    return Outcome(job.trial_index, result=result, started=started)
+                       details=traceback.format_exc(limit=-3), started=started, study=job.study.name)
+    return Outcome(job.trial_index, result=result, started=started, study=job.study.name)
 
 
 class TrialRunner(Protocol):
     """Where a study's trials train: up to `capacity` at once; `submit` hands one over, `wait` returns
-    the outcomes of those that ended (at least one), passing progress events on meanwhile."""
+    the outcomes of those that ended (at least one), passing progress events on meanwhile. Several studies
+    may share one runner (a campaign's, pipeline/search/studies.py): each outcome and progress event names
+    its job's study."""
 
     capacity: int
 
