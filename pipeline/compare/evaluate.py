@@ -430,12 +430,15 @@ def _copies_stored(store: Store, plan: Plan, lock: StudyLock, device: str,
 
 def _train_together(trainings: list[_Training], precision: str, runner: TrialRunner | None,
                     on_event: Callable[[Any], None]) -> None:
-    """Train every run of `trainings` on one runner, up to its capacity at once, in plan order; each outcome goes
-    back to its plan (by its job's study), which stores it or, its worker dead, has it run again first."""
+    """Train every run of `trainings` on one runner, up to its capacity at once (one plan's in its order, several
+    plans' seed by seed); each outcome goes back to its plan (by its job's study), which stores it or, its worker
+    dead, has it run again first."""
     from pipeline.search.trial import InProcessRunner
 
     by_study = {training.plan.study.study.name: training for training in trainings}
     waiting = [(training, job) for training in trainings for job in training.jobs(precision)]
+    if len(trainings) > 1:  # seed by seed across the plans: the runs of one seed share a split, loaded once
+        waiting.sort(key=lambda pair: pair[1].seed)
     running: dict[tuple[str, int], Any] = {}
 
     def progress(event: Any) -> None:
