@@ -13,8 +13,8 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu, Wide,
-                         Workers)
+from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu,
+                         Wide, Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, live_export
 from pipeline.spec.campaign_config import REFERENCE
@@ -33,21 +33,67 @@ class CampaignView:
         self.header = Text("")
         self.study: StudyView | None = None
         self.evaluation = EvaluationView(None, ctrl_c)
+        self.together: dict[str, StudyView] = {}  # on workers: each study searched at once, by name
+        self.searched_together = 0  # of those, the ones that finished
 
     def __rich__(self) -> Group:
+        if self.together:
+            return Group(self.together_line(), *[line for view in self.together.values()
+                                                 if (line := self.study_line(view)) is not None])
         return Group(self.header, *([self.study] if self.study is not None else []))
 
+    def together_line(self) -> Text:
+        running = sum(len(view.running) for view in self.together.values())
+        left = len(self.together) - self.searched_together
+        return Text(f"searching {left} stud{'y' if left == 1 else 'ies'} at once ({running} running "
+                    f"trial{'' if running == 1 else 's'})", no_wrap=True, overflow="ellipsis")
+
+    @staticmethod
+    def study_line(view: StudyView) -> Text | None:
+        """A study searched beside others: one line, while it runs trials."""
+        if not view.running:
+            return None
+        trials = ", ".join(f"{index}" + (f" epoch {trial['epoch']}/{trial['epochs']}" if trial["epoch"] else "")
+                           for index, trial in sorted(view.running.items()))
+        best = f"; {view.best.split(' (')[0]}" if view.best else ""
+        return Text(f"  {view.name}: {view.ran}/{view.budget} ran; trial {trials}{best}", no_wrap=True,
+                    overflow="ellipsis")
+
     def on_event(self, event: Any) -> None:
-        from pipeline.compare.campaign import CampaignStage, CampaignStarted, MethodSetAside
+        from pipeline.compare.campaign import CampaignStage, CampaignStarted, CampaignTogether, MethodSetAside
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
-        from pipeline.search.study import TrialEnded
+        from pipeline.search.studies import StudiesStarted, StudyFinished
+        from pipeline.search.study import StudyStarted, TrialEnded
         from pipeline.store import TrialStatus
 
         self.ctrl_c.check()
         if self.live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
-            self.live.study(self.searching)
-        if isinstance(event, SchemaUpgraded):
+            self.live.study(event.study or self.searching)
+        if isinstance(event, CampaignTogether):
+            self.header, self.study, self.together, self.searched_together = Text(""), None, {}, 0
+            if event.stage == "search":
+                done = f" ({event.done} searched already)" if event.done else ""
+                line = f"search {len(event.studies)} studies at once{done}: {', '.join(event.studies)}"
+                self.together = {name: StudyView(None) for name in event.studies}
+            else:
+                line = (f"re-train {len(event.studies)} studies at once on seeds 0-{event.seeds - 1}: "
+                        f"{', '.join(event.studies)}")
+            self.evaluation.name_study = True
+            print_line(stderr, line, markup=False, highlight=False)
+        elif isinstance(event, StudiesStarted):
+            print_line(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
+                       highlight=False)
+        elif isinstance(event, StudyFinished):
+            self.searched_together += 1
+        elif self.together and (view := self.together.get(event.name if isinstance(event, StudyStarted)
+                                                          else getattr(event, "study", ""))) is not None:
+            line = view.on_event(event)
+            if line and not isinstance(event, StudyStarted):
+                line = f"{view.name}: {line}"
+            if line:
+                print_line(stderr, line, markup=False, highlight=False)
+        elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
         elif isinstance(event, CampaignStarted):
             rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
@@ -102,7 +148,8 @@ def compare(
     mlflow: Mlflow = None,
     log_file: LogFile = DEFAULT_LOG_FILE,
     set_: Annotated[Optional[list[str]], typer.Option(
-        "--set", metavar="KEY=VALUE", help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
+        "--set", metavar="KEY=VALUE",
+        help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,
 ) -> None:
     """Tune and compare every method of a campaign.

@@ -34,6 +34,7 @@ class EvaluationView:
         self.named_trial = named_trial  # --trial K: not the best trial
         self.running: dict[int, str] = {}  # run number -> "VARIANT, seed S", for the line after a Ctrl-C
         self.stored = 0  # runs stored by this call
+        self.name_study = False  # several studies' runs at once (a campaign on workers): each line names its study
         if bars is not None:
             self.runs = bars.add_task("runs   ", total=None, status="")
             self.epochs = bars.add_task("epochs ", total=None, status="")
@@ -71,7 +72,9 @@ class EvaluationView:
             line = (f"run {event.number} of {event.total}: {event.variant}, seed {event.seed}: "
                     f"test acc {percent(event.test_accuracy)}%, {how}")
         if line:
-            print_line(stderr, line, markup=False, highlight=False)
+            study = getattr(event, "study", "")
+            named = self.name_study and study and not isinstance(event, EvaluationStarted)  # that one names it
+            print_line(stderr, f"{study}: {line}" if named else line, markup=False, highlight=False)
 
 
 Pick = Annotated[str, typer.Option(

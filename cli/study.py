@@ -15,10 +15,10 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept, resume_command
-from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu, Wide,
-                         Workers)
-from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr, stdout,
-                        terminal_width)
+from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu,
+                         Wide, Workers)
+from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr,
+                        stdout, terminal_width)
 from pipeline.errors import ServerLost, UserError
 from pipeline.report.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
@@ -173,7 +173,8 @@ def run(
     search_seed: Annotated[Optional[int], typer.Option(
         help="Override the study's search seed (Sobol points and the Gaussian process).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option(
-        "--set", metavar="KEY=VALUE", help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
+        "--set", metavar="KEY=VALUE",
+        help="Override a study field, e.g. --set budget.trials=5 --set params.epochs=3 (repeat).")] = None,
     log_file: LogFile = DEFAULT_LOG_FILE,
     workers: Workers = None,
     scheduler: Scheduler = None,
@@ -328,8 +329,8 @@ def report(
     """Print the best hyper-parameters of each method.
 
     The best combination of hyper-parameters per (data set, network, method), paper-style."""
-    from pipeline.report.study_tables import (best_table, compare_table, importance_table, model_pick_table, pareto_tables,
-                                 trials_table)
+    from pipeline.report.study_tables import (best_table, compare_table, importance_table, model_pick_table,
+                                              pareto_tables, trials_table)
     from pipeline.store import Store, sqlite_file
 
     fmt = output_format(format_, out)

@@ -9,6 +9,7 @@ methods with a comparison still open get the next round (ERM gets every round an
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,7 +18,7 @@ from pipeline.spec.campaign_config import REFERENCE, CampaignConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
-from pipeline.search.trial import OnEvent, TrialRunner
+from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner
 
 RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
 
@@ -47,6 +48,17 @@ class CampaignStage:
     study: str
     number: int  # 1-based among the stage's steps
     total: int
+    seeds: int = 0
+
+
+@dataclass(frozen=True)
+class CampaignTogether:
+    """On workers: the campaign searches `studies` at once (`done` others were searched already), or re-trains
+    them at once up to `seeds` seeds, every task's together."""
+
+    stage: str  # "search" | "re-train"
+    studies: tuple[str, ...]
+    done: int = 0
     seeds: int = 0
 
 
@@ -93,7 +105,13 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line
         record = store.save_campaign(campaign)
     summary = CampaignSummary(campaign.name)
-    with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):  # a lost or busy database: one line
+    # a lost or busy database: one line
+    with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):
+        if not isinstance(shared := runner(), (type(None), InProcessRunner)):  # workers: every study at once
+            with ExitStack() as stack:  # the cluster, started when first needed, closed at the end
+                _run_together(store, record, campaign, tasks, warnings, summary, db, device, on_event,
+                              _Shared(shared, stack), precision, log_file)
+            return summary
         for number, (task, config) in enumerate(tasks, start=1):
             task_record = record if task is None else record.task(task)
             on_event(CampaignStarted(campaign.name, campaign.methods, config.studies[REFERENCE].budget.trials,
@@ -167,3 +185,112 @@ def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, loo
                                    resplit=bool(campaign.evaluation.resplit),
                                    split_base=store.require_study(name).study.data.split_seed)
             summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())
+
+
+class _Shared:
+    """One runner for the whole campaign (one Dask cluster): started when a stage first enters it, closed with
+    `stack` (the campaign's end); each stage's `with` leaves it running."""
+
+    def __init__(self, runner: TrialRunner, stack: ExitStack) -> None:
+        self.runner, self.stack = runner, stack
+        self.entered = False
+
+    @property
+    def capacity(self) -> int:
+        return self.runner.capacity
+
+    def __enter__(self) -> _Shared:
+        if not self.entered:
+            self.stack.enter_context(self.runner)
+            self.entered = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, job: TrialJob) -> None:
+        self.runner.submit(job)
+
+    def wait(self, on_event: OnEvent) -> list[Outcome]:
+        return self.runner.wait(on_event)
+
+
+def _run_together(store: Store, record: CampaignRecord, campaign: CampaignConfig,
+                  tasks: list[tuple[str | None, CampaignConfig]], warnings: dict[str | None, str | None],
+                  summary: CampaignSummary, db: str | None, device: str, on_event: OnEvent, runner: _Shared,
+                  precision: str, log_file: str | Path) -> None:
+    """The campaign on workers: every task's studies still to search at once on `runner`, then each look's
+    re-training runs of every task at once (`_retrain_together`)."""
+    from pipeline.search.studies import run_studies
+
+    pending, searched = [], 0
+    for number, (task, config) in enumerate(tasks, start=1):
+        on_event(CampaignStarted(campaign.name, campaign.methods, config.studies[REFERENCE].budget.trials,
+                                 campaign.replicates, campaign.evaluation.looks(),
+                                 bool(campaign.evaluation.resplit), config.studies[REFERENCE].data.split_seed,
+                                 warnings[task], config.studies[REFERENCE].data, task, number, len(tasks)))
+        for replicate in range(config.replicates):
+            for method in config.methods:
+                study = config.study(method, replicate)
+                if _searched(store, study.name, study.budget.trials):
+                    searched += 1  # nothing to run: Ax is not even loaded
+                else:
+                    pending.append((config, method, study))
+    start = time.perf_counter()
+    set_aside: dict[str, dict[str, str]] = {config.name: {} for _, config in tasks}
+    if pending:
+        on_event(CampaignTogether("search", tuple(study.name for _, _, study in pending), searched))
+        results = run_studies([study for _, _, study in pending], runner, db, device, log_file, on_event, precision)
+        for (config, method, _), result in zip(pending, results):
+            summary.trials_run += result.completed + result.failed
+            if result.best is None:
+                why = set_aside[config.name][method] = result.stopped or "no completed trial"
+                on_event(MethodSetAside(method if config.name == summary.name else f"{config.name}: {method}", why))
+    summary.search_seconds += time.perf_counter() - start
+    for _, config in tasks:
+        summary.set_aside |= {method if config.name == summary.name else f"{config.name}: {method}": why
+                              for method, why in set_aside[config.name].items()}
+        if REFERENCE in set_aside[config.name]:
+            raise UserError(f"campaign {config.name}: ERM's study has no completed trial "
+                            f"({set_aside[config.name][REFERENCE]}); nothing can be compared with it")
+    start = time.perf_counter()
+    _retrain_together(store, [(record if task is None else record.task(task), config) for task, config in tasks],
+                      set_aside, summary, device, precision, on_event, runner)
+    summary.retrain_seconds += time.perf_counter() - start
+
+
+def _retrain_together(store: Store, tasks: list[tuple[CampaignRecord, CampaignConfig]],
+                      set_aside: dict[str, dict[str, str]], summary: CampaignSummary, device: str, precision: str,
+                      on_event: OnEvent, runner: _Shared) -> None:
+    """`_retrain` of every task at once: at each look, the runs of every task whose verdict is still open (ERM and
+    each open method, every replicate) on the shared runner together; a task's verdict is taken after each look
+    as alone, and a task settled at a look gets no later one."""
+    from pipeline.compare.evaluate import plan_evaluation, run_evaluations
+    from pipeline.compare.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
+
+    open_tasks = list(tasks)
+    for seeds in sorted({seeds for _, config in tasks for seeds in config.evaluation.looks()}):
+        plans = []
+        for record, config in list(open_tasks):
+            looks = config.evaluation.looks()
+            if seeds not in looks:
+                continue
+            compared = [m for m in config.methods if m not in set_aside[config.name]]
+            comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks,
+                                                 config.replicates)
+            needing = methods_needing_seeds(comparisons, compared)
+            if not needing:
+                open_tasks.remove((record, config))
+                continue
+            for method in [REFERENCE, *needing]:
+                for replicate in range(config.replicates):
+                    name = config.study(method, replicate).name
+                    plans.append(plan_evaluation(store, name, seeds, pick=config.evaluation.pick,
+                                                 resplit=bool(config.evaluation.resplit),
+                                                 split_base=store.require_study(name).study.data.split_seed))
+        if not plans:
+            if not open_tasks:
+                return
+            continue
+        on_event(CampaignTogether("re-train", tuple(plan.study.name for plan in plans), seeds=seeds))
+        summary.runs_trained += run_evaluations(store, plans, device, on_event, precision, runner)

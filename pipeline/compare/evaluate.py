@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -268,6 +269,7 @@ class RunStarted:
     number: int  # 1-based among the runs this call makes
     total: int
     epochs: int
+    study: str = ""  # the run's study (a campaign re-trains several at once on workers)
 
 
 @dataclass(frozen=True)
@@ -279,6 +281,7 @@ class RunEnded:
     test_accuracy: float
     seconds: float
     shared_with: str | None = None  # the study whose stored run was copied instead of training it again
+    study: str = ""
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,7 @@ class RunLost:
     variant: str
     seed: int
     reason: str
+    study: str = ""
 
 
 LOST_LIMIT = 3  # a run lost this many times stops the evaluate (its worker keeps dying: out of memory)
@@ -372,29 +376,90 @@ def run_evaluation(store: Store, plan: Plan, device: str = "auto",
     train several at once). Holds the study's lock, so an evaluate and a `run` of the same study (or two
     evaluates) never write at once: each run is stored only while the lock is held, and a lost lock stops
     a run in training. A server lost mid-run (the database's, the Dask scheduler) stops it with ServerLost."""
-    resolve_device(device)  # no GPU for --device cuda: refused before anything is stored
-    # a lost database server, or one another process keeps locked: one line
-    with store.reporting_loss(f"evaluate study {plan.study.name}"), store.lock_study(plan.study) as lock:
-        def progress(event: Any) -> None:
-            lock.stop_if_lost()
-            on_event(event)
+    return run_evaluations(store, [plan], device, on_event, precision, runner)
 
-        missing = missing_runs(store, plan)
-        shared = shared_runs(store, plan, missing)
-        on_event(EvaluationStarted(plan.study.name, plan.trial_index, len(plan.variants) * len(plan.seeds),
-                                   len(plan.variants) * len(plan.seeds) - len(missing), len(shared)))
-        copies = [(v, s) for v, s in missing if (v.name, s) in shared]  # first: they take no time
-        for number, (variant, seed) in enumerate(copies, start=1):
-            study_name, run = shared[(variant.name, seed)]
-            lock.check()
-            store.copy_evaluation(plan.study.id, variant.name, plan.trial_index, run, lock=lock)
-            kill_point(f"after-evaluation-{number}")
-            on_event(RunEnded(variant.name, seed, number, len(missing), run.metrics["test_accuracy"], 0.0, study_name))
-        to_train = [(number, variant, seed) for number, (variant, seed)
-                    in enumerate([m for m in missing if m not in copies], start=len(copies) + 1)]
-        if to_train:
-            _Training(store, plan, lock, len(missing), len(copies), device, progress).run(to_train, precision, runner)
-    return len(missing)
+
+def run_evaluations(store: Store, plans: list[Plan], device: str = "auto",
+                    on_event: Callable[[Any], None] = lambda event: None, precision: str = "auto",
+                    runner: TrialRunner | None = None) -> int:
+    """`run_evaluation` of several plans (each of its own study) at once: every plan's study locked, its copies
+    stored, then every plan's runs to train sharing `runner`, each stored by its plan as it ends. Returns how
+    many runs were stored."""
+    resolve_device(device)  # no GPU for --device cuda: refused before anything is stored
+    doing = f"evaluate study {plans[0].study.name}" if len(plans) == 1 else f"evaluate {len(plans)} studies"
+    missing_count, trainings = 0, []
+    # a lost database server, or one another process keeps locked: one line
+    with store.reporting_loss(doing), ExitStack() as stack:
+        for plan in plans:
+            lock = stack.enter_context(store.lock_study(plan.study))
+            training, missing = _copies_stored(store, plan, lock, device, on_event)
+            missing_count += missing
+            if training is not None:
+                trainings.append(training)
+        if trainings:
+            _train_together(trainings, precision, runner, on_event)
+    return missing_count
+
+
+def _copies_stored(store: Store, plan: Plan, lock: StudyLock, device: str,
+                   on_event: Callable[[Any], None]) -> tuple[_Training | None, int]:
+    """Store `plan`'s missing runs stored before for another study (copies); returns what is left to train (None:
+    nothing) and how many runs were missing."""
+    def progress(event: Any) -> None:
+        lock.stop_if_lost()
+        on_event(event)
+
+    missing = missing_runs(store, plan)
+    shared = shared_runs(store, plan, missing)
+    on_event(EvaluationStarted(plan.study.name, plan.trial_index, len(plan.variants) * len(plan.seeds),
+                               len(plan.variants) * len(plan.seeds) - len(missing), len(shared)))
+    copies = [(v, s) for v, s in missing if (v.name, s) in shared]  # first: they take no time
+    for number, (variant, seed) in enumerate(copies, start=1):
+        study_name, run = shared[(variant.name, seed)]
+        lock.check()
+        store.copy_evaluation(plan.study.id, variant.name, plan.trial_index, run, lock=lock)
+        kill_point(f"after-evaluation-{number}")
+        on_event(RunEnded(variant.name, seed, number, len(missing), run.metrics["test_accuracy"], 0.0, study_name,
+                          plan.study.name))
+    to_train = [(number, variant, seed) for number, (variant, seed)
+                in enumerate([m for m in missing if m not in copies], start=len(copies) + 1)]
+    if not to_train:
+        return None, len(missing)
+    training = _Training(store, plan, lock, len(missing), len(copies), device, progress)
+    training.plan_runs(to_train)
+    return training, len(missing)
+
+
+def _train_together(trainings: list[_Training], precision: str, runner: TrialRunner | None,
+                    on_event: Callable[[Any], None]) -> None:
+    """Train every run of `trainings` on one runner, up to its capacity at once (one plan's in its order, several
+    plans' seed by seed); each outcome goes back to its plan (by its job's study), which stores it or, its worker
+    dead, has it run again first."""
+    from pipeline.search.trial import InProcessRunner
+
+    by_study = {training.plan.study.study.name: training for training in trainings}
+    waiting = [(training, job) for training in trainings for job in training.jobs(precision)]
+    if len(trainings) > 1:  # seed by seed across the plans: the runs of one seed share a split, loaded once
+        waiting.sort(key=lambda pair: pair[1].seed)
+    running: dict[tuple[str, int], Any] = {}
+
+    def progress(event: Any) -> None:
+        training = by_study.get(getattr(event, "study", ""))
+        (training.on_event if training is not None else trainings[0].on_event)(event)
+
+    with runner or InProcessRunner() as active:
+        while waiting or running:
+            while waiting and len(running) < active.capacity:
+                training, job = waiting.pop(0)
+                active.submit(job)
+                running[(job.study.name, job.trial_index)] = job
+                training.started(job.trial_index)
+            for outcome in active.wait(progress):
+                name = outcome.study or next(iter(by_study))  # a runner that does not name it runs one plan's
+                job = running.pop((name, outcome.trial_index))
+                training = by_study[name]
+                if not training.ended(outcome):
+                    waiting.insert(0, (training, job))
 
 
 class _Training:
@@ -407,27 +472,20 @@ class _Training:
         self.requested, self.device, self.on_event = device, str(resolve_device(device)), on_event
         self.lost: dict[int, int] = {}  # run number -> times its worker died
 
-    def run(self, runs: list[tuple[int, Variant, int]], precision: str, runner: TrialRunner | None) -> None:
-        """Train each (number, variant, seed) until it is stored; a job's trial_index is its run's number."""
-        from pipeline.search.trial import InProcessRunner
-
+    def plan_runs(self, runs: list[tuple[int, Variant, int]]) -> None:
+        """The (number, variant, seed) runs to train; a weights file that does not fit the data is refused here."""
         self.runs = {number: (variant, seed) for number, variant, seed in runs}
-        jobs = {number: evaluation_job(self.plan, variant, seed, number, self.requested, precision)
-                for number, variant, seed in runs}
         self.check_weights(runs[0][1], runs[0][2])
-        waiting, running = list(jobs), set()
-        with runner or InProcessRunner() as active:
-            while waiting or running:
-                while waiting and len(running) < active.capacity:
-                    number = waiting.pop(0)
-                    active.submit(jobs[number])
-                    running.add(number)
-                    variant, seed = self.runs[number]
-                    self.on_event(RunStarted(variant.name, seed, number, self.total, int(variant.params["epochs"])))
-                for outcome in active.wait(self.on_event):
-                    running.discard(outcome.trial_index)
-                    if not self.ended(outcome):
-                        waiting.insert(0, outcome.trial_index)
+
+    def jobs(self, precision: str) -> list[TrialJob]:
+        """A job for each run to train; a job's trial_index is its run's number."""
+        return [evaluation_job(self.plan, variant, seed, number, self.requested, precision)
+                for number, (variant, seed) in self.runs.items()]
+
+    def started(self, number: int) -> None:
+        variant, seed = self.runs[number]
+        self.on_event(RunStarted(variant.name, seed, number, self.total, int(variant.params["epochs"]),
+                                 self.plan.study.name))
 
     def check_weights(self, variant: Variant, seed: int) -> None:
         """A weights file that does not fit the data is refused before any run trains."""
@@ -446,7 +504,7 @@ class _Training:
             if self.lost[outcome.trial_index] >= LOST_LIMIT:
                 raise TrainingFailed(f"{where} was lost {LOST_LIMIT} times ({outcome.lost}); "
                                      "the runs stored so far are kept")
-            self.on_event(RunLost(variant.name, seed, outcome.lost))
+            self.on_event(RunLost(variant.name, seed, outcome.lost, self.plan.study.name))
             return False
         if outcome.error is not None:
             raise TrainingFailed(f"{where} failed: {outcome.error}; the runs stored so far are kept")
@@ -455,7 +513,7 @@ class _Training:
         self.stored += 1
         kill_point(f"after-evaluation-{self.stored}")
         self.on_event(RunEnded(variant.name, seed, outcome.trial_index, self.total, outcome.result.test.accuracy,
-                               outcome.result.train_seconds))
+                               outcome.result.train_seconds, study=self.plan.study.name))
         return True
 
     def store_run(self, variant: Variant, seed: int, result: RunResult) -> None:

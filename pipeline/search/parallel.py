@@ -100,12 +100,14 @@ def train_on_worker(job: TrialJob) -> Outcome:
 
     from pipeline.training.trainer import EpochEnd
 
-    worker = get_worker()
-    worker.log_event(EVENTS, {"trial": job.trial_index, "name": str(worker.name), "started": time.time()})
+    worker, study = get_worker(), job.study.name
+    worker.log_event(EVENTS, {"trial": job.trial_index, "study": study, "name": str(worker.name),
+                              "started": time.time()})
 
     def progress(event: Any) -> None:
         if isinstance(event, EpochEnd):
-            worker.log_event(EVENTS, {"trial": job.trial_index, "epoch": event.epoch, "epochs": event.epochs})
+            worker.log_event(EVENTS, {"trial": job.trial_index, "study": study, "epoch": event.epoch,
+                                      "epochs": event.epochs})
 
     return trial_outcome(job, progress)
 
@@ -148,7 +150,7 @@ class DaskRunner:
                  trials_per_gpu: int = 1) -> None:
         self.device, self.log_file = device, log_file
         self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
-        self.futures: dict[Any, int] = {}  # future -> trial index
+        self.futures: dict[Any, TrialJob] = {}  # future -> its job
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
         self.capacity = 0
 
@@ -190,7 +192,7 @@ class DaskRunner:
     def submit(self, job: TrialJob) -> None:
         self.check_connected()
         future = self.client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
-        self.futures[future] = job.trial_index
+        self.futures[future] = job
 
     def check_connected(self) -> None:
         """ServerLost when the client has lost its scheduler: Dask then cancels every task it had sent, and the
@@ -219,17 +221,18 @@ class DaskRunner:
                 break
         outcomes = []
         for future in done:
-            trial_index = self.futures.pop(future)
+            job = self.futures.pop(future)
+            trial_index, study = job.trial_index, job.study.name
             if future.status == "finished":
                 outcome = future.result()
             elif future.status == "cancelled":
-                outcome = Outcome(trial_index, lost="its task was cancelled")
+                outcome = Outcome(trial_index, lost="its task was cancelled", study=study)
             elif isinstance(error := future.exception(), KilledWorker):
-                outcome = Outcome(trial_index, lost="its worker process died")
+                outcome = Outcome(trial_index, lost="its worker process died", study=study)
             elif isinstance(error, UserError):
                 raise error
             else:  # the task itself broke on the way (e.g. could not be unpickled on the worker)
-                outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}")
+                outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}", study=study)
             outcomes.append(outcome)
         return outcomes
 
@@ -240,6 +243,7 @@ class DaskRunner:
             except queue.Empty:
                 return
             if "started" in event:
-                on_event(TrialRunning(event["trial"], event["name"]))  # Dask sets "worker" to its address
+                # Dask sets "worker" to its address
+                on_event(TrialRunning(event["trial"], event["name"], event.get("study", "")))
             else:
-                on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"]))
+                on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"], event.get("study", "")))

@@ -16,7 +16,8 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.training.models import check_weights
-from pipeline.store import DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus, best_trial, trials_ran
+from pipeline.store import (DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus,
+                            best_trial, trials_ran)
 from pipeline.spec.study_config import StudyConfig
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -41,6 +42,7 @@ class TrialStarted:
     number: int  # 1-based position in the budget
     budget: int
     parameters: dict[str, Any]
+    study: str = ""  # the trial's study (several run at once in a campaign on workers)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class TrialEnded:
     best: tuple[float, int, dict[str, Any]] | None  # best objective so far, its trial, its parameters
     prefixes: int = 0  # epoch prefixes of this trial told to Ax as observations of their own
     stopped_at: int | None = None  # the epoch early stopping ended it at
+    study: str = ""
 
 
 @dataclass
@@ -227,23 +230,37 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     check_can_train(study, device, precision)
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
-        known = store.study(study.name)
-        study = settle_stored(study, known)
-        if known is not None and (differing := known.study.differences(study)):
-            _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
-        log_path = quiet_libraries(log_file)
-        stored, study = open_study(store, study)
+        stored, study, log_path = prepare_study(store, study, log_file)
         with store.lock_study(stored) as lock, runner:
-            from pipeline.search.ax import Searcher  # after quiet_libraries: importing Ax prints otherwise
-
-            loop = StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
-                             StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
-                             on_event, device, precision)
+            loop = new_loop(store, stored, study, lock, trials, log_path, on_event, device, precision)
             loop.run(runner)
             loop.predict()
         loop.summary.best = loop.best()
     loop.summary.seconds = time.perf_counter() - start
     return loop.summary
+
+
+def prepare_study(store: Store, study: StudyConfig, log_file: str | Path) -> tuple[StudyRecord, StudyConfig, Path]:
+    """The stored study of `study`'s name, created when new (`open_study`), `study` as stored, and the library log
+    the libraries' output now goes to; a different study stored under the name is refused before the log is made."""
+    known = store.study(study.name)
+    study = settle_stored(study, known)
+    if known is not None and (differing := known.study.differences(study)):
+        _refuse_other_study(study, differing)  # before the log file: a refusal creates nothing
+    log_path = quiet_libraries(log_file)
+    stored, study = open_study(store, study)
+    return stored, study, log_path
+
+
+def new_loop(store: Store, stored: StudyRecord, study: StudyConfig, lock: StudyLock, trials: int | None,
+             log_path: Path, on_event: OnEvent, device: str, precision: str) -> StudyLoop:
+    """A study's loop, its searcher loaded from the database and reconciled with our table (`reconcile`);
+    `lock` must be held."""
+    from pipeline.search.ax import Searcher  # after quiet_libraries: importing Ax prints otherwise
+
+    return StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
+                     StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
+                     on_event, device, precision)
 
 
 class StudyLoop:
@@ -268,10 +285,12 @@ class StudyLoop:
         if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
             summary.stopped = too_many_failures(self.failures_in_a_row, last_error)  # an earlier run stopped here
 
-    def run(self, runner: TrialRunner) -> None:
-        budget = self.summary.budget
-        self.on_event(StudyStarted(self.study.name, self.ran, budget, self.ran > 0 or bool(self.requeued),
+    def started(self) -> None:
+        self.on_event(StudyStarted(self.study.name, self.ran, self.summary.budget, self.ran > 0 or bool(self.requeued),
                                    [self.searcher.parameters(index) for index in self.requeued]))
+
+    def run(self, runner: TrialRunner) -> None:
+        self.started()
         try:
             while True:
                 while self.has_room(runner) and (job := self.ask()) is not None:
@@ -316,7 +335,8 @@ class StudyLoop:
         self.running[index] = (row, time.time())
         self.summary.storage_seconds += time.perf_counter() - tick
         self.summary.new_trials.append(index)
-        self.on_event(TrialStarted(index, self.ran + len(self.running), self.summary.budget, parameters))
+        self.on_event(TrialStarted(index, self.ran + len(self.running), self.summary.budget, parameters,
+                                   self.study.name))
         return TrialJob(self.study, index, parameters, self.study.seed, self.device, self.precision, self.stop_rule())
 
     def stop_rule(self) -> StopRule | None:
@@ -365,7 +385,8 @@ class StudyLoop:
         if status != TrialStatus.INTERRUPTED:
             self.ran += 1
             self.count(status, error)
-        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at))
+        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at,
+                                 self.study.name))
 
     def tell_prefixes(self, trial: TrialRecord, trials: list[TrialRecord]) -> int:
         """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
@@ -412,12 +433,16 @@ class StudyLoop:
         and Ax is not told, so they stay pending there and the next run requeues them (see `reconcile`); then
         re-raise. A loop that lost the study's lock writes nothing more: the study is another process's now,
         or the database cannot be reached (its trials are left running, and the next run requeues them)."""
-        if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
-            self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
-                                                lock=self.lock)
+        self.interrupt(stop)
         if isinstance(stop, KeyboardInterrupt) and self.running:
             raise StudyInterrupted(self.study.name, sorted(self.running)) from None
         raise stop
+
+    def interrupt(self, stop: BaseException) -> None:
+        """Store the running trials as interrupted (see `stop_running`), where this loop may still write."""
+        if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
+            self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
+                                                lock=self.lock)
 
     def predict(self) -> None:
         """When trials completed in this run: the study's GP's prediction of every completed trial, stored (the

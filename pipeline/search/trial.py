@@ -46,6 +46,7 @@ class Outcome:
     details: str = ""  # the traceback's last frames
     lost: str | None = None  # why the trial stopped without an end
     started: float | None = None  # time.time() when training started
+    study: str = ""  # the job's study's name: with several studies on one runner, the loop it goes back to
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class TrialRunning:
 
     trial_index: int
     worker: str
+    study: str = ""  # the trial's study (several may share the workers: a campaign)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class TrialEpoch:
     trial_index: int
     epoch: int
     epochs: int
+    study: str = ""
 
 
 @functools.lru_cache(maxsize=2)
@@ -82,7 +85,8 @@ def run_trial(study: StudyConfig, parameters: dict[str, Any], seed: int, device:
     stop = stopping(stop_rule, study.objective) if study.budget.seeds_per_trial == 1 else None
     for run_seed in range(seed, seed + study.budget.seeds_per_trial):
         config = study.train_config(parameters, run_seed, device, precision)
-        runs.append(train(config, dataset_for(config.data, str(resolve_device(device))), progress, stop).without_model())
+        dataset = dataset_for(config.data, str(resolve_device(device)))
+        runs.append(train(config, dataset, progress, stop).without_model())
     return over_seeds(runs)
 
 
@@ -107,13 +111,15 @@ def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
         raise
     except Exception as error:  # diverged, out of memory, a bad combination: recorded, the study goes on
         return Outcome(job.trial_index, error=f"{type(error).__name__}: {error}",
-                       details=traceback.format_exc(limit=-3), started=started)
-    return Outcome(job.trial_index, result=result, started=started)
+                       details=traceback.format_exc(limit=-3), started=started, study=job.study.name)
+    return Outcome(job.trial_index, result=result, started=started, study=job.study.name)
 
 
 class TrialRunner(Protocol):
     """Where a study's trials train: up to `capacity` at once; `submit` hands one over, `wait` returns
-    the outcomes of those that ended (at least one), passing progress events on meanwhile."""
+    the outcomes of those that ended (at least one), passing progress events on meanwhile. Several studies
+    may share one runner (a campaign's, pipeline/search/studies.py): each outcome and progress event names
+    its job's study."""
 
     capacity: int
 

@@ -16,7 +16,8 @@ from conftest import texts_off_canvas
 from pipeline.spec.campaign_config import parse_campaign
 from pipeline.compare.stats import holm, paired_difference, simultaneous_confidence
 from pipeline.store import Store
-from pipeline.compare.verdict import BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds, sequential_comparisons
+from pipeline.compare.verdict import (BETTER, METRICS, NO_DIFFERENCE, WORSE, methods_needing_seeds,
+                                      sequential_comparisons)
 import helpers
 from helpers import DATA
 
@@ -241,7 +242,8 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
     assert len(picture.figure.axes) == len(METRICS)
     assert texts_off_canvas(picture) == []
     page = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
-    assert page.returncode == 0 and "data:image/png;base64," in page.stdout and "Verdict of campaign trio" in page.stdout
+    assert page.returncode == 0 and "data:image/png;base64," in page.stdout
+    assert "Verdict of campaign trio" in page.stdout
 
 
 def test_the_complete_html_page_of_a_campaigns_studies_holds_its_verdict_and_comparison(campaign, cli, tmp_path):
@@ -471,7 +473,8 @@ def test_behind_erm_for_a_method_that_contains_erm_is_read_as_a_search_that_chos
         values["ls"][m][(0, 0)] -= 0.001
     verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "ls": {"lr_head": 0.1, "alpha": 0.3}})
     assert "ls falls behind ERM" in verdict.reading
-    assert "ls contains ERM (ls at alpha = 0), so behind ERM after tuning means its search chose badly" in verdict.reading
+    assert ("ls contains ERM (ls at alpha = 0), so behind ERM after tuning means its search chose badly"
+            in verdict.reading)
 
 
 def test_a_search_replicate_draws_its_split_again_only_when_the_campaign_resplits():

@@ -23,7 +23,8 @@ from conftest import free_port
 # Long enough to be killed in the middle: the kills follow a poll of the trials' rows, and a worker's trial
 # also loads the libraries and the data first; every epoch more is trained again by the run that goes on.
 SLOW = FAST.replace("epochs = 1", "epochs = 2")
-# ERM at the quickstart's learning rates: on 1 and 2 torch threads its numbers differ unless the trainer fixes the count.
+# ERM at the quickstart's learning rates: on 1 and 2 torch threads its numbers differ unless the trainer fixes the
+# count.
 SUMS = "epochs = 1\nlr_backbone = 0.05\nmomentum = 0.0\nlr_head = { low = 0.02, high = 0.1 }"
 
 
@@ -152,7 +153,8 @@ def dask_cluster(tmp_path):
     scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
                                   "--no-dashboard"], stdout=log, stderr=log, start_new_session=True)
     worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard"],
-                              stdout=log, stderr=log, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                              stdout=log, stderr=log, start_new_session=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         with Client(address, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)
