@@ -4,6 +4,7 @@ resumed without a lost or duplicated trial or run."""
 import os
 import signal
 import subprocess
+import tempfile
 import sqlite3
 from pathlib import Path
 
@@ -68,16 +69,19 @@ def compare(path: Path, db: Path, kill_at: str | None) -> subprocess.CompletedPr
     kill, are killed with it."""
     env = {**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1",
            **({"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})}
-    process = subprocess.Popen([ROBUST_TUNE, "compare", str(path), "--db", str(db), "--device", "cpu", "--log-file",
-                                str(db.with_suffix(".log")), "--workers", "2"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True, env=env,
-                               preexec_fn=default_sigint)
-    out, err = process.communicate(timeout=300)
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:  # files: no pipe to fill
+        process = subprocess.Popen([ROBUST_TUNE, "compare", str(path), "--db", str(db), "--device", "cpu",
+                                    "--log-file", str(db.with_suffix(".log")), "--workers", "2"], stdout=out,
+                                   stderr=err, text=True, start_new_session=True, env=env, preexec_fn=default_sigint)
+        try:
+            process.wait(timeout=300)
+        finally:  # its orphaned workers go at once, before their next heartbeat finds the scheduler gone and logs it
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out.seek(0), err.seek(0)
+        return subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read())
 
 
 def test_a_campaign_on_workers_killed_in_its_searches_and_in_its_re_training_resumes_without_a_duplicate(tmp_path):

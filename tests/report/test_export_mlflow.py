@@ -75,8 +75,10 @@ def test_a_study_exports_as_a_parent_run_with_a_nested_run_per_trial_equal_to_th
         run = nested[str(trial.trial_index)]
         assert run.info.status == "FINISHED" and run.data.tags["state"] == "completed"
         assert run.data.params == {k: str(v) for k, v in trial.parameters.items()}
-        assert run.data.metrics == pytest.approx(
-            {**trial.metrics, **{k: v for k, v in run.data.metrics.items() if k.startswith("epoch_")}})
+        facts = {"train_seconds": trial.train_seconds, "distinct_per_batch": trial.distinct_per_batch}
+        assert run.data.metrics == pytest.approx(  # the metrics, and beside them the run's time and batches
+            {**trial.metrics, **{k: v for k, v in facts.items() if v is not None},
+             **{k: v for k, v in run.data.metrics.items() if k.startswith("epoch_")}})
         assert run.data.tags["robust_tune.best"] == str(trial is best).lower()
         losses = client.get_metric_history(run.info.run_id, "epoch_train_loss")
         assert [(m.step, m.value) for m in losses] == [(e.epoch, pytest.approx(e.train_loss)) for e in trial.epochs]

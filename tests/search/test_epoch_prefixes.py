@@ -59,7 +59,7 @@ def test_a_study_searching_epochs_tells_ax_every_prefix_and_each_is_exact(tmp_pa
     assert {i: p for i, (_, p) in ax.items()} == {t.trial_index: t.parameters for t in trials}
     prefix = next(t for t in trials if t.prefix_of is not None)
     alone = run_trial(study, prefix.parameters, study.seed, "cpu")
-    assert {k: alone[k] for k in prefix.metrics} == prefix.metrics
+    assert {k: alone.metrics[k] for k in prefix.metrics} == prefix.metrics
 
 
 def test_a_study_killed_before_its_prefixes_resumes_without_duplicating_them(tmp_path):
