@@ -11,10 +11,11 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from cli.app import app
-from cli.options import (BenchFormat, Device, Initial, MarkdownAlias, MarkdownFormat, PlotForce, Processes,
+from cli.options import (BenchFormat, Device, Initial, MarkdownAlias, PlotForce, Processes,
                          Rounds, chosen_format)
-from cli.render import stderr, stdout
+from cli.render import print_tables, stderr, stdout
 from pipeline.errors import UserError
+from pipeline.report.tables import Table as ReportTable
 
 # The flags that chose a benchmark before each had its own subcommand, and that subcommand.
 OLD_MODES = {"--study": "study", "--search": "search", "--prefixes": "prefixes", "--parallel": "parallel",
@@ -183,15 +184,14 @@ def bench_study(
     = 224,
     epochs: Annotated[Optional[int], typer.Option(
         min=1, help="Fix each trial's epochs (default: searched in [21, 60], as the study file says).")] = None,
-    format_: MarkdownFormat = "table",
+    format_: BenchFormat = "table",
     markdown: MarkdownAlias = False,
 ) -> None:
     """Time a whole GI-LS study, alone and with trials at once.
 
     The wall time of the GI-LS paper's MT-Defect ResNet18 study (studies/paper/gils-mt-defect-resnet18.toml)
     on generated images of MT-Defect's size, one trial at a time and with --workers trials at once."""
-    _markdown(format_, markdown)
-    _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs)
+    _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs, _markdown(format_, markdown))
 
 
 # Search seeds per strategy and problem by default: every default strategy on every problem in under 30 minutes on
@@ -258,15 +258,14 @@ def bench_parallel(
     epochs: Annotated[int, typer.Option(min=1, help="Each trial's epochs.")] = 10,
     threads: Annotated[int, typer.Option(min=1, max=64, help="torch's CPU threads of each trial.")] = 1,
     rounds: Rounds = 5,
-    format_: MarkdownFormat = "table",
+    format_: BenchFormat = "table",
     markdown: MarkdownAlias = False,
 ) -> None:
     """Time trials in this process against trials on Dask workers.
 
     A quickstart trial's seconds in this process and on a Dask worker, then trials per hour one at a time
     and on clusters of --workers workers, on the CPU."""
-    _markdown(format_, markdown)
-    _print_parallel(epochs, threads, rounds, trials, tuple(workers or (1, 2)))
+    _print_parallel(epochs, threads, rounds, trials, tuple(workers or (1, 2)), _markdown(format_, markdown))
 
 
 @bench_app.command("startup")
@@ -275,18 +274,23 @@ def bench_startup(
     db: Annotated[Optional[str], typer.Option(
         envvar="ROBUST_TUNE_DB", help="The database report and studies read (default "
                                       "runs/robust-tune.db).")] = None,
-    format_: MarkdownFormat = "table",
+    format_: BenchFormat = "table",
     markdown: MarkdownAlias = False,
 ) -> None:
     """Time how fast --help, methods, report and studies answer.
 
     Each in a fresh process, as a ratio to a bare `import typer, rich`."""
-    _markdown(format_, markdown)
-    _print_startup(db or "runs/robust-tune.db", rounds)
+    _print_startup(db or "runs/robust-tune.db", rounds, _markdown(format_, markdown))
 
 
-def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None) -> None:
-    """The study benchmark's wall times, always as a Markdown table."""
+def _print_results(tables: list[ReportTable], markdown: bool) -> None:
+    """A benchmark's tables on the terminal, or as Markdown for the README (`--format markdown`)."""
+    print_tables(tables, "markdown" if markdown else "table", None, wide=True)
+
+
+def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size: int, epochs: int | None,
+                 markdown: bool) -> None:
+    """The study benchmark's wall times."""
     from pipeline.bench.steps import machine
     from pipeline.bench.study import study_benchmark
 
@@ -294,16 +298,16 @@ def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size:
         timings = study_benchmark(device, workers, trials, image_size, epochs,
                                   report=lambda message: status.update(message))
     alone = timings[0].seconds
-    lines = [f"{'one at a time' if t.workers == 0 else f'{t.workers} at once'} | {t.seconds:.0f} | "
-             f"{alone / t.seconds:.2f}x | {t.completed} | {t.failed}" for t in timings]
-    print(f"{trials}-trial GI-LS study, MT-Defect-sized ({image_size} px), ResNet18; {machine()}.\n")
-    print("| trials | wall (s) | speed-up | completed | failed |\n|---|---:|---:|---:|---:|")
-    for line in lines:
-        print(f"| {line} |")
+    rows = [["one at a time" if t.workers == 0 else f"{t.workers} at once", f"{t.seconds:.0f}",
+             f"{alone / t.seconds:.2f}x", str(t.completed), str(t.failed)] for t in timings]
+    _print_results([ReportTable(f"{trials}-trial GI-LS study, MT-Defect-sized ({image_size} px), ResNet18",
+                                ["trials", "wall (s)", "speed-up", "completed", "failed"], rows,
+                                [f"Measured on {machine()}."])], markdown)
 
 
-def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers: tuple[int, ...]) -> None:
-    """The parallel benchmark's two tables, always Markdown, with the load the machine was under."""
+def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers: tuple[int, ...],
+                    markdown: bool) -> None:
+    """The parallel benchmark's two tables, with the load the machine was under."""
     import os
 
     from pipeline.library_logs import quiet_libraries
@@ -317,27 +321,30 @@ def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers
         bench = parallel_benchmark(epochs, threads, rounds, trials, workers, str(log_file),
                                    report=lambda message: status.update(message))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    print(f"Quickstart trials (small CNN, {bench.epochs} epochs, {bench.threads} torch thread(s)) on {bench.cores} "
-          f"cores, load average {load}; medians of {rounds} rounds; the same metrics in every arm: "
-          f"{'yes' if bench.same_numbers else 'NO'}.\n")
-    print("| one trial | train (s) | wall (s) | ratio to this process |\n|---|---:|---:|---:|")
-    for row in bench.trial:
-        print(f"| {row.arm} | {row.train_seconds:.2f} | {row.wall_seconds:.2f} | {row.ratio:.2f}x |")
-    print(f"\n| {trials} trials per round | start-up (s) | trials per hour | ratio to one at a time | a trial's "
-          "train (s) |\n|---|---:|---:|---:|---:|")
-    for line in bench.throughput:
-        print(f"| {line.arm} | {line.start_seconds:.1f} | {line.trials_per_hour:.0f} | {line.ratio:.2f}x | "
-              f"{line.trial_seconds:.2f} |")
+    setting = (f"Quickstart trials (small CNN, {bench.epochs} epochs, {bench.threads} torch thread(s)) on "
+               f"{bench.cores} cores, load average {load}; medians of {rounds} rounds; the same metrics in every arm: "
+               f"{'yes' if bench.same_numbers else 'NO'}.")
+    one = ReportTable("One trial", ["one trial", "train (s)", "wall (s)", "ratio to this process"],
+                      [[row.arm, f"{row.train_seconds:.2f}", f"{row.wall_seconds:.2f}", f"{row.ratio:.2f}x"]
+                       for row in bench.trial], [setting])
+    many = ReportTable("Trials per hour", [f"{trials} trials per round", "start-up (s)", "trials per hour",
+                                           "ratio to one at a time", "a trial's train (s)"],
+                       [[line.arm, f"{line.start_seconds:.1f}", f"{line.trials_per_hour:.0f}", f"{line.ratio:.2f}x",
+                         f"{line.trial_seconds:.2f}"] for line in bench.throughput])
+    _print_results([one, many], markdown)
 
 
-def _print_startup(db: str, rounds: int) -> None:
+def _print_startup(db: str, rounds: int, markdown: bool) -> None:
+    """How fast the reading commands answer, each as a ratio to a bare `import typer, rich`."""
     from pipeline.bench.startup import BASELINE, measure_startup
 
     with stderr.status("measuring start-up"):
         seconds = measure_startup(db, rounds)
-    print("| command | start-up (s) | ratio to `import typer, rich` |\n|---|---:|---:|")
-    for name, value in seconds.items():
-        print(f"| `{name}` | {value:.2f} | {value / seconds[BASELINE]:.1f}x |")
+    name = (lambda command: f"`{command}`") if markdown else str
+    _print_results([ReportTable(f"Start-up, the median of {rounds} rounds",
+                                ["command", "start-up (s)", "ratio to `import typer, rich`"],
+                                [[name(command), f"{value:.2f}", f"{value / seconds[BASELINE]:.1f}x"]
+                                 for command, value in seconds.items()])], markdown)
 
 
 def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,

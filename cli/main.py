@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         context = getattr(error, "ctx", None)  # the command the error is about: its own --help
         command = context.command_path if context is not None else "robust-tune"
-        errors.print(f"[bold red]error:[/] {error.format_message()} (see {command} --help)",
+        errors.print(f"[bold red]error:[/] {escape(error.format_message())} (see {command} --help)",
                      markup=True, soft_wrap=True)
         sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):

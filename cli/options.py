@@ -57,5 +57,3 @@ Rounds = Annotated[int, typer.Option(min=1, help="Timed rounds; the median is re
 Initial = Annotated[int, typer.Option(min=1, help="Sobol trials before the GP in each search.")]
 Processes = Annotated[int, typer.Option(min=1, max=256, help="Searches at once, each in its own process.")]
 PlotForce = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file.")]
-MarkdownFormat = Annotated[str, typer.Option(
-    "--format", help="table or markdown: this benchmark's tables are Markdown either way.")]

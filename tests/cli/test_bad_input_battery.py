@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store
-from helpers import add_study, one_line, snapshot, STUDIES
+from helpers import ROOT, STUDIES, add_study, one_line, snapshot
 
 QUICKSTART = (STUDIES / "quickstart.toml").read_text()
 CAMPAIGN = (STUDIES / "digits-campaign.toml").read_text()
@@ -113,6 +113,8 @@ OPTIONS = [
     ("bench-old-flag-refused-input", ["bench", "--search", "--problem", "nope"], "robust-tune bench search"),
     ("bench-two-old-flags", ["bench", "--search", "--prefixes"], "one at a time"),
     ("bench-parallel-no-workers", ["bench", "parallel", "--workers", "0"], "--workers must be 1 or more"),
+    ("option-with-markup", ["studies", "--x[/]"], "No such option: --x[/]"),  # shown as typed, never as markup
+    ("option-with-a-style", ["report", "--bogus[red]x"], "--bogus[red]x"),
 ]
 
 
@@ -162,5 +164,10 @@ def test_a_bad_option_is_one_line_and_changes_nothing(cli, folder, args, word):
     refused_cleanly(cli, folder, args, word)
 
 
-def test_the_battery_holds_at_least_sixty_cases():
-    assert len(STUDY_FIELDS) + len(CAMPAIGN_FIELDS) + len(OPTIONS) >= 60
+def test_the_battery_holds_at_least_sixty_cases_and_the_docs_say_how_many():
+    total = len(STUDY_FIELDS) + len(CAMPAIGN_FIELDS) + len(OPTIONS)
+    assert total >= 60
+    text = " ".join((ROOT / "docs" / "guide" / "database.md").read_text().split())
+    assert (f"drives {total} malformed inputs through the commands ({len(STUDY_FIELDS)} study-file fields, "
+            f"{len(CAMPAIGN_FIELDS)} campaign fields, {len(OPTIONS)} bad options of") in text
+    assert f"all {total} give one line" in text

@@ -68,9 +68,10 @@ def test_bench_without_a_subcommand_runs_steps_as_it_did(cli, steps_runs, args, 
     (["--search", "--seeds", "20", "--trials", "8"], "_print_search", ((), (), 20, 8, 5, 1, None, False, False)),
     (["--prefixes", "--seeds", "4", "--budget", "50", "--markdown"], "_print_prefixes",
      ((), 4, 50, 5, 3, 1, None, False, True)),
-    (["--study", "--workers", "2", "--trials", "3", "--device", "cpu"], "_print_study", ("cpu", (2,), 3, 224, None)),
-    (["--parallel", "--epochs", "2", "--trials", "6"], "_print_parallel", (2, 1, 5, 6, (1, 2))),
-    (["--rounds", "2", "--startup"], "_print_startup", ("runs/robust-tune.db", 2)),
+    (["--study", "--workers", "2", "--trials", "3", "--device", "cpu"], "_print_study",
+     ("cpu", (2,), 3, 224, None, False)),
+    (["--parallel", "--epochs", "2", "--trials", "6"], "_print_parallel", (2, 1, 5, 6, (1, 2), False)),
+    (["--rounds", "2", "--startup"], "_print_startup", ("runs/robust-tune.db", 2, False)),
 ])
 def test_an_old_mode_flag_runs_its_subcommand_and_names_the_new_form(cli, monkeypatch, old, printer, expected):
     from cli import bench
@@ -92,3 +93,13 @@ def test_an_old_form_refused_says_the_new_form_in_its_one_line(cli):
     assert code == 2 and "`robust-tune bench startup` or `robust-tune bench parallel`" in one_line(err)
     code, _, err = cli("bench", "search", "--search")
     assert code == 2 and "--search" in one_line(err)
+
+
+def test_a_benchmark_prints_a_table_for_people_or_markdown_for_the_readme(cli, tmp_path):
+    code, out, err = cli("bench", "startup", "--rounds", "1", "--db", str(tmp_path / "none.db"))
+    assert code == 0, err
+    assert "Start-up, the median of 1 rounds" in out and "robust-tune --help" in out and "|---" not in out
+    code, out, err = cli("bench", "startup", "--rounds", "1", "--db", str(tmp_path / "none.db"), "--format", "markdown")
+    assert code == 0, err
+    assert "| `robust-tune --help` |" in out and "|---|" in out
+    assert not (tmp_path / "none.db").exists()  # the reading commands it times create nothing
