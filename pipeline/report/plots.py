@@ -706,7 +706,7 @@ def load_studies(store: Store, names: list[str] | None, log_file: str | Path) ->
         trials = store.trials(study.id)
         searched = len(study.study.search) >= 2
         completed = sum(t.status == TrialStatus.COMPLETED for t in trials)
-        model = (load_study_model(study.name, store.url, study.study.objective)
+        model = (load_study_model(study.name, store.url, study.study.objective, study.study.strategy)
                  if searched and completed >= MIN_TRIALS else None)
         runs = store.evaluations(study.id)
         comparison = compare_table(store, [study.name]).records if runs else []

@@ -447,13 +447,15 @@ class StudyLoop:
     def predict(self) -> None:
         """When trials completed in this run: the study's GP's prediction of every completed trial, stored (the
         model's pick, shown beside the best observed trial), and the importance of each searched parameter for
-        its (first) objective. Made with every strategy: the model judges the trials whoever proposed them."""
+        its (first) objective. The study's own GP judges them (the default GP for Sobol and random), whatever
+        proposed each trial."""
         if not self.summary.completed:
             return
         from pipeline.search.surrogate import judge_study
 
         tick = time.perf_counter()
-        predictions, importance = judge_study(self.searcher.client._experiment, self.study.objective)
+        predictions, importance = judge_study(self.searcher.client._experiment, self.study.objective,
+                                              strategy=self.study.strategy)
         if predictions and not self.study.multi_objective:  # a Pareto set has no one best to predict
             self.store.save_predictions(self.stored.id, predictions, lock=self.lock)
         if importance is not None:

@@ -19,6 +19,7 @@ from ax.storage.sqa_store import db as ax_db
 from ax.storage.sqa_store.load import load_experiment
 
 from pipeline.search.ax import gp_step
+from pipeline.spec.study_config import gp_options
 from pipeline.store import sqlite_file
 from pipeline.store.records import importance_minimum, importance_refused
 
@@ -83,9 +84,10 @@ class StudyModel:
         return list(means[self.objective]), [max(v, 0.0) ** 0.5 for v in variances]
 
 
-def load_study_model(name: str, url: str, objective: str) -> StudyModel | None:
-    """The GP of study `name` stored at `url`; None when Ax has no record of it, it has fewer than
-    MIN_TRIALS completed trials or the GP cannot be fitted. Reading never changes the database."""
+def load_study_model(name: str, url: str, objective: str, strategy: str = "gp") -> StudyModel | None:
+    """The GP of study `name` stored at `url` (see `model_options` for `strategy`); None when Ax has no record of
+    it, it has fewer than MIN_TRIALS completed trials or the GP cannot be fitted. Reading never changes the
+    database."""
     from ax.exceptions.core import ObjectNotFoundError
 
     ax_db.init_engine_and_session_factory(url=read_only_url(url), force_init=True)
@@ -97,15 +99,21 @@ def load_study_model(name: str, url: str, objective: str) -> StudyModel | None:
         return None
     finally:  # the next user of Ax's session (a study run) points it at its own database again
         ax_db.get_engine().dispose()
-    return fit_gp(experiment, experiment.lookup_data(), objective)
+    return fit_gp(experiment, experiment.lookup_data(), objective, strategy)
 
 
-def fit_gp(experiment: Any, data: Any, objective: str) -> StudyModel | None:
-    """The study's own GP step (search.gp_step, unclipped results) fitted on `data`; None with fewer than
-    MIN_TRIALS completed trials or when it cannot be fitted."""
+def model_options(strategy: str) -> frozenset[str]:
+    """The options of the GP that judges a study searched with `strategy`: its own GP's (kernel, warping, power
+    transform) for a GP strategy; the default GP's for Sobol and random, which have no model of their own."""
+    return gp_options(strategy) if strategy.startswith("gp") else frozenset()
+
+
+def fit_gp(experiment: Any, data: Any, objective: str, strategy: str = "gp") -> StudyModel | None:
+    """The study's own GP step (search.gp_step with `model_options(strategy)`, unclipped results) fitted on
+    `data`; None with fewer than MIN_TRIALS completed trials or when it cannot be fitted."""
     if len({int(i) for i in data.df["trial_index"]}) < MIN_TRIALS:
         return None
-    step = gp_step().generator_specs[0]  # unfitted
+    step = gp_step(options=model_options(strategy)).generator_specs[0]  # unfitted
     try:
         step.fit(experiment=experiment, data=data)
     except Exception:  # noqa: BLE001  (a model that cannot be fitted leaves the trials to speak alone)
@@ -113,14 +121,14 @@ def fit_gp(experiment: Any, data: Any, objective: str) -> StudyModel | None:
     return StudyModel(step.fitted_adapter, dict(experiment.search_space.parameters), objective, experiment)
 
 
-def predict_tried(experiment: Any, objective: str) -> dict[int, dict[str, float]]:
+def predict_tried(experiment: Any, objective: str, strategy: str = "gp") -> dict[int, dict[str, float]]:
     """The study's GP fitted on every completed trial and its posterior of the objective at each of them, by Ax
     index ({"mean", "sd", "fitted_on"}); empty with fewer than MIN_TRIALS. Torch's random state is left as it
     was, so fitting never changes what the study proposes or trains next."""
-    return judge_study(experiment, objective, importance=False)[0]
+    return judge_study(experiment, objective, importance=False, strategy=strategy)[0]
 
 
-def judge_study(experiment: Any, objective: str, importance: bool = True
+def judge_study(experiment: Any, objective: str, importance: bool = True, strategy: str = "gp"
                 ) -> tuple[dict[int, dict[str, float]], dict[str, Any] | None]:
     """The study's GP fitted once on every completed trial: its prediction of each (see `predict_tried`) and, with
     `importance`, the importance of each searched parameter (`parameter_importance`; None when the GP cannot be
@@ -128,7 +136,7 @@ def judge_study(experiment: Any, objective: str, importance: bool = True
     import torch
 
     with torch.random.fork_rng():
-        model = fit_gp(experiment, experiment.lookup_data(), objective)
+        model = fit_gp(experiment, experiment.lookup_data(), objective, strategy)
         if model is None:
             return {}, None
         tried = model.completed_trials()

@@ -329,6 +329,21 @@ def test_each_gp_strategy_runs_a_study_and_resumes_after_a_kill_with_the_same_pr
     transforms = [type(t).__name__ for t in adapter.transforms.values()]
     assert ("PowerTransformY" in transforms) == ("power" in strategy) and "Winsorize" not in transforms
 
+    from pipeline.search.surrogate import predict_tried  # the model's pick came from this GP too, not the default's
+
+    stored = [(t.predicted["mean"], t.predicted["sd"]) for t in Store(str(killed / "runs.db")).trials(1)]
+    own, default = ([(p["mean"], p["sd"]) for p in predict_tried(experiment, "val_accuracy", name).values()]
+                    for name in (strategy, "gp"))
+    assert np.allclose(stored, own, rtol=1e-6, atol=1e-9)
+    if strategy != "gp-centre":  # the centre changes where the search starts, not the model
+        assert not np.allclose(stored, default, rtol=1e-6, atol=1e-9)
+    from pipeline.report.plots import load_studies  # and the pictures' parameter maps read the same GP
+
+    (pictured,) = load_studies(Store(str(killed / "runs.db"), create=False), ["s"], tmp_path / "ax.log")
+    covar = pictured.model.adapter.generator.surrogate.model.covar_module
+    assert isinstance(covar.base_kernel if isinstance(covar, ScaleKernel) else covar,
+                      RBFKernel if "rbf" in strategy else MaternKernel)
+
 
 def test_a_study_stored_with_gp_resumes_with_gp_when_the_default_strategy_is_another(tmp_path, cli, monkeypatch):
     """A study file that names no strategy, run under the gp default, then resumed when the default is another
@@ -395,3 +410,31 @@ def test_the_erm_replay_reads_its_own_columns_and_the_cut_box_has_its_best_on_th
     assert cut.search == ERM_CUT_SPACE and cut.truth(corner) == whole.truth(corner)
     assert cut.best == pytest.approx(cut.truth(corner), abs=0.005) and whole.best > cut.best + 0.01
     assert cut.on_edge(corner) and not cut.on_edge({"lr_head": 0.05, "lr_backbone": 0.05})
+
+
+@pytest.mark.parametrize("strategy, kernel, warp, transform", [
+    ("gp", "DefaultMaternKernel", False, "BilogY"), ("gp-rbf", "RBFKernel", False, "BilogY"),
+    ("gp-warp", "DefaultMaternKernel", True, "BilogY"), ("gp-power", "DefaultMaternKernel", False, "PowerTransformY"),
+    ("sobol", "DefaultMaternKernel", False, "BilogY"), ("random", "DefaultMaternKernel", False, "BilogY")])
+def test_a_study_is_judged_by_its_own_gp_and_a_model_free_one_by_the_default(strategy, kernel, warp, transform):
+    """The model's pick, the parameter maps and importance fit the GP the study searched with: its kernel, its
+    input warping, its transform of the results; Sobol and random studies get the default GP."""
+    from pipeline.library_logs import quiet_libraries
+
+    quiet_libraries("/dev/null")
+    from ax.api.client import Client
+    from ax.api.configs import RangeParameterConfig
+
+    from pipeline.search.surrogate import fit_gp
+
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[RangeParameterConfig(name="x", bounds=(0.0, 1.0), parameter_type="float")])
+    client.configure_optimization(objective="y")
+    for x in np.linspace(0.0, 1.0, 6):
+        index = client.attach_trial(parameters={"x": float(x)})
+        client.complete_trial(trial_index=index, raw_data={"y": float(0.8 - (x - 0.6) ** 2)})
+    model = fit_gp(client._experiment, client._experiment.lookup_data(), "y", strategy)
+    gp = model.adapter.generator.surrogate.model
+    assert type(gp.covar_module).__name__ == kernel
+    assert (type(getattr(gp, "input_transform", None)).__name__ == "Warp") == warp
+    assert transform in [type(t).__name__ for t in model.adapter.transforms.values()]
