@@ -11,6 +11,7 @@ import queue
 import signal
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ServerLost, UserError
@@ -112,6 +113,17 @@ def train_on_worker(job: TrialJob) -> Outcome:
     return trial_outcome(job, progress)
 
 
+def worker_logging(log_file: str) -> dict[str, Any]:
+    """Local workers' logging (Dask's `logging` config, set in their environment before they start): their
+    libraries' warnings and errors go to the study's log file, never the terminal, where a worker left behind by
+    a killed process would otherwise print its scheduler's loss as a traceback."""
+    handler = {"class": "logging.FileHandler", "filename": str(Path(log_file).resolve()), "formatter": "worker"}
+    return {"version": 1, "disable_existing_loggers": False, "handlers": {"file": handler},
+            "formatters": {"worker": {"format": "%(asctime)s %(levelname)s %(name)s (a worker): %(message)s"}},
+            "loggers": {name: {"level": "WARNING", "handlers": ["file"], "propagate": False}
+                        for name in ("distributed", "tornado")}}
+
+
 def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
     """A cluster of `workers` worker processes on this machine, one thread each, named 0..N-1: what
     LocalCluster builds, with each worker's own environment (its GPU; the libraries' share of the cores; torch
@@ -164,7 +176,7 @@ class DaskRunner:
         # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
         # the study marks the trial interrupted and runs its parameters again, as after a killed run.
         dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "error",
+                         "distributed.nanny.pre-spawn-environ.DASK_LOGGING": repr(worker_logging(self.log_file)),
                          **WORKER_MALLOC})
         self.cluster = None
         if self.scheduler:

@@ -124,6 +124,35 @@ def test_the_run_process_killed_and_started_again_completes_the_budget_with_no_d
     assert len({tuple(sorted(t.parameters.items())) for t in completed}) == 3  # nothing ran twice
 
 
+def test_workers_left_behind_by_a_killed_run_log_to_its_file_not_the_terminal(tmp_path):
+    """Killed mid-trial, the run leaves its workers behind; they find the scheduler gone and end by themselves,
+    saying so in the study's log file. The terminal the run shared with them gets no traceback."""
+    path, db = study_file(tmp_path, "left", params=SLOW, trials=3), tmp_path / "runs.db"
+    process = start_run(path, db, "--workers", "2")
+    try:
+        while not rows(db, "select 1 from rt_trials where status = 'running'"):
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        _, err = process.communicate(timeout=120)  # until the workers, which hold its pipes, are gone too
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert process.returncode == -9 and "Traceback" not in err and "distributed" not in err, err
+
+
+def test_a_local_workers_library_messages_go_to_the_log_file(tmp_path, capfd):
+    """What a worker's libraries log (Dask's own errors: a lost scheduler's heartbeat, a task it cannot run)
+    lands in the study's log file, marked as a worker's, and not on the terminal the workers share."""
+    log = tmp_path / "runs.log"
+    with trial_runner(2, None, 1, "cpu", str(log)) as runner:
+        runner.client.run(lambda: __import__("logging").getLogger("distributed.worker").error("lost the scheduler"))
+    assert log.read_text().count("ERROR distributed.worker (a worker): lost the scheduler") == 2
+    assert "lost the scheduler" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("option, problem", [
     (["--workers", "0"], "--workers must be 1 or more, not 0"),
     (["--scheduler", "tcp//nowhere"], "malformed Dask scheduler address 'tcp//nowhere'"),
