@@ -186,6 +186,9 @@ class DaskRunner:
                 raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {error}") from None
             self.capacity = max(1, sum(self.client.nthreads().values()))
         else:
+            # A nanny copies its workers' environment into this process's, and an existing variable wins over the
+            # config: an earlier cluster's logging (another log file) would otherwise be this one's too.
+            os.environ.pop("DASK_LOGGING", None)
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
             try:
                 self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
