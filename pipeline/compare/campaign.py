@@ -12,13 +12,16 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pipeline.spec.campaign_config import REFERENCE, CampaignConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner
+
+if TYPE_CHECKING:
+    from pipeline.compare.evaluate import Plan
 
 RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
 
@@ -114,10 +117,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
             return summary
         for number, (task, config) in enumerate(tasks, start=1):
             task_record = record if task is None else record.task(task)
-            on_event(CampaignStarted(campaign.name, campaign.methods, config.studies[REFERENCE].budget.trials,
-                                     campaign.replicates, campaign.evaluation.looks(),
-                                     bool(campaign.evaluation.resplit), config.studies[REFERENCE].data.split_seed,
-                                     warnings[task], config.studies[REFERENCE].data, task, number, len(tasks)))
+            on_event(_started(campaign, config, task, number, len(tasks), warnings[task]))
             _run_task(store, task_record, config, summary, db, device, on_event, runner, precision, log_file)
     return summary
 
@@ -142,15 +142,52 @@ def _run_task(store: Store, record: CampaignRecord, campaign: CampaignConfig, su
             set_aside[method] = result.stopped or "no completed trial"
             on_event(MethodSetAside(method, set_aside[method]))
     summary.search_seconds += time.perf_counter() - start
-    summary.set_aside |= {method if campaign.name == summary.name else f"{campaign.name}: {method}": why
-                          for method, why in set_aside.items()}
-    if REFERENCE in set_aside:
-        raise UserError(f"campaign {campaign.name}: ERM's study has no completed trial "
-                        f"({set_aside[REFERENCE]}); nothing can be compared with it")
+    _searches_ended(summary, campaign, set_aside)
     start = time.perf_counter()
     _retrain(store, record, campaign, campaign.evaluation.looks(), set_aside, summary, device, precision, on_event,
              runner)
     summary.retrain_seconds += time.perf_counter() - start
+
+
+def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None, number: int, tasks: int,
+             warning: str | None) -> CampaignStarted:
+    """The event that task `task` (the `number`-th of `tasks`; `config`: it as a one-task campaign) starts."""
+    reference = config.studies[REFERENCE]
+    return CampaignStarted(campaign.name, campaign.methods, reference.budget.trials, campaign.replicates,
+                           campaign.evaluation.looks(), bool(campaign.evaluation.resplit), reference.data.split_seed,
+                           warning, reference.data, task, number, tasks)
+
+
+def _label(summary: CampaignSummary, config: CampaignConfig, method: str) -> str:
+    """`method` as the summary names it: alone in a one-task campaign, after its task's campaign otherwise."""
+    return method if config.name == summary.name else f"{config.name}: {method}"
+
+
+def _searches_ended(summary: CampaignSummary, config: CampaignConfig, set_aside: dict[str, str]) -> None:
+    """Note the methods of task `config` whose study has no completed trial; a UserError when ERM's has none."""
+    summary.set_aside |= {_label(summary, config, method): why for method, why in set_aside.items()}
+    if REFERENCE in set_aside:
+        raise UserError(f"campaign {config.name}: ERM's study has no completed trial "
+                        f"({set_aside[REFERENCE]}); nothing can be compared with it")
+
+
+def _needing_seeds(store: Store, record: CampaignRecord, config: CampaignConfig, set_aside: dict[str, str],
+                   looks: list[int]) -> list[str]:
+    """The methods of task `config` (stored as `record`) whose comparison with ERM is still open at this look."""
+    from pipeline.compare.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
+
+    compared = [m for m in config.methods if m not in set_aside]
+    comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks, config.replicates)
+    return methods_needing_seeds(comparisons, compared)
+
+
+def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, seeds: int) -> Plan:
+    """The re-training of `method`'s study of search replicate `replicate` up to `seeds` seeds."""
+    from pipeline.compare.evaluate import plan_evaluation
+
+    name = config.study(method, replicate).name
+    return plan_evaluation(store, name, seeds, pick=config.evaluation.pick, resplit=bool(config.evaluation.resplit),
+                           split_base=store.require_study(name).study.data.split_seed)
 
 
 def _searched(store: Store, name: str, budget: int) -> bool:
@@ -167,23 +204,17 @@ def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, loo
              set_aside: dict[str, str], summary: CampaignSummary, device: str, precision: str, on_event: OnEvent,
              runner: RunnerFactory) -> None:
     """Re-train in rounds: each look's seeds for the methods whose verdict is still open, and for ERM."""
-    from pipeline.compare.evaluate import plan_evaluation, run_evaluation
-    from pipeline.compare.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
+    from pipeline.compare.evaluate import run_evaluation
 
-    compared = [m for m in campaign.methods if m not in set_aside]
     for seeds in looks:
-        comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks,
-                                             campaign.replicates)
-        needing = methods_needing_seeds(comparisons, compared)
+        needing = _needing_seeds(store, record, campaign, set_aside, looks)
         if not needing:
             break
         steps = [(m, r) for m in [REFERENCE, *needing] for r in range(campaign.replicates)]
         for number, (method, replicate) in enumerate(steps, start=1):
-            name = campaign.study(method, replicate).name
-            on_event(CampaignStage("re-train", method, name, number, len(steps), seeds))
-            plan = plan_evaluation(store, name, seeds, pick=campaign.evaluation.pick,
-                                   resplit=bool(campaign.evaluation.resplit),
-                                   split_base=store.require_study(name).study.data.split_seed)
+            on_event(CampaignStage("re-train", method, campaign.study(method, replicate).name, number, len(steps),
+                                   seeds))
+            plan = _plan(store, campaign, method, replicate, seeds)
             summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())
 
 
@@ -225,10 +256,7 @@ def _run_together(store: Store, record: CampaignRecord, campaign: CampaignConfig
 
     pending, searched = [], 0
     for number, (task, config) in enumerate(tasks, start=1):
-        on_event(CampaignStarted(campaign.name, campaign.methods, config.studies[REFERENCE].budget.trials,
-                                 campaign.replicates, campaign.evaluation.looks(),
-                                 bool(campaign.evaluation.resplit), config.studies[REFERENCE].data.split_seed,
-                                 warnings[task], config.studies[REFERENCE].data, task, number, len(tasks)))
+        on_event(_started(campaign, config, task, number, len(tasks), warnings[task]))
         for replicate in range(config.replicates):
             for method in config.methods:
                 study = config.study(method, replicate)
@@ -245,14 +273,10 @@ def _run_together(store: Store, record: CampaignRecord, campaign: CampaignConfig
             summary.trials_run += result.completed + result.failed
             if result.best is None:
                 why = set_aside[config.name][method] = result.stopped or "no completed trial"
-                on_event(MethodSetAside(method if config.name == summary.name else f"{config.name}: {method}", why))
+                on_event(MethodSetAside(_label(summary, config, method), why))
     summary.search_seconds += time.perf_counter() - start
     for _, config in tasks:
-        summary.set_aside |= {method if config.name == summary.name else f"{config.name}: {method}": why
-                              for method, why in set_aside[config.name].items()}
-        if REFERENCE in set_aside[config.name]:
-            raise UserError(f"campaign {config.name}: ERM's study has no completed trial "
-                            f"({set_aside[config.name][REFERENCE]}); nothing can be compared with it")
+        _searches_ended(summary, config, set_aside[config.name])
     start = time.perf_counter()
     _retrain_together(store, [(record if task is None else record.task(task), config) for task, config in tasks],
                       set_aside, summary, device, precision, on_event, runner)
@@ -265,8 +289,7 @@ def _retrain_together(store: Store, tasks: list[tuple[CampaignRecord, CampaignCo
     """`_retrain` of every task at once: at each look, the runs of every task whose verdict is still open (ERM and
     each open method, every replicate) on the shared runner together; a task's verdict is taken after each look
     as alone, and a task settled at a look gets no later one."""
-    from pipeline.compare.evaluate import plan_evaluation, run_evaluations
-    from pipeline.compare.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
+    from pipeline.compare.evaluate import run_evaluations
 
     open_tasks = list(tasks)
     for seeds in sorted({seeds for _, config in tasks for seeds in config.evaluation.looks()}):
@@ -275,19 +298,12 @@ def _retrain_together(store: Store, tasks: list[tuple[CampaignRecord, CampaignCo
             looks = config.evaluation.looks()
             if seeds not in looks:
                 continue
-            compared = [m for m in config.methods if m not in set_aside[config.name]]
-            comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks,
-                                                 config.replicates)
-            needing = methods_needing_seeds(comparisons, compared)
+            needing = _needing_seeds(store, record, config, set_aside[config.name], looks)
             if not needing:
                 open_tasks.remove((record, config))
                 continue
-            for method in [REFERENCE, *needing]:
-                for replicate in range(config.replicates):
-                    name = config.study(method, replicate).name
-                    plans.append(plan_evaluation(store, name, seeds, pick=config.evaluation.pick,
-                                                 resplit=bool(config.evaluation.resplit),
-                                                 split_base=store.require_study(name).study.data.split_seed))
+            plans += [_plan(store, config, method, replicate, seeds)
+                      for method in [REFERENCE, *needing] for replicate in range(config.replicates)]
         if not plans:
             if not open_tasks:
                 return
