@@ -21,7 +21,7 @@ from pipeline.spec.study_config import StudyConfig
 from pipeline.compare.evaluate import COMPARE_DIFFERENCES, COMPARE_METRICS, TUNED, run_metrics, value_text
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
     simultaneous_confidence
-from pipeline.report.tables import Table, percent
+from pipeline.report.tables import Table, parameter_text, percent
 
 OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
                     "val_balanced_accuracy": "val balanced", "test_balanced_accuracy": "test balanced",
@@ -47,14 +47,6 @@ def selection_label(study: StudyConfig) -> str:
 def objectives_label(study: StudyConfig) -> str:
     """A study's objective, or its objectives joined by commas, in the tables' short words."""
     return ", ".join(OBJECTIVE_LABELS.get(o, o) for o in study.all_objectives)
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
@@ -101,7 +93,7 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
     table = Table("Best combination of hyper-parameters", headers, [])
     for (dataset, network, method), (study, trial, completed) in shown:
         config = study.study
-        params = [_value(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
+        params = [parameter_text(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
         on_bound = [", ".join(f.short for f in flags[study.name]) or "-"] if any(flags.values()) else []
         worst = worst_class(trial)
         table.rows.append([dataset, network, method, *params, percent(trial.metrics.get(config.objective)),
@@ -166,7 +158,7 @@ def pareto_table(store: Store, name: str) -> Table:
                   f"completed trials; objectives {', '.join(config.all_objectives)})", headers, [])
     for t in front:
         marker = " *" if best is not None and t.trial_index == best.trial_index else ""
-        table.rows.append([f"{t.trial_index}{marker}", *[_value(t.parameters.get(p, "-")) for p in searched],
+        table.rows.append([f"{t.trial_index}{marker}", *[parameter_text(t.parameters.get(p, "-")) for p in searched],
                            *[percent(t.metrics[o]) for o in config.all_objectives]])
         table.records.append({"study": name, "trial_index": t.trial_index, "parameters": t.parameters,
                               "objectives": {o: t.metrics[o] for o in config.all_objectives},
@@ -270,7 +262,8 @@ def trials_table(store: Store, name: str) -> Table:
                   + (f"; each trial the mean of {seeds} seeds" if seeds > 1 else "") + ")", headers, [])
     for t in store.trials(study.id):
         m = t.metrics or {}
-        table.rows.append([str(t.trial_index), status_text(t), *[_value(t.parameters.get(p, "-")) for p in searched],
+        table.rows.append([str(t.trial_index), status_text(t),
+                           *[parameter_text(t.parameters.get(p, "-")) for p in searched],
                            *[percent(m.get(o)) for o in ranked_on],
                            percent(m.get("val_accuracy")), percent(m.get("test_accuracy")),
                            percent(m.get("test_worst_class_accuracy")),

@@ -29,6 +29,15 @@ FLEXIBLE = ("error", "tuned parameters", "ranking (> detectable lead, ≈ not)")
 IN_NOTES = ("on a bound",)
 
 
+def parameter_text(value: Any, digits: int = 4) -> str:
+    """A hyper-parameter's value in a table cell: on/off for a switch, `digits` significant digits for a float."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
 def percent(value: float | None) -> str:
     """An accuracy in [0, 1] as a percentage with one decimal; "-" when there is none."""
     return "-" if value is None else f"{100 * value:.1f}"

@@ -9,23 +9,16 @@ from pipeline.compare.across_tasks import MIN_TASKS, AcrossTasks
 from pipeline.compare.budget_curves import half_budget
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.compare.stats import CONFIDENCE
-from pipeline.report.tables import Table, percent
+from pipeline.report.tables import Table, parameter_text, percent
 from pipeline.compare.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, NO_DIFFERENCE, Comparison, MethodResult,
                               Verdict)
 
 SHOWN_LABELS = {NO_DIFFERENCE: "none detected"}  # the terminal's word; the data keep the full phrase
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
 def _parameters(result: MethodResult) -> str:
-    return " | ".join(" ".join(f"{k}={_value(v)}" for k, v in p.items()) or "-" for p in result.parameters) or "-"
+    return " | ".join(" ".join(f"{k}={parameter_text(v, 3)}" for k, v in p.items()) or "-"
+                      for p in result.parameters) or "-"
 
 
 def _clock(seconds: float) -> str:

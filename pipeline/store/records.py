@@ -15,17 +15,13 @@ from pipeline.spec.campaign_config import Evaluation
 from pipeline.config import RunSettings
 from pipeline.params import Value
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
-from pipeline.training.result import SeedRun
-
-# What the stored `metrics` column holds beside the metrics, as every version has stored it (RunResult.
-# stored_metrics): facts about the run, which the records below keep apart from its metrics.
-RUN_FACTS = ("val_examples", "test_examples", "train_seconds", "distinct_per_batch")
+from pipeline.training.result import RUN_FACTS, SeedRun, metrics_column
 
 
 @dataclass(frozen=True)
 class StoredMetrics:
-    """A stored `metrics` column parted: the run's metrics, how many images each split's rest on, and the mean
-    distinct examples per training batch (None where not measured)."""
+    """A stored `metrics` column (training.result.metrics_column) parted: the run's metrics, how many images each
+    split's rest on, and the mean distinct examples per training batch (None where not measured)."""
 
     metrics: dict[str, float] | None
     examples: dict[str, int] | None
@@ -45,8 +41,9 @@ def seed_runs_read(stored: list[dict[str, Any]] | None) -> tuple[SeedRun, ...] |
     """A trial's stored seed_runs as typed records; None for a trial trained on one seed."""
     if not stored:
         return None
-    return tuple(SeedRun(run["seed"], run["train_seconds"], StoredMetrics.part(
-        {k: v for k, v in run.items() if k not in ("seed", "train_seconds")}).metrics or {}) for run in stored)
+    return tuple(SeedRun(run["seed"], run["train_seconds"],
+                         StoredMetrics.part({k: v for k, v in run.items() if k != "seed"}).metrics or {})
+                 for run in stored)
 
 
 @dataclass(frozen=True)
@@ -190,11 +187,7 @@ class EvaluationRecord:
 
     def stored_metrics(self) -> dict[str, float]:
         """The `metrics` column this run was stored with (to store it again as another variant's: copy_evaluation)."""
-        facts: dict[str, float] = {f"{split}_examples": n for split, n in (self.examples or {}).items()}
-        facts["train_seconds"] = self.train_seconds
-        if self.distinct_per_batch is not None:
-            facts["distinct_per_batch"] = self.distinct_per_batch
-        return {**self.metrics, **facts}
+        return metrics_column(self.metrics, self.examples, self.train_seconds, self.distinct_per_batch)
 
 
 IMPORTANCE_MIN_TRIALS = 8

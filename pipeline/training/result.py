@@ -15,6 +15,19 @@ if TYPE_CHECKING:
     import torch
 
 SPLITS = ("val", "test")
+# What the store's `metrics` column holds beside the metrics, as every version has stored it: facts about the run.
+RUN_FACTS = ("val_examples", "test_examples", "train_seconds", "distinct_per_batch")
+
+
+def metrics_column(metrics: dict[str, float], examples: dict[str, int] | None, train_seconds: float,
+                   distinct_per_batch: float | None) -> dict[str, float]:
+    """The store's `metrics` column of a run: its metrics, then the run's facts (RUN_FACTS) that column has always
+    held beside them; the store's records part them again (store.records.StoredMetrics)."""
+    facts: dict[str, float] = {f"{split}_examples": n for split, n in (examples or {}).items()}
+    facts["train_seconds"] = train_seconds
+    if distinct_per_batch is not None:
+        facts["distinct_per_batch"] = distinct_per_batch
+    return {**metrics, **facts}
 
 
 @dataclass(frozen=True)
@@ -97,13 +110,8 @@ class RunResult:
         return {split: getattr(self, split).examples for split in SPLITS}
 
     def stored_metrics(self) -> dict[str, float]:
-        """The store's `metrics` column: the metrics, then the run's facts that column has always held beside them
-        (`{split}_examples`, `train_seconds`, `distinct_per_batch`); records part them again (store.records)."""
-        facts: dict[str, float] = {f"{split}_examples": n for split, n in self.examples.items()}
-        facts["train_seconds"] = self.train_seconds
-        if self.distinct_per_batch is not None:
-            facts["distinct_per_batch"] = self.distinct_per_batch
-        return {**self.metrics, **facts}
+        """The store's `metrics` column of this run (`metrics_column`)."""
+        return metrics_column(self.metrics, self.examples, self.train_seconds, self.distinct_per_batch)
 
     def without_model(self) -> RunResult:
         """This result without the network: what crosses a process boundary and what is stored."""
