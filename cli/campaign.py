@@ -22,6 +22,20 @@ from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
 
 
+def round_line(event: Any) -> str:
+    """`round 2: erm, cb up to 20 pairs (30 runs, about 4 min of training)`: what the next round trains, and
+    how long that takes by the runs so far."""
+    took = "" if event.seconds is None else f", about {_duration(event.seconds)}"
+    task = "" if "." not in event.campaign else f"{event.campaign}: "
+    return (f"{task}round {event.number + 1}: {', '.join(event.methods)} up to {event.pairs} pairs "
+            f"({event.runs} run{'' if event.runs == 1 else 's'}{took})")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"
+
+
 class CampaignView:
     """A line for each stage of the campaign, the running study's live view under it on a terminal; plain
     lines in a log."""
@@ -60,7 +74,8 @@ class CampaignView:
                     overflow="ellipsis")
 
     def on_event(self, event: Any) -> None:
-        from pipeline.compare.campaign import CampaignStage, CampaignStarted, CampaignTogether, MethodSetAside
+        from pipeline.compare.campaign import (CampaignRound, CampaignStage, CampaignStarted, CampaignTogether,
+                                               MethodSetAside)
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
         from pipeline.search.studies import StudiesStarted, StudyFinished
@@ -96,12 +111,13 @@ class CampaignView:
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
         elif isinstance(event, CampaignStarted):
-            rounds = (f", seeds in rounds up to {event.looks[-1]}" if len(event.looks) > 1 else "")
+            rounds = (f", more in rounds planned for power up to {event.max_seeds}"
+                      if event.max_seeds > event.seeds else "")
             task = "" if event.task is None else f", task {event.task} ({event.number}/{event.tasks})"
             print_line(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods "
                        f"({', '.join(event.methods)}), "
                        f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                       f", then {event.looks[0]} seeds each{rounds}", highlight=False)
+                       f", then {event.seeds} pairs each{rounds}", highlight=False)
             base = event.split_seed
             splits = ((f"search r's seed k on split seed {base} + r + k"
                        if event.replicates > 1 else f"seed k on split seed {base} + k") if event.resplit
@@ -120,6 +136,8 @@ class CampaignView:
                 self.study = None
             self.header = Text(line)
             print_line(stderr, line, markup=False, highlight=False)
+        elif isinstance(event, CampaignRound):
+            print_line(stderr, round_line(event), markup=False, highlight=False)
         elif isinstance(event, MethodSetAside):
             print_line(stderr, f"{event.method} is set aside: {event.reason}", highlight=False)
         elif isinstance(event, (EvaluationStarted, RunEnded)):

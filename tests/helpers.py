@@ -343,6 +343,7 @@ initial = 2
 
 [evaluate]
 seeds = 2
+max_seeds = 2
 """
 
 

@@ -58,6 +58,7 @@ trials = {CAMPAIGN_TRIALS}
 initial = 2
 [evaluate]
 seeds = {CAMPAIGN_SEEDS}
+max_seeds = {CAMPAIGN_SEEDS}
 """
 
 

@@ -3,8 +3,9 @@ configuration on the same seeds as ERM's, and take the verdict (pipeline/compare
 
 Everything is an ordinary study or evaluation in the store, so `compare` runs only what is missing: a
 second call trains nothing, a killed one resumes where it stopped (run_study and run_evaluation resume
-exactly what they stored). Seeds come in rounds: after each round the verdict is taken again, and only
-methods with a comparison still open get the next round (ERM gets every round any method gets).
+exactly what they stored). Pairs come in rounds planned for power (pipeline/compare/decision.py): after each
+round the decisions are taken again from what is stored, and only methods with a primary cell still open get
+the next round (ERM gets every round any method gets).
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class CampaignStarted:
     methods: tuple[str, ...]
     budget: int  # trials per method and search replicate
     replicates: int
-    looks: list[int]  # seed counts at which the verdict is taken
+    seeds: int  # the first round's pairs
+    max_seeds: int  # the most pairs the rounds may reach
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
     warning: str | None = None  # classes with too few validation or test examples to measure (Dataset.thin_classes)
@@ -63,6 +65,19 @@ class CampaignTogether:
     studies: tuple[str, ...]
     done: int = 0
     seeds: int = 0
+
+
+@dataclass(frozen=True)
+class CampaignRound:
+    """The next round of confirmation runs, as the decisions plan it: `methods` (ERM first) re-trained up to
+    `pairs` pairs, `runs` runs in all, about `seconds` of training (None: no run to go by yet)."""
+
+    campaign: str  # the task's campaign name
+    pairs: int
+    methods: tuple[str, ...]
+    runs: int
+    seconds: float | None
+    number: int  # the look it leads to, 1-based (the first round is look 1)
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
     campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
+    campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
@@ -144,8 +160,7 @@ def _run_task(store: Store, record: CampaignRecord, campaign: CampaignConfig, su
     summary.search_seconds += time.perf_counter() - start
     _searches_ended(summary, campaign, set_aside)
     start = time.perf_counter()
-    _retrain(store, record, campaign, campaign.evaluation.looks(), set_aside, summary, device, precision, on_event,
-             runner)
+    _retrain(store, record, campaign, set_aside, summary, device, precision, on_event, runner)
     summary.retrain_seconds += time.perf_counter() - start
 
 
@@ -154,7 +169,9 @@ def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None,
     """The event that task `task` (the `number`-th of `tasks`; `config`: it as a one-task campaign) starts."""
     reference = config.studies[REFERENCE]
     return CampaignStarted(campaign.name, campaign.methods, reference.budget.trials, campaign.replicates,
-                           campaign.evaluation.looks(), bool(campaign.evaluation.resplit), reference.data.split_seed,
+                           campaign.evaluation.seeds, campaign.evaluation.max_seeds or campaign.evaluation.seeds,
+                           bool(campaign.evaluation.resplit),
+                           reference.data.split_seed,
                            warning, reference.data, task, number, tasks)
 
 
@@ -171,14 +188,20 @@ def _searches_ended(summary: CampaignSummary, config: CampaignConfig, set_aside:
                         f"({set_aside[REFERENCE]}); nothing can be compared with it")
 
 
-def _needing_seeds(store: Store, record: CampaignRecord, config: CampaignConfig, set_aside: dict[str, str],
-                   looks: list[int]) -> list[str]:
-    """The methods of task `config` (stored as `record`) whose comparison with ERM is still open at this look."""
-    from pipeline.compare.verdict import campaign_runs, methods_needing_seeds, run_values, sequential_comparisons
+def _next_round(store: Store, record: CampaignRecord, config: CampaignConfig, set_aside: dict[str, str],
+                workers: int = 1) -> CampaignRound | None:
+    """The round task `config` (stored as `record`) trains next, as its decisions plan it from what is stored
+    (pipeline/compare/decision.py); None once every primary cell is decided or the budget is spent."""
+    from pipeline.compare.verdict import campaign_decisions
 
-    compared = [m for m in config.methods if m not in set_aside]
-    comparisons = sequential_comparisons(run_values(campaign_runs(store, record)), compared, looks, config.replicates)
-    return methods_needing_seeds(comparisons, compared)
+    decisions = campaign_decisions(store, record, list(set_aside))
+    if decisions.next_pairs is None:
+        return None
+    methods = (REFERENCE, *decisions.needing)
+    stored = {m: decisions.pairs.get(m, 0) for m in methods}
+    runs = sum(max(0, decisions.next_pairs - stored[m]) for m in methods) * config.replicates
+    seconds = None if decisions.round_seconds is None else decisions.round_seconds / max(1, workers)
+    return CampaignRound(config.name, decisions.next_pairs, methods, runs, seconds, len(decisions.looks))
 
 
 def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, seeds: int) -> Plan:
@@ -200,22 +223,24 @@ def _searched(store: Store, name: str, budget: int) -> bool:
             and any(t.status == TrialStatus.COMPLETED for t in trials))
 
 
-def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, looks: list[int],
-             set_aside: dict[str, str], summary: CampaignSummary, device: str, precision: str, on_event: OnEvent,
-             runner: RunnerFactory) -> None:
-    """Re-train in rounds: each look's seeds for the methods whose verdict is still open, and for ERM."""
+def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, set_aside: dict[str, str],
+             summary: CampaignSummary, device: str, precision: str, on_event: OnEvent, runner: RunnerFactory) -> None:
+    """Re-train in rounds planned for power: each round's pairs for the methods with a primary cell still open,
+    and for ERM, until every cell is decided or the budget is spent."""
     from pipeline.compare.evaluate import run_evaluation
 
-    for seeds in looks:
-        needing = _needing_seeds(store, record, campaign, set_aside, looks)
-        if not needing:
-            break
-        steps = [(m, r) for m in [REFERENCE, *needing] for r in range(campaign.replicates)]
+    while (round_ := _next_round(store, record, campaign, set_aside)) is not None:
+        on_event(round_)
+        trained = 0
+        steps = [(m, r) for m in round_.methods for r in range(campaign.replicates)]
         for number, (method, replicate) in enumerate(steps, start=1):
             on_event(CampaignStage("re-train", method, campaign.study(method, replicate).name, number, len(steps),
-                                   seeds))
-            plan = _plan(store, campaign, method, replicate, seeds)
-            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())
+                                   round_.pairs))
+            plan = _plan(store, campaign, method, replicate, round_.pairs)
+            trained += run_evaluation(store, plan, device, on_event, precision, runner())
+        summary.runs_trained += trained
+        if not trained and round_ == _next_round(store, record, campaign, set_aside):
+            break  # nothing could be added (every run failed): the same round again would loop
 
 
 class _Shared:
@@ -291,22 +316,18 @@ def _retrain_together(store: Store, tasks: list[tuple[CampaignRecord, CampaignCo
     as alone, and a task settled at a look gets no later one."""
     from pipeline.compare.evaluate import run_evaluations
 
-    open_tasks = list(tasks)
-    for seeds in sorted({seeds for _, config in tasks for seeds in config.evaluation.looks()}):
+    last: list[CampaignRound] = []
+    while True:
+        rounds = [(record, config, round_) for record, config in tasks
+                  if (round_ := _next_round(store, record, config, set_aside[config.name], runner.capacity))]
+        if not rounds or [r for _, _, r in rounds] == last:
+            return  # every task decided or out of budget; or nothing was added last time (every run failed)
+        last = [r for _, _, r in rounds]
         plans = []
-        for record, config in list(open_tasks):
-            looks = config.evaluation.looks()
-            if seeds not in looks:
-                continue
-            needing = _needing_seeds(store, record, config, set_aside[config.name], looks)
-            if not needing:
-                open_tasks.remove((record, config))
-                continue
-            plans += [_plan(store, config, method, replicate, seeds)
-                      for method in [REFERENCE, *needing] for replicate in range(config.replicates)]
-        if not plans:
-            if not open_tasks:
-                return
-            continue
-        on_event(CampaignTogether("re-train", tuple(plan.study.name for plan in plans), seeds=seeds))
+        for record, config, round_ in rounds:
+            on_event(round_)
+            plans += [_plan(store, config, method, replicate, round_.pairs)
+                      for method in round_.methods for replicate in range(config.replicates)]
+        on_event(CampaignTogether("re-train", tuple(plan.study.name for plan in plans),
+                                  seeds=max(r.pairs for _, _, r in rounds)))
         summary.runs_trained += run_evaluations(store, plans, device, on_event, precision, runner)

@@ -2,34 +2,31 @@
 metric, and how sure is that.
 
 Every method's tuned configuration is re-trained on the same (split, seed) pairs as ERM's (pair k: training
-seed k, split seed base + k with `resplit`; the search's split for all without), so each difference is
-paired: a paired t test per (method, metric), Holm's correction over the whole family of methods x metrics,
-and simultaneous (Bonferroni) intervals. With several search replicates the replicate is the unit of the
-test (stats.clustered_difference): the runs of one search share its luck. Beside each difference, the
-probability of improvement P(method > ERM) over the same pairs, with a bootstrap interval.
-
-Seeds may come in rounds (looks): look k spends its share of the 5% error rate (O'Brien-Fleming-type alpha
-spending, pipeline/stats.look_alphas) on Holm over the whole family, a comparison is decided once its
-adjusted p falls below that share, or set aside as futile once even its observed trend carried to the last
-look would not cross; a method stops receiving seeds once every one of its comparisons is decided. The
-union bound over looks keeps the chance of any false "better" or "worse" in the campaign at most 5%.
+seed k, split seed base + k with `resplit`; the search's split for all without), so each difference is paired.
+The decisions are pipeline/compare/decision.py's: each primary (method, metric) cell ends in better, worse,
+equivalent (inside plus or minus the metric's smallest effect) or undecided, read off one simultaneous interval,
+with the pairs added in rounds planned for power; the other metrics are shown beside them with per-comparison
+intervals and no word. Beside each difference, the probability of improvement P(method > ERM) over the same pairs
+with its Clopper-Pearson interval. Warnings name what a statistician would check first: a class no run ever gets
+right, a run that collapsed against its method's others, runs near chance, a primary metric on few test images,
+a tuned value on a bound of its range.
 
 Reads only the tool's own tables: no torch, no Ax.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+import statistics
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from pipeline.search.bounds import BoundFlag, bound_flags
 from pipeline.compare.budget_curves import BudgetCurve, budget_note, campaign_curves, half_budget, order_at
-from pipeline.spec.campaign_config import REFERENCE
+from pipeline.compare.decision import Cell, Decisions, Design, Outcome, decide
+from pipeline.spec.campaign_config import MAX_SEEDS, REFERENCE, Evaluation
 from pipeline.methods import parse_method
 from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
-from pipeline.compare.stats import (CONFIDENCE, Improvement, PairedDifference, clustered_difference, holm, look_alphas,
-                            mean_interval, paired_difference, probability_of_improvement, simultaneous_confidence,
-                            t_quantile)
+from pipeline.compare.stats import CONFIDENCE, PairedDifference, clustered_difference, holm, mean_interval, \
+    paired_difference
 from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, picked_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
@@ -38,36 +35,12 @@ READING_LABELS = {"test_accuracy": "test accuracy", "test_balanced_accuracy": "b
                   "test_worst_class_accuracy": "worst-class accuracy",
                   "smallest_class_accuracy": "the rare class"}
 ALPHA = 1 - CONFIDENCE
-BETTER, WORSE, NO_DIFFERENCE, OPEN = "better", "worse", "no detectable difference", "open"
+RARE_SHARE = 0.5  # a class with at most this share of the largest class's training examples makes the data imbalanced
+COLLAPSE_POINTS = 0.10  # a run this far (and 4 robust sds) below its method's median is called collapsed
+NEAR_CHANCE = 0.05  # a run whose balanced accuracy is within this of chance (1 / classes) learned next to nothing
 
 Key = tuple[int, int]  # (search replicate, training seed)
 Values = Mapping[str, Mapping[str, Mapping[Key, float]]]  # method -> metric -> key -> value
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One method against ERM on one metric, at the look that decided it (or the last one it had)."""
-
-    method: str
-    metric: str
-    difference: PairedDifference  # method - ERM, paired on `seeds` keys
-    adjusted_p: float | None  # Holm-adjusted over the whole family at that look
-    level: float  # the error rate the adjusted p was held to at that look
-    family: int  # comparisons in the family (methods x metrics)
-    low: float | None  # the simultaneous interval of the difference, within [-1, 1] where accuracies can differ
-    high: float | None
-    label: str  # better | worse | no detectable difference | open
-    seeds: int  # paired values the decision rests on
-    how: str  # "boundary", "futility", "last look" or "open"
-    improvement: Improvement | None = None  # P(method > ERM) on the same pairs (take_verdict fills it in)
-
-
-def _keys(replicates: int, seeds: int) -> list[Key]:
-    return [(r, s) for r in range(replicates) for s in range(seeds)]
-
-
-def _has(values: Mapping[str, Mapping[Key, float]], keys: Sequence[Key]) -> bool:
-    return all(key in values[metric] for metric in METRICS for key in keys)
 
 
 def compare_runs(a: Mapping[Key, float], b: Mapping[Key, float], keys: Sequence[Key],
@@ -77,74 +50,6 @@ def compare_runs(a: Mapping[Key, float], b: Mapping[Key, float], keys: Sequence[
     if replicates > 1:
         return clustered_difference([a[k] for k in keys], [b[k] for k in keys], [k[0] for k in keys])
     return paired_difference([a[k] for k in keys], [b[k] for k in keys])
-
-
-def improvement(a: Mapping[Key, float], b: Mapping[Key, float], keys: Sequence[Key],
-                replicates: int = 1) -> Improvement:
-    """P(a > b) over the pairs `keys`, each search's share first with several searches (stats)."""
-    clusters = [k[0] for k in keys] if replicates > 1 else None
-    return probability_of_improvement([a[k] for k in keys], [b[k] for k in keys], clusters)
-
-
-def _futile(difference: PairedDifference, final_pairs: int, level: float, family: int) -> bool:
-    """Whether even the observed mean difference and spread, carried to `final_pairs` pairs, would stay
-    inside the last look's Bonferroni boundary: then more seeds are very unlikely to decide it. Stopping
-    there never adds a rejection, so the error rate stays bounded whatever this rule says."""
-    if difference.standard_error is None or difference.standard_error == 0:
-        return difference.mean == 0
-    spread = difference.standard_error * math.sqrt(difference.n)
-    projected = abs(difference.mean) / (spread / math.sqrt(final_pairs))
-    return projected < t_quantile(1 - level / (2 * family), final_pairs - 1)
-
-
-def sequential_comparisons(values: Values, methods: Sequence[str], looks: Sequence[int], replicates: int = 1,
-                           metrics: Sequence[str] = METRICS, alpha: float = ALPHA) -> dict[tuple[str, str], Comparison]:
-    """Replay the looks on the stored values: each (method, metric) against REFERENCE, decided at the
-    first look whose Holm-adjusted p is below that look's share of alpha. Holm runs over the whole family
-    at every look, a comparison without runs at that look (its method stopped, or has not run) counting
-    as p = 1: raising a p-value never adds a rejection, so each look's error rate stays within its share
-    however the comparisons still open were chosen. A comparison is reported as it stood at the last look
-    it was tested at: decided, futile (its method may have stopped there), or open."""
-    shares = look_alphas(list(looks), alpha)
-    reference = values[REFERENCE]
-    family = [(m, metric) for m in methods if m != REFERENCE for metric in metrics]
-    decided: dict[tuple[str, str], Comparison] = {}
-    for look, (seeds, share) in enumerate(zip(looks, shares)):
-        keys = _keys(replicates, seeds)
-        # every comparison not yet decided at a boundary is tested again when its method got the seeds (one
-        # set aside as futile too: futility only spares a method seeds, it never ends a comparison that has data)
-        open_ = [c for c in family if c not in decided or decided[c].label not in (BETTER, WORSE)]
-        tested = [c for c in open_ if _has(reference, keys) and _has(values[c[0]], keys)]
-        if not tested:
-            break
-        differences = {c: compare_runs(values[c[0]][c[1]], reference[c[1]], keys, replicates) for c in tested}
-        p_values = [1.0 if c not in differences or differences[c].p_value is None else differences[c].p_value
-                    for c in family]
-        adjusted = dict(zip(family, holm(p_values)))
-        half_confidence = simultaneous_confidence(len(family), share)
-        last = look == len(looks) - 1
-        for c in tested:
-            difference, p = differences[c], adjusted[c]
-            half = difference.half_width(half_confidence)
-            if p < share:
-                label, how = (BETTER if difference.mean > 0 else WORSE), "boundary"
-            elif last:
-                label, how = NO_DIFFERENCE, "last look"
-            elif _futile(difference, replicates if replicates > 1 else looks[-1], shares[-1], len(family)):
-                label, how = NO_DIFFERENCE, "futility"
-            else:
-                label, how = OPEN, "open"
-            low, high = (None, None) if half is None else (max(-1.0, difference.mean - half),
-                                                           min(1.0, difference.mean + half))
-            decided[c] = Comparison(c[0], c[1], difference, p, share, len(family), low, high, label, len(keys), how)
-    return decided
-
-
-def methods_needing_seeds(comparisons: Mapping[tuple[str, str], Comparison], methods: Sequence[str]) -> list[str]:
-    """The methods with a comparison still open (or never taken): they get the next round of seeds."""
-    return [m for m in methods if m != REFERENCE
-            and any(comparisons.get((m, metric)) is None or comparisons[(m, metric)].label == OPEN
-                    for metric in METRICS)]
 
 
 @dataclass
@@ -175,18 +80,38 @@ class RareClass:
     val: tuple[int, int] | None
     test: tuple[int, int] | None
     fewest_test: int | None  # the fewest test images of any class in any run: what the worst class may rest on
+    largest_train: int = 0  # the most training examples of any class (in ERM's first run)
+
+    @property
+    def imbalanced(self) -> bool:
+        """Whether the rare class is rare: at most RARE_SHARE of the largest class in training."""
+        return self.train[1] <= RARE_SHARE * self.largest_train
 
 
 FEW_TEST_IMAGES = 10  # a class's test accuracy resting on fewer images than this is marked, its interval not exact
 
 
+@dataclass(frozen=True)
+class VerdictWarning:
+    """Something a statistician would check before trusting the verdict: its kind, the sentence, and what it
+    names (a method, a run's pair, a class, a score)."""
+
+    kind: str  # class_never_right | collapsed_run | near_chance | few_test_images | on_bound | constant_metric
+    text: str
+    method: str | None = None
+    pair: int | None = None  # the run's training seed (with several searches: within `replicate`)
+    replicate: int | None = None
+    class_name: str | None = None
+    score: float | None = None
+
+
 @dataclass
 class Verdict:
     campaign: str
-    looks: list[int]
+    design: Design
     replicates: int
     methods: list[MethodResult]
-    comparisons: dict[tuple[str, str], Comparison]
+    decisions: Decisions
     pairs: list[dict] = field(default_factory=list)  # the pairwise ranking, per metric
     reading: str = ""
     varies: str = ""  # what varies between the paired runs, so what the intervals contain (in words)
@@ -194,6 +119,21 @@ class Verdict:
     rare: RareClass | None = None  # the rare class and its image counts, from ERM's runs
     curves: list[BudgetCurve] = field(default_factory=list)  # each method's expected best after n trials
     budget_note: str = ""  # whether the order by expected best changes between half and the full budget, in words
+    warnings: list[VerdictWarning] = field(default_factory=list)
+
+    @property
+    def cells(self) -> dict[tuple[str, str], Cell]:
+        """The primary cells: the decisions."""
+        return self.decisions.cells
+
+    @property
+    def secondary(self) -> dict[tuple[str, str], Cell]:
+        """The other metrics' differences: 95% intervals, no word."""
+        return self.decisions.secondary
+
+    def cell(self, method: str, metric: str) -> Cell | None:
+        """The method's cell on `metric`, primary or secondary."""
+        return self.cells.get((method, metric)) or self.secondary.get((method, metric))
 
 
 def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key, EvaluationRecord]]:
@@ -257,13 +197,54 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
                         epochs, seconds, sum(run.train_seconds for run in runs.values()), missing, flags)
 
 
-def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
-    """The verdict from what is stored: every method's results and cost, its comparisons with ERM, the
-    pairwise ranking and the reading in words."""
+def objective_of(campaign: CampaignRecord) -> str:
+    """The objective the campaign's studies were tuned on (ERM's study's)."""
+    return str(campaign.config.get("studies", {}).get(REFERENCE, {}).get("objective", "val_accuracy"))
+
+
+def default_primary(objective: str, rare: RareClass | None) -> tuple[str, ...]:
+    """The metrics a campaign decides on when its file does not say: the test counterpart of the objective
+    (balanced accuracy when it has none), and the rare class where the data has one (RareClass.imbalanced)."""
+    counterpart = objective.replace("val_", "test_", 1)
+    primary = [counterpart if counterpart in METRICS else "test_balanced_accuracy"]
+    if rare is not None and rare.imbalanced and "smallest_class_accuracy" not in primary:
+        primary.append("smallest_class_accuracy")
+    return tuple(primary)
+
+
+def design_of(evaluation: Evaluation, objective: str, rare: RareClass | None) -> Design:
+    """What the campaign decides on and how it may spend its pairs, from its [evaluate] table."""
+    return Design(evaluation.primary or default_primary(objective, rare), evaluation.effects(), evaluation.seeds,
+                  evaluation.seeds_per_round, evaluation.max_seeds or max(evaluation.seeds, MAX_SEEDS), ALPHA,
+                  None if evaluation.max_minutes is None else 60 * evaluation.max_minutes)
+
+
+def run_seconds(runs: Mapping[str, Mapping[Key, EvaluationRecord]]) -> dict[str, float]:
+    """Each method's mean training seconds per re-training run (what a round's estimate and the time budget use)."""
+    return {method: statistics.fmean(r.train_seconds for r in by_key.values())
+            for method, by_key in runs.items() if by_key}
+
+
+def campaign_decisions(store: Store, campaign: CampaignRecord, set_aside: Sequence[str] = ()) -> Decisions:
+    """The campaign's decisions replayed on what is stored (the methods in `set_aside` left out): the cells, and
+    the next round it plans."""
     runs = campaign_runs(store, campaign)
-    verdict = verdict_of(campaign.name, campaign.evaluation.looks(), campaign.replicates, run_values(runs),
-                         [_method_result(store, campaign, m, runs[m]) for m in campaign.methods], variation(campaign),
-                         rare_class(list(runs[REFERENCE].values())))
+    rare = rare_class(list(runs[REFERENCE].values()))
+    methods = [m for m in campaign.methods if m not in set_aside]
+    return decide(run_values(runs), methods, design_of(campaign.evaluation, objective_of(campaign), rare),
+                  campaign.replicates, run_seconds(runs), METRICS)
+
+
+def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
+    """The verdict from what is stored: every method's results and cost, its decisions against ERM, the
+    pairwise ranking, the warnings and the reading in words."""
+    runs = campaign_runs(store, campaign)
+    rare = rare_class(list(runs[REFERENCE].values()))
+    design = design_of(campaign.evaluation, objective_of(campaign), rare)
+    results = [_method_result(store, campaign, m, runs[m]) for m in campaign.methods]
+    verdict = verdict_of(campaign.name, design, campaign.replicates, run_values(runs), results, variation(campaign),
+                         rare, run_seconds(runs))
+    verdict.warnings += run_warnings(runs, design, rare, verdict.decisions)
     verdict.curves = campaign_curves(store, campaign)
     verdict.budget_note = budget_note(verdict.curves)
     if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
@@ -272,19 +253,18 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     return verdict
 
 
-def verdict_of(name: str, looks: list[int], replicates: int, values: Values, results: list[MethodResult],
-               varies: str = "", rare: RareClass | None = None) -> Verdict:
+def verdict_of(name: str, design: Design, replicates: int, values: Values, results: list[MethodResult],
+               varies: str = "", rare: RareClass | None = None,
+               seconds: Mapping[str, float] | None = None) -> Verdict:
     """The verdict from the runs' values (method -> metric -> (replicate, seed) -> value) and each method's
-    result (`results`, ERM first): its comparisons with ERM and their P(better), the ranking and the reading."""
-    comparisons = sequential_comparisons(values, [r.method for r in results], looks, replicates)
-    for key, c in comparisons.items():
-        keys = _keys(replicates, c.seeds // replicates)
-        comparisons[key] = replace(c, improvement=improvement(values[c.method][c.metric], values[REFERENCE][c.metric],
-                                                              keys, replicates))
-    verdict = Verdict(name, looks, replicates, results, comparisons, varies=varies, rare=rare)
+    result (`results`, ERM first): its decisions against ERM, the ranking, the warnings and the reading."""
+    compared = [r.method for r in results if r.method == REFERENCE or not r.missing]
+    decisions = decide(values, compared, design, replicates, seconds, METRICS)
+    verdict = Verdict(name, design, replicates, results, decisions, varies=varies, rare=rare)
     verdict.same_as_erm = {r.method: said for r in results
                            if r.method != REFERENCE and (said := _same_as_erm(r, values))}
     verdict.pairs = pairwise_ranking(values, [r.method for r in results if r.seeds > 0], replicates)
+    verdict.warnings = design_warnings(verdict)
     verdict.reading = reading(verdict)
     return verdict
 
@@ -301,7 +281,8 @@ def rare_class(runs: Sequence[EvaluationRecord]) -> RareClass | None:
     stored = [run.per_class.get("counts") for run in runs if run.per_class.get("counts")]
     return RareClass(name, spread([run.train_class_counts[name] for run in runs]),
                      spread([c["val"].get(name, 0) for c in stored]), spread([c["test"].get(name, 0) for c in stored]),
-                     min((min(c["test"].values()) for c in stored), default=None))
+                     min((min(c["test"].values()) for c in stored), default=None),
+                     max(runs[0].train_class_counts.values()))
 
 
 FIXED_TEST_SETS = ("idx",)  # data sets whose test split is their own: resplit draws the validation carve again
@@ -372,37 +353,99 @@ def pairwise_ranking(values: Values, methods: Sequence[str], replicates: int = 1
     return ranking
 
 
+def design_warnings(verdict: Verdict) -> list[VerdictWarning]:
+    """What the design itself warns of: a metric every run scored the same on, a primary metric resting on so
+    few test images that one image moves it by more than half its smallest effect, tuned values on a bound."""
+    found = [VerdictWarning("constant_metric", f"every run of every method scored the same on "
+                                               f"{READING_LABELS[metric]}: nothing to compare, left out of the "
+                                               "decisions", class_name=None)
+             for metric in verdict.decisions.constant]
+    rare = verdict.rare
+    images = {"smallest_class_accuracy": None if rare is None or rare.test is None else rare.test[0],
+              "test_worst_class_accuracy": None if rare is None else rare.fewest_test}
+    for metric in verdict.design.primary:
+        count = None if metric in verdict.decisions.constant else images.get(metric)
+        smallest = verdict.design.smallest_effect[metric]
+        if count is not None and count > 0 and 1 / count > smallest / 2:
+            what = f"the rare class ({rare.name!r})" if metric == "smallest_class_accuracy" and rare else \
+                READING_LABELS[metric]
+            found.append(VerdictWarning(
+                "few_test_images", f"{what} rests on {count} test images: one image "
+                f"moves it by {100 / count:.1f} points, more than half the smallest effect ({100 * smallest:g})",
+                class_name=rare.name if metric == "smallest_class_accuracy" and rare else None))
+    for m in verdict.methods:
+        for flag in m.bound_flags:
+            found.append(VerdictWarning("on_bound", flag.text(m.method), method=m.method))
+    return found
+
+
+def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Design, rare: RareClass | None,
+                 decisions: Decisions) -> list[VerdictWarning]:
+    """What the runs warn of: a class no run of any method ever gets right, a run far below its method's others
+    (training collapsed), runs near chance."""
+    found: list[VerdictWarning] = []
+    every = [run for by_key in runs.values() for run in by_key.values()]
+    if not every:
+        return found
+    classes = sorted({c for run in every for c in run.per_class.get("test", {})})
+    for name in classes:
+        if all(run.per_class.get("test", {}).get(name, 0.0) == 0.0 for run in every):
+            found.append(VerdictWarning("class_never_right", f"class {name!r}: no run of any method got one of its "
+                                                             "test images right", class_name=name))
+    metric = next((m for m in design.primary if m != "smallest_class_accuracy"), "test_balanced_accuracy")
+    for method, by_key in runs.items():
+        scores = {key: run_metrics(run)[metric] for key, run in by_key.items()}
+        if len(scores) >= 3:
+            middle = statistics.median(scores.values())
+            robust_sd = 1.4826 * statistics.median(abs(v - middle) for v in scores.values())
+            for (replicate, pair), score in sorted(scores.items()):
+                if middle - score > max(COLLAPSE_POINTS, 4 * robust_sd):
+                    found.append(VerdictWarning(
+                        "collapsed_run", f"{method}'s run on pair {pair}" + (f" of search {replicate}" if replicate
+                                                                             else "")
+                        + f" scored {100 * score:.1f} on {READING_LABELS[metric]} against a median of "
+                        f"{100 * middle:.1f} for its other runs: its training may have collapsed",
+                        method=method, pair=pair, replicate=replicate, score=score))
+        chance = [key for key, run in by_key.items()
+                  if run.per_class.get("test") and run.metrics.get("test_balanced_accuracy", 1.0)
+                  <= 1 / len(run.per_class["test"]) + NEAR_CHANCE]
+        if chance:
+            found.append(VerdictWarning("near_chance", f"{method}: {len(chance)} of {len(by_key)} runs score within "
+                                                       f"{100 * NEAR_CHANCE:.0f} points of chance on balanced accuracy",
+                                        method=method))
+    return found
+
+
 def _points(value: float) -> str:
     return f"{100 * value:+.1f}"
 
 
 def reading(verdict: Verdict) -> str:
-    """The verdict in words, one sentence per method that differs, generated from the numbers."""
+    """The verdict in words, generated from the decisions: what is better, worse or equivalent, what is not
+    decided and why, then what the campaign does next."""
     if any(m.method == REFERENCE and m.missing for m in verdict.methods):
         return "No verdict yet: tuned ERM has no re-trained runs to compare with."
+    cells = verdict.cells
     sentences = []
     for m in verdict.methods:
-        mine = [verdict.comparisons[(m.method, metric)] for metric in METRICS
-                if (m.method, metric) in verdict.comparisons]
-        better = [_stated(c) for c in mine if c.label == BETTER]
-        worse = [_stated(c) for c in mine if c.label == WORSE]
-        if better and worse:
-            sentences.append(f"{m.method} beats ERM on {_join(better)} but falls behind it on {_join(worse)}")
-        elif better or worse:
-            sentences.append(f"{m.method} {'beats ERM' if better else 'falls behind ERM'} on {_join(better or worse)}")
-    unbeaten = [READING_LABELS[metric] for metric in METRICS
-                if not any(c.metric == metric and c.label == BETTER for c in verdict.comparisons.values())]
-    if unbeaten and verdict.comparisons:
-        sentences.append(f"no method beats ERM on {_join(unbeaten, 'or')}")
+        if m.method == REFERENCE or m.method in verdict.same_as_erm:
+            continue
+        mine = [c for c in cells.values() if c.method == m.method]
+        better = [_stated(c) for c in mine if c.outcome is Outcome.BETTER]
+        worse = [_stated(c) for c in mine if c.outcome is Outcome.WORSE]
+        same = [_stated(c, equivalence=True) for c in mine if c.outcome is Outcome.EQUIVALENT]
+        parts = ([f"beats ERM on {_join(better)}"] if better else []) + (
+            [f"falls behind ERM on {_join(worse)}"] if worse else []) + (
+            [f"is equivalent to ERM on {_join(same)}"] if same else [])
+        if parts:
+            sentences.append(f"{m.method} {_join(parts)}")
     sentences += list(verdict.same_as_erm.values())
-    same = [m.method for m in verdict.methods if m.method != REFERENCE and not m.missing
-            and m.method not in verdict.same_as_erm
-            and all(verdict.comparisons.get((m.method, k)) is not None
-                    and verdict.comparisons[(m.method, k)].label == NO_DIFFERENCE for k in METRICS)]
-    if same:
-        sentences.append(f"{_join(same)} {'differs' if len(same) == 1 else 'differ'} from ERM by nothing these runs "
-                         "can detect (the intervals say how large a difference they could have missed)")
-    behind = [m for m in CONTAINS_ERM if any(c.method == m and c.label == WORSE for c in verdict.comparisons.values())]
+    undecided = [c for c in cells.values() if c.outcome is Outcome.UNDECIDED and not c.open
+                 and c.method not in verdict.same_as_erm]
+    if undecided:
+        sentences.append("Undecided: " + "; ".join(f"{c.method} on {READING_LABELS[c.metric]} ({c.why})"
+                                                   for c in undecided))
+    behind = [m for m in CONTAINS_ERM if any(c.method == m and c.outcome is Outcome.WORSE for c in cells.values())]
     if behind:
         sentences.append(f"{_join(behind)} {'contains' if len(behind) == 1 else 'contain'} ERM "
                          f"({'; '.join(f'{m} at {CONTAINS_ERM[m]}' for m in behind)}), so behind ERM after tuning "
@@ -413,15 +456,10 @@ def reading(verdict: Verdict) -> str:
         sentences.append(f"Tuned onto a bound of its range: {_join(bounded)}; the search may have been cut short "
                          "there, so widen the range before trusting a comparison that involves it")
     text = "".join(f"{s}. " for s in sentences)
-    if verdict.comparisons and not any(c.label in (BETTER, WORSE, OPEN) for c in verdict.comparisons.values()):
-        few = verdict.rare is not None and verdict.rare.test is not None and verdict.rare.test[1] < FEW_TEST_IMAGES
-        text += ("Nothing is decided at this level; what would narrow the intervals: more confirmation seeds "
-                 "(max_seeds), more searches per method (replicates)"
-                 + (f", and more test images of the rare class ({verdict.rare.name} has {verdict.rare.test[1]})"
-                    if few else "") + ". ")
-    still_open = sorted({c.method for c in verdict.comparisons.values() if c.label == OPEN})
-    if still_open:
-        text += f"Still open (more seeds would decide): {', '.join(still_open)}. "
+    decisions = verdict.decisions
+    if decisions.next_pairs is not None and decisions.needing:
+        text += (f"Still open: the next round re-trains {_join(decisions.needing)} and ERM up to "
+                 f"{decisions.next_pairs} pairs (compare resumes it). ")
     missing = [m for m in verdict.methods if m.missing and m.method != REFERENCE]
     if missing:
         text += "Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + ". "
@@ -432,10 +470,12 @@ def reading(verdict: Verdict) -> str:
 CONTAINS_ERM = {"ls": "alpha = 0", "hws": "beta near 0"}
 
 
-def _stated(c: Comparison) -> str:
-    """A decided difference in words: the metric, the difference and its interval in points."""
-    interval = "" if c.low is None else f" [{_points(c.low)}, {_points(c.high)}]"
-    return f"{READING_LABELS[c.metric]} ({_points(c.difference.mean)} points{interval})"
+def _stated(c: Cell, equivalence: bool = False) -> str:
+    """A decided cell in words: the metric, the difference and its interval in points."""
+    interval = "" if c.low is None or c.high is None else f" [{_points(c.low)}, {_points(c.high)}]"
+    if equivalence:
+        return f"{READING_LABELS[c.metric]} (within ±{100 * c.smallest:g} points:{interval or ' identical runs'})"
+    return f"{READING_LABELS[c.metric]} ({_points(c.mean)} points{interval})"
 
 
 def _join(items: list[str], word: str = "and") -> str:

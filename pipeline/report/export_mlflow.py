@@ -224,29 +224,31 @@ def _export_study(client: MlflowClient, study: StudyRecord, trials: list[TrialRe
 
 def verdict_values(store: Store, campaign: CampaignRecord) -> tuple[dict[str, float], dict[str, str]]:
     """A campaign's verdict as MLflow metrics and tags: per method (other than ERM) and metric,
-    METHOD.METRIC.difference, .low, .high, .adjusted_p, .p_improvement (with .p_improvement_low and _high), and
-    the tag METHOD.METRIC.verdict (better, worse, no detectable difference or open); per method METHOD.METRIC.mean."""
+    METHOD.METRIC.difference, .low, .high, .p_improvement (with .p_improvement_low and _high), and the tag
+    METHOD.METRIC.verdict (better, worse, equivalent or undecided; secondary for a metric not decided on); per
+    method METHOD.METRIC.mean."""
     from pipeline.compare.verdict import take_verdict
 
     verdict = take_verdict(store, campaign)
     metrics: dict[str, float] = {}
     tags = {"robust_tune.kind": "verdict", "robust_tune.campaign": campaign.name,
-            "robust_tune.methods": ",".join(campaign.methods), "robust_tune.reading": verdict.reading[:5000]}
+            "robust_tune.methods": ",".join(campaign.methods), "robust_tune.reading": verdict.reading[:5000],
+            "robust_tune.primary": ",".join(verdict.design.primary)}
     for m in verdict.methods:
         tags[f"{m.method}.studies"] = ",".join(m.studies)
         tags[f"{m.method}.seeds"] = str(m.seeds)
         for metric, (mean, _) in m.means.items():
             metrics[f"{m.method}.{metric}.mean"] = mean
-    for (method, metric), c in verdict.comparisons.items():
+    for (method, metric), c in [*verdict.cells.items(), *verdict.secondary.items()]:
         if method == REFERENCE:
             continue
         name = f"{method}.{metric}"
-        values = {"difference": c.difference.mean, "low": c.low, "high": c.high, "adjusted_p": c.adjusted_p}
+        values = {"difference": c.mean, "low": c.low, "high": c.high}
         if c.improvement is not None:
             values |= {"p_improvement": c.improvement.probability, "p_improvement_low": c.improvement.low,
                        "p_improvement_high": c.improvement.high}
         metrics |= {f"{name}.{k}": v for k, v in values.items() if v is not None and not math.isnan(v)}
-        tags[f"{name}.verdict"] = c.label
+        tags[f"{name}.verdict"] = "secondary" if c.outcome is None else c.outcome.value
     return metrics, tags
 
 

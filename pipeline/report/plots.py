@@ -559,33 +559,40 @@ def front_pictures(s: StudyData) -> list[Picture]:
 
 def verdict_picture(verdict: Any) -> Picture:
     """A campaign's differences to tuned ERM (verdict.Verdict): one row per method, one panel per metric,
-    each difference with its simultaneous interval, zero marked, the verdict word's colour on the point."""
-    from pipeline.compare.verdict import BETTER, METRIC_LABELS, METRICS, WORSE
+    each difference with its interval (simultaneous on a primary metric, 95% on a secondary one), zero and the
+    smallest effect marked, the decision's colour on the point (grey: secondary, not a decision)."""
+    from pipeline.compare.decision import Outcome
+    from pipeline.compare.verdict import METRIC_LABELS, METRICS
 
-    methods = [m.method for m in verdict.methods if any((m.method, k) in verdict.comparisons for k in METRICS)]
+    methods = [m.method for m in verdict.methods if any(verdict.cell(m.method, k) for k in METRICS)]
     figure = Figure(figsize=(2.6 * len(METRICS) + 1, 0.45 * len(methods) + 1.6), layout="constrained")
     data: dict[str, Any] = {"methods": methods}
-    colours = {BETTER: "C2", WORSE: "C3"}
+    colours = {Outcome.BETTER: "C2", Outcome.WORSE: "C3", Outcome.EQUIVALENT: "C0", Outcome.UNDECIDED: "C1"}
     for panel, metric in enumerate(METRICS):
         axes = figure.add_subplot(1, len(METRICS), panel + 1)
         axes.axvline(0, color="0.3", linewidth=1)
+        primary = metric in verdict.design.primary
+        if primary:
+            smallest = 100 * verdict.design.smallest_effect[metric]
+            axes.axvspan(-smallest, smallest, color="0.9", zorder=0)
         rows = []
         for y, method in enumerate(methods):
-            c = verdict.comparisons.get((method, metric))
+            c = verdict.cell(method, metric)
             if c is None:
                 continue
-            mean = 100 * c.difference.mean
-            low, high = (mean, mean) if c.low is None else (100 * c.low, 100 * c.high)
+            mean = 100 * c.mean
+            low, high = (mean, mean) if c.low is None or c.high is None else (100 * c.low, 100 * c.high)
             axes.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", capsize=3,
-                          color=colours.get(c.label, "C0"))
-            rows.append({"method": method, "difference": mean, "low": low, "high": high, "verdict": c.label})
+                          color=colours.get(c.outcome, "0.5"))
+            rows.append({"method": method, "difference": mean, "low": low, "high": high,
+                         "verdict": None if c.outcome is None else c.outcome.value})
         axes.set_yticks(range(len(methods)), methods if panel == 0 else [""] * len(methods))
         axes.set_ylim(len(methods) - 0.5, -0.5)
-        axes.set_title(METRIC_LABELS[metric], fontsize=9)
+        axes.set_title(METRIC_LABELS[metric] + ("" if primary else " (secondary)"), fontsize=9)
         axes.set_xlabel("difference to ERM (points)", fontsize=8)
         data[metric] = rows
-    figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM, simultaneous intervals "
-                    "(green better, red worse)", fontsize=10)
+    figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM (green better, red worse, blue "
+                    "equivalent within the shaded smallest effect, orange undecided, grey secondary)", fontsize=9)
     return Picture(verdict.campaign, "verdict", figure, data)
 
 

@@ -22,7 +22,7 @@ class Table:
 DESCRIPTIVE = ("data set", "network", "method", "selected on")
 
 # Columns of free text a terminal grid gives the room the others leave: errors (cut) and lists (wrapped).
-FLEXIBLE = ("error", "tuned parameters", "ranking (> detectable lead, ≈ not)")
+FLEXIBLE = ("error", "tuned parameters", "ranking (> detectable lead, ≈ not)", "warning")
 
 # Columns the table's notes say in full: a terminal grid leaves them out for room (unless asked for by name or
 # --wide), while files keep them, CSV having no notes.

@@ -7,13 +7,14 @@ from typing import Any
 
 from pipeline.compare.across_tasks import MIN_TASKS, AcrossTasks
 from pipeline.compare.budget_curves import half_budget
+from pipeline.compare.decision import Cell
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.compare.stats import CONFIDENCE
 from pipeline.report.tables import Table, parameter_text, percent
-from pipeline.compare.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, NO_DIFFERENCE, Comparison, MethodResult,
-                              Verdict)
+from pipeline.compare.verdict import FEW_TEST_IMAGES, METRIC_LABELS, METRICS, MethodResult, Verdict, VerdictWarning
 
-SHOWN_LABELS = {NO_DIFFERENCE: "none detected"}  # the terminal's word; the data keep the full phrase
+SECONDARY = "secondary"  # the verdict column of a metric not decided on
+ALL_EQUAL = "all equal"  # ... of a primary metric left out: every run of every method scored the same
 
 
 def _parameters(result: MethodResult) -> str:
@@ -27,7 +28,13 @@ def _clock(seconds: float) -> str:
 
 
 def _interval(mean: float, half: float | None) -> str:
-    return percent(mean) + ("" if half is None else f" ± {100 * half:.1f}")
+    """A mean accuracy and its 95% interval in %, the interval kept inside [0, 100]: `94.6 ± 1.0`, or its ends
+    where the interval reaches past 0 or 100 (`99.2 [97, 100]`)."""
+    if half is None:
+        return percent(mean)
+    if mean - half < 0 or mean + half > 1:
+        return f"{percent(mean)} [{100 * max(0.0, mean - half):.0f}, {100 * min(1.0, mean + half):.0f}]"
+    return f"{percent(mean)} ± {100 * half:.1f}"
 
 
 def _end(value: float) -> str:
@@ -36,20 +43,27 @@ def _end(value: float) -> str:
     return f"{points:+.1f}" if abs(points) < 10 else f"{points:+.0f}"
 
 
-def _difference(c: Comparison) -> str:
-    text = f"{100 * c.difference.mean:+.1f}"
-    return text if c.low is None else f"{text} [{_end(c.low)}, {_end(c.high)}]"
+def _difference(c: Cell) -> str:
+    text = f"{100 * c.mean:+.1f}"
+    if c.low is None or c.high is None:
+        return text + (" (exact)" if c.exact else "")
+    if c.low == c.high:
+        return text + " (exact)"
+    return f"{text} [{_end(c.low)}, {_end(c.high)}]"
 
 
-def _improvement(c: Comparison) -> str:
-    """P(method > ERM) and its bootstrap interval, in %: `80 [40, 100]`; `100 (n=3)` when every unit scored the
-    same, so that resampling them gives no interval."""
+def _improvement(c: Cell) -> str:
+    """P(method > ERM) and its Clopper-Pearson interval, in %: `80 [44, 97]`."""
     i = c.improvement
     if i is None:
         return ""
-    if i.low == i.high:
-        return f"{100 * i.probability:.0f} (n={i.units})"
     return f"{100 * i.probability:.0f} [{100 * i.low:.0f}, {100 * i.high:.0f}]"
+
+
+def _word(c: Cell, constant: bool = False) -> str:
+    if c.outcome is None:
+        return ALL_EQUAL if constant else SECONDARY
+    return "open" if c.open else c.outcome.value
 
 
 def cost_table(verdict: Verdict) -> Table:
@@ -69,12 +83,14 @@ def cost_table(verdict: Verdict) -> Table:
                        "searched values"
                        + (", one set per search replicate." if verdict.replicates > 1 else "."))
     table.notes += [f.text(m.method) for m in verdict.methods for f in m.bound_flags]
-    if len(verdict.looks) > 1:
+    looks = verdict.decisions.looks
+    if looks:
         compared = [m for m in verdict.methods if not m.missing]
-        most = verdict.looks[-1] * verdict.replicates * len(compared)
+        most = verdict.design.max_seeds * verdict.replicates * len(compared)
         ran = sum(m.seeds * verdict.replicates for m in compared)
-        table.notes.append(f"Seeds came in rounds ({', '.join(map(str, verdict.looks))}): {ran} re-training runs of "
-                           f"the {most} the campaign allows; the stopping rule saved {most - ran}.")
+        table.notes.append(f"Pairs came in rounds planned for power (looks at {', '.join(map(str, looks))} pairs, "
+                           f"at most {verdict.design.max_seeds}): {ran} re-training runs of the {most} the campaign "
+                           "allows.")
     return table
 
 
@@ -90,81 +106,99 @@ def ranking_table(verdict: Verdict) -> Table:
         table.records.append(ranking)
     if table.rows:
         table.notes.append(f"Means in % over the {verdict.pairs[0]['seeds']} runs every method has; each pair's paired "
-                           "difference is tested, Holm-adjusted over all pairs and metrics at 5% family-wise.")
+                           "difference is tested, Holm-adjusted over all pairs and metrics at 5% family-wise. A family "
+                           "of its own, unlike the verdict's: every pair of methods, every metric, on the pairs all "
+                           "of them ran, and no smallest effect, so '≈' here is no evidence of equivalence, and a "
+                           "'>' here and the verdict's word may differ; the verdict below decides.")
     return table
 
 
+def _cell_record(c: Cell) -> dict[str, Any]:
+    i = c.improvement
+    return {"difference": c.mean, "low": c.low, "high": c.high, "confidence": c.confidence,
+            "primary": c.outcome is not None, "verdict": None if c.outcome is None else c.outcome.value,
+            "open": c.open, "why": c.why or None, "needed_pairs": c.needed, "pairs": c.pairs, "units": c.units,
+            "exact": c.exact, "smallest_effect": c.smallest if c.outcome is not None else None,
+            "level": c.level, "family": c.family,
+            "p_improvement": None if i is None else {"probability": i.probability, "low": i.low, "high": i.high,
+                                                     "units": i.units, "confidence": CONFIDENCE}}
+
+
+def warning_record(w: VerdictWarning) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(w).items() if v is not None}
+
+
 def verdict_table(verdict: Verdict) -> Table:
-    """One row per method and metric: the mean over seeds, the paired difference to tuned ERM with its
-    simultaneous interval, the Holm-adjusted p-value and the verdict word."""
+    """One row per method and metric: the mean over pairs, the difference to tuned ERM with its interval, the
+    probability of improvement and the word (primary metrics) or `secondary`."""
     seeds = {m.seeds for m in verdict.methods if m.seeds}
-    seeds_text = f"{'/'.join(map(str, sorted(seeds)))} seeds" if seeds else "no seeds yet"
+    seeds_text = f"{'/'.join(map(str, sorted(seeds)))} pairs" if seeds else "no pairs yet"
     if verdict.replicates > 1:
         seeds_text = f"{verdict.replicates} searches x {seeds_text}"
     thin = _thin_metrics(verdict)
+    primary = verdict.design.primary
     table = Table(f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
-                  f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM (simult.)", "Holm p", "P>ERM %",
-                                      "verdict"], [])
+                  f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM", "P>ERM %", "verdict"], [])
+    metrics = [*[m for m in primary if m in METRICS], *[m for m in METRICS if m not in primary]]
     for m in verdict.methods:
         record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
                                   "seeds": m.seeds, "missing": m.missing,
                                   "same_as_erm": verdict.same_as_erm.get(m.method),
                                   "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
                                   "rare_class": None if verdict.rare is None else dataclasses.asdict(verdict.rare),
-                                  "means": {k: {"mean": v[0], "half_width": v[1]} for k, v in m.means.items()},
-                                  "vs_erm": {}}
-        for i, metric in enumerate(METRICS):
+                                  "means": {k: {"mean": v[0], "half_width": v[1],
+                                                **({} if v[1] is None else {"low": max(0.0, v[0] - v[1]),
+                                                                            "high": min(1.0, v[0] + v[1])})}
+                                            for k, v in m.means.items()},
+                                  "vs_erm": {},
+                                  "warnings": [warning_record(w) for w in verdict.warnings  # the campaign's: ERM's row
+                                               if w.method == m.method or (w.method is None
+                                                                           and m.method == REFERENCE)]}
+        for i, metric in enumerate(metrics):
             mean = _interval(*m.means[metric]) if metric in m.means else "-"
-            c = verdict.comparisons.get((m.method, metric))
-            row = [m.method if i == 0 else "", METRIC_LABELS[metric] + ("*" if metric in thin else ""), mean]
+            c = verdict.cell(m.method, metric)
+            label = METRIC_LABELS[metric] + ("*" if metric in thin else "")
+            row = [m.method if i == 0 else "", label, mean]
             if m.method == REFERENCE or c is None:
-                row += ["", "", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
-                                                                                          else "no runs")]
-            elif m.method in verdict.same_as_erm:  # no degenerate interval: the words say what it is
-                row += ["identical runs" if i == 0 else "", "", "", "is ERM" if i == 0 else ""]
+                row += ["", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
+                                                                                      else "no runs")]
             else:
-                row += [_difference(c), f"{c.adjusted_p:.3f}", _improvement(c), SHOWN_LABELS.get(c.label, c.label)]
-            if c is not None and m.method != REFERENCE:
-                improvement = c.improvement
-                record["vs_erm"][metric] = {
-                    "difference": c.difference.mean, "low": c.low, "high": c.high, "p_value": c.difference.p_value,
-                    "adjusted_p": c.adjusted_p, "level": c.level, "family": c.family, "seeds": c.seeds,
-                    "units": c.difference.n, "verdict": c.label, "decided_by": c.how,
-                    "p_improvement": None if improvement is None else {
-                        "probability": improvement.probability, "low": improvement.low, "high": improvement.high,
-                        "units": improvement.units},
-                    "same_as_erm": m.method in verdict.same_as_erm}
+                row += [_difference(c), _improvement(c), _word(c, metric in verdict.decisions.constant)]
+                record["vs_erm"][metric] = {**_cell_record(c), "same_as_erm": m.method in verdict.same_as_erm}
             table.rows.append(row)
         table.records.append(record)
-    family = max((c.family for c in verdict.comparisons.values()), default=0)
+    table.notes += _verdict_notes(verdict, thin)
+    return table
+
+
+def _verdict_notes(verdict: Verdict, thin: dict[str, int]) -> list[str]:
+    design, decisions = verdict.design, verdict.decisions
+    family = len(decisions.family)
+    effects = ", ".join(f"{METRIC_LABELS[m]} ±{100 * design.smallest_effect[m]:g}" for m in design.primary
+                        if m not in decisions.constant)
     unit = (f"the {verdict.replicates} searches (each search's mean difference over its pairs)"
             if verdict.replicates > 1 else "the paired runs")
-    if len(verdict.looks) == 1:
-        test = (f"Paired t test over {unit} per method and metric; p-values Holm-adjusted over the family of {family} "
-                f"comparisons (methods x metrics), verdict at {1 - CONFIDENCE:.0%} family-wise; intervals are "
-                f"simultaneous (Bonferroni, each at {100 * (1 - (1 - CONFIDENCE) / max(family, 1)):.2f}%).")
-    else:
-        test = (f"Paired t test over {unit}, seeds added in rounds at {', '.join(map(str, verdict.looks))}: each look "
-                f"spends its share of {1 - CONFIDENCE:.0%} (O'Brien-Fleming-type alpha spending, Holm over the whole "
-                "family at every look); a comparison is decided at the first look it crosses, or set aside when "
-                "its trend could not cross by the last (futility); intervals are simultaneous at the deciding look.")
-    table.notes += [
-        f"Accuracies in %; {_rare_text(verdict)}. {test} The intervals are simultaneous over the family, so wider than "
-        "report --compare's per-comparison 95% intervals of the same differences.",
+    looks = ", ".join(map(str, decisions.looks)) or "none yet"
+    notes = [
+        f"Accuracies in %; {_rare_text(verdict)}. Decided on {effects} points (the primary metrics and their "
+        "smallest effects); the other rows are secondary: per-comparison 95% intervals, not decisions.",
+        f"Each primary word is read off its interval over {unit}, simultaneous over the {family} primary cells: "
+        "better or worse where it excludes 0 and reaches the smallest effect, equivalent where it lies inside "
+        "± the smallest effect (two one-sided tests), undecided otherwise; exact: every pair differed by the same, "
+        f"so the exact sign-flip test stands for the t interval. Looks at {looks} pairs, planned for 80% power: each "
+        f"spends a share of {1 - CONFIDENCE:.0%} in proportion to the pairs it adds, so the chance of any wrong "
+        f"word stays at most {1 - CONFIDENCE:.0%}.",
         *([f"*: rests on fewer than {FEW_TEST_IMAGES} test images of a class, where one image moves an accuracy by "
            f"{100 / max(1, min(thin.values())):.0f} points: its interval assumes a smooth measure and is not exact."]
           if thin else []),
-        "better / worse: a difference detected at that level; none detected: no difference detectable at this level "
-        "(not evidence that there is none).",
         "P>ERM %: the share of paired runs where the method beats ERM (ties count half; "
         + ("each search's share, averaged" if verdict.replicates > 1 else "Bouthillier et al. 2021")
-        + ") with a 95% percentile bootstrap interval over the "
-        + (f"{verdict.replicates} searches" if verdict.replicates > 1 else "paired runs")
-        + "; with few of them the interval cannot reach "
-          "beyond the shares seen, and (n=N) means all N scored the same: no interval to give.",
+        + ") with its 95% Clopper-Pearson interval over the "
+        + (f"{verdict.replicates} searches." if verdict.replicates > 1 else "paired runs."),
         f"What varies between the paired runs, so what the intervals contain: {verdict.varies}.",
+        *[f"Warning: {w.text}." for w in verdict.warnings if w.kind != "on_bound"],
         f"Reading: {verdict.reading}"]
-    return table
+    return notes
 
 
 def _rare_text(verdict: Verdict) -> str:
@@ -219,7 +253,7 @@ def budget_table(verdict: Verdict) -> Table:
 
 
 def verdict_tables(verdict: Verdict) -> list[Table]:
-    """The cost table, the ranking, the verdict with its reading, then the budget curves' table."""
+    """The cost table, the ranking, the verdict with its warnings and reading, then the budget curves' table."""
     return [t for t in (cost_table(verdict), ranking_table(verdict), verdict_table(verdict), budget_table(verdict))
             if t.rows]
 

@@ -12,7 +12,9 @@ A campaign file is a study file with `methods` instead of `[method]`:
               epochs = 20
     [budget]  trials = 8; initial = 4      # each method's, the same for all
     [method_params.hws]  beta = { low = 0.1, high = 1000, log = true }  # a method's own ranges (default: the papers')
-    [evaluate]     seeds = 5; max_seeds = 10; seeds_per_round = 5; resplit = true
+    [evaluate]     seeds = 5; max_seeds = 30; seeds_per_round = 5; resplit = true
+                   primary = ["test_balanced_accuracy", "smallest_class_accuracy"]   # default: see Evaluation
+                   smallest_effect = { test_balanced_accuracy = 1, smallest_class_accuracy = 5 }   # points
     [tasks.rare8.data]   imbalance_class = "8"  # optional: several tasks, each overriding [data] / [model] fields
     [tasks.rare8.model]  backbone = "resnet18"
 
@@ -49,23 +51,36 @@ REFERENCE = "erm"  # the method every other one is compared with
 NOT_IDENTITY = ("evaluation", "replicates", "description", "budget")
 
 
+# The metrics a campaign may decide on (the verdict's, pipeline/compare/evaluate.py COMPARE_METRICS), and the smallest
+# effect that matters on each by default, in points: a point of an accuracy over every class, five on one class.
+DECISION_METRICS = ("test_accuracy", "test_balanced_accuracy", "test_worst_class_accuracy", "smallest_class_accuracy")
+SMALLEST_EFFECT = {"test_accuracy": 1.0, "test_balanced_accuracy": 1.0, "test_worst_class_accuracy": 5.0,
+                   "smallest_class_accuracy": 5.0}
+MAX_SEEDS = 30  # confirmation pairs at most by default: rounds stop earlier once every primary cell is decided
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    """How the tuned configurations are re-trained: `seeds` training seeds first, then `seeds_per_round`
-    more at a time up to `max_seeds` while a method's verdict is still open."""
+    """How the tuned configurations are re-trained and what the verdict decides on: `seeds` pairs first, then
+    rounds of `seeds_per_round` planned for power, up to `max_seeds` (and `max_minutes` of re-training, when set),
+    until every primary cell is decided. `primary`: the metrics decided on (None: the test counterpart of the
+    objective, and the rare class where the data has one); `smallest_effect`: points per metric, over
+    SMALLEST_EFFECT."""
 
     seeds: int = 5
-    max_seeds: int = 5
+    max_seeds: int | None = MAX_SEEDS  # None: the file does not say (settle_max_seeds decides)
     seeds_per_round: int = 5
     pick: str = DEFAULT_PICK  # which trial of each study is re-trained: the best observed, or the model's pick
     # Confirmation runs and search replicates draw the split again (see the module's docstring). None: the file
     # does not say; a new campaign then resplits and a stored one keeps what it was stored with (settle_resplit).
     resplit: bool | None = False
+    primary: tuple[str, ...] | None = None
+    smallest_effect: dict[str, float] = field(default_factory=dict)
+    max_minutes: float | None = None
 
-    def looks(self) -> list[int]:
-        """The seed counts at which the verdict is taken: seeds, seeds + per round, ..., max_seeds."""
-        looks = list(range(self.seeds, self.max_seeds, self.seeds_per_round)) + [self.max_seeds]
-        return sorted(set(looks))
+    def effects(self) -> dict[str, float]:
+        """The smallest effect that matters on each metric, as a fraction (0.01: one point)."""
+        return {metric: points / 100 for metric, points in {**SMALLEST_EFFECT, **self.smallest_effect}.items()}
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,15 @@ class CampaignConfig:
             return self
         resplit = stored if stored is not None else True
         return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
+
+    def settle_max_seeds(self, stored: int | None) -> CampaignConfig:
+        """The campaign with `max_seeds` decided where its file does not say: as stored (`stored`, the stored
+        campaign's: one stored before the rounds were planned for power keeps its end), else MAX_SEEDS (at least
+        `seeds`) for a new campaign."""
+        if self.evaluation.max_seeds is not None:
+            return self
+        max_seeds = stored if stored is not None else max(self.evaluation.seeds, MAX_SEEDS)
+        return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, max_seeds=max_seeds))
 
     def settle_image_size(self, stored: dict[str, Any] | None) -> CampaignConfig:
         """The campaign with each method's image size decided where its file does not say: as the stored campaign
@@ -186,7 +210,7 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
         raise _fail(source, "evaluate", "must be a table")
     table = dict(raw)
     seeds = _int(source, table, "seeds", 5, "evaluate", 2)  # one seed gives no interval
-    max_seeds = _int(source, table, "max_seeds", seeds, "evaluate", seeds)
+    max_seeds = None if "max_seeds" not in table else _int(source, table, "max_seeds", seeds, "evaluate", seeds)
     per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
     pick = table.pop("pick", DEFAULT_PICK)
     if pick not in PICKS:
@@ -194,10 +218,47 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     resplit = table.pop("resplit", None)
     if resplit is not None and not isinstance(resplit, bool):
         raise _fail(source, "evaluate.resplit", f"must be true or false, got {resplit!r}")
+    primary = _primary(source, table.pop("primary", None))
+    effects = _smallest_effect(source, table.pop("smallest_effect", {}))
+    max_minutes = table.pop("max_minutes", None)
+    if max_minutes is not None and (isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float))
+                                    or not max_minutes > 0):
+        raise _fail(source, "evaluate.max_minutes", f"must be a positive number of minutes, got {max_minutes!r}")
     if table:
         raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round, "
-                                                            "pick, resplit")
-    return Evaluation(seeds, max_seeds, per_round, pick, resplit)
+                                                            "pick, resplit, primary, smallest_effect, max_minutes")
+    return Evaluation(seeds, max_seeds, per_round, pick, resplit, primary, effects,
+                      None if max_minutes is None else float(max_minutes))
+
+
+def _primary(source: str, raw: Any) -> tuple[str, ...] | None:
+    """`evaluate.primary`: the metrics the verdict decides on, each once, from DECISION_METRICS."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw or not all(isinstance(m, str) for m in raw):
+        raise _fail(source, "evaluate.primary", f"must be a list of metrics, e.g. [\"test_balanced_accuracy\"]; "
+                                                f"known: {', '.join(DECISION_METRICS)}")
+    for metric in raw:
+        if metric not in DECISION_METRICS:
+            raise _fail(source, "evaluate.primary", f"unknown metric {metric!r}; known: {', '.join(DECISION_METRICS)}")
+    if len(set(raw)) != len(raw):
+        raise _fail(source, "evaluate.primary", "a metric is listed twice")
+    return tuple(raw)
+
+
+def _smallest_effect(source: str, raw: Any) -> dict[str, float]:
+    """`evaluate.smallest_effect`: points per metric (0 < points <= 50), e.g. { smallest_class_accuracy = 10 }."""
+    if not isinstance(raw, dict):
+        raise _fail(source, "evaluate.smallest_effect", "must be a table of points per metric, e.g. "
+                                                        "{ test_balanced_accuracy = 1, smallest_class_accuracy = 5 }")
+    for metric, points in raw.items():
+        if metric not in DECISION_METRICS:
+            raise _fail(source, f"evaluate.smallest_effect.{metric}", f"unknown metric; known: "
+                                                                      f"{', '.join(DECISION_METRICS)}")
+        if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points <= 50:
+            raise _fail(source, f"evaluate.smallest_effect.{metric}", f"must be a number of points in (0, 50], "
+                                                                      f"got {points!r}")
+    return {metric: float(points) for metric, points in raw.items()}
 
 
 def _method_list(source: str, raw: Any) -> tuple[str, ...]:

@@ -9,8 +9,9 @@ schema (upgrading one written by an earlier version); readers never change it.
 """
 from __future__ import annotations
 
+
 import datetime as dt
-from dataclasses import asdict
+from dataclasses import asdict, replace
 import json
 import re
 from contextlib import contextmanager
@@ -475,6 +476,8 @@ def _campaign_record(row: sa.Row) -> CampaignRecord:
 
     config = row.config
     evaluation = Evaluation(**{"resplit": False, **config["evaluation"]})  # stored before 0.7.0: one split
+    if evaluation.primary is not None:  # stored as a JSON list
+        evaluation = replace(evaluation, primary=tuple(evaluation.primary))
     return CampaignRecord(row.id, row.name, tuple(config["methods"]), evaluation,
                           config.get("replicates", 1), config.get("budget", {}), config)
 

@@ -60,6 +60,11 @@ CAMPAIGN_FIELDS = [
      ('methods = ["erm", "ls", "hws", "cb", "groupdro"]', 'methods = ["erm", "ls"]'), "hws"),
     ("campaign-zero-seeds", ("seeds = 5 ", "seeds = 0 "), "seeds"),
     ("campaign-pick", ("seeds = 5 ", 'pick = "lucky"\nseeds = 5 '), "pick"),
+    ("campaign-unknown-primary", ('primary = ["test_balanced_accuracy", "smallest_class_accuracy"]',
+                                  'primary = ["test_nope"]'), "test_nope"),
+    ("campaign-zero-smallest-effect", ("{ test_balanced_accuracy = 1,", "{ test_balanced_accuracy = 0,"),
+     "smallest_effect"),
+    ("campaign-negative-minutes", ("seeds = 5 ", "max_minutes = -3\nseeds = 5 "), "max_minutes"),
 ]
 
 # (id, the command's arguments after the program name; DB and FOLDER are replaced, a word the line must hold)

@@ -100,6 +100,7 @@ def test_table5_runs_end_to_end_on_fake_trees_at_two_tasks(tmp_path, mt_root, mv
     assert len(tasks) == 24 and len(kept) == 4  # twelve tasks of two tables each
     small = (head.replace('weights = "imagenet"', 'weights = "none"').replace("image_size = 224", "image_size = 16")
              .replace("trials = 20\ninitial = 5", "trials = 2\ninitial = 2").replace("seeds = 5", "seeds = 2")
+             .replace("max_seeds = 10", "max_seeds = 2")
              .replace("momentum = 0.9", "momentum = 0.9\nepochs = 1\nlr_head = { low = 0.01, high = 0.1, log = true }")
              .replace("low = 16, high = 112", "low = 2, high = 8"))
     path = tmp_path / "table5.toml"

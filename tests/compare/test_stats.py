@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pipeline.compare.replicate_simulation import false_positive_rates
-from pipeline.compare.stats import (Improvement, clustered_difference, holm, mean_interval, paired_difference,
+from pipeline.compare.stats import (clustered_difference, holm, mean_interval, paired_difference,
                                     paired_improvement, simultaneous_confidence)
 
 

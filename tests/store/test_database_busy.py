@@ -30,6 +30,7 @@ trials = 1
 initial = 1
 [evaluate]
 seeds = 2
+max_seeds = 2
 """
 
 

@@ -1,0 +1,156 @@
+"""The campaign's decisions (pipeline/compare/decision.py) against their definitions: the word read off the interval,
+the interval against scipy's t interval at the Bonferroni level of the look's share, the exact rule without spread,
+the rounds planned for power against statsmodels' power, futility only for what the budget cannot decide, the time
+budget, replicates as the unit; and the whole procedure's false-positive rate simulated under the null."""
+import math
+import random
+
+import pytest
+from scipy import stats as scipy_stats
+
+from pipeline.compare.decision import Design, Outcome, decide, pairs_needed, spread, word
+
+BALANCED, RARE = "test_balanced_accuracy", "smallest_class_accuracy"
+DESIGN = Design((BALANCED, RARE), {BALANCED: 0.01, RARE: 0.05}, seeds=5, seeds_per_round=5, max_seeds=30)
+
+
+def campaign(rng: random.Random, truth: dict[str, float], pairs: int = 30, sd: float = 0.01,
+             replicates: int = 1, search_sd: float = 0.0) -> dict:
+    """Every method's runs on `pairs` pairs: a split effect every method shares, a method's true difference to ERM
+    (`truth`, on balanced accuracy; five times it on the rare class), and noise (`sd`, five times on the rare class)."""
+    values: dict = {m: {BALANCED: {}, RARE: {}} for m in truth}
+    luck = {(m, r): rng.gauss(0, search_sd) for m in truth for r in range(replicates)}
+    for r in range(replicates):
+        for s in range(pairs):
+            split = rng.gauss(0, 0.03)
+            for m, delta in truth.items():
+                values[m][BALANCED][(r, s)] = 0.85 + split + delta + luck[(m, r)] + rng.gauss(0, sd)
+                values[m][RARE][(r, s)] = 0.5 + split + 5 * (delta + luck[(m, r)]) + rng.gauss(0, 5 * sd)
+    return values
+
+
+def test_the_word_is_read_off_the_interval():
+    assert word(0.002, 0.008, 0.01) is Outcome.EQUIVALENT  # inside +-d, even though above 0
+    assert word(-0.009, 0.009, 0.01) is Outcome.EQUIVALENT
+    assert word(0.001, 0.03, 0.01) is Outcome.BETTER
+    assert word(-0.03, -0.001, 0.01) is Outcome.WORSE
+    assert word(-0.02, 0.005, 0.01) is Outcome.UNDECIDED
+    assert word(None, None, 0.01) is Outcome.UNDECIDED
+
+
+def test_a_look_draws_scipys_t_interval_at_the_bonferroni_level_of_its_share():
+    rng = random.Random(3)
+    values = campaign(rng, {"erm": 0.0, "a": 0.05, "b": 0.0}, pairs=5)
+    design = Design((BALANCED, RARE), {BALANCED: 0.01, RARE: 0.05}, seeds=5, seeds_per_round=5, max_seeds=5)
+    decisions = decide(values, ["erm", "a", "b"], design)
+    assert decisions.looks == [5] and len(decisions.family) == 4 and decisions.next_pairs is None
+    for (method, metric), cell in decisions.cells.items():
+        differences = [values[method][metric][(0, s)] - values["erm"][metric][(0, s)] for s in range(5)]
+        expected = scipy_stats.ttest_1samp(differences, 0.0).confidence_interval(1 - 0.05 / 4)  # all 5% at one look
+        assert (cell.low, cell.high) == pytest.approx((expected.low, expected.high))
+        assert cell.outcome is word(cell.low, cell.high, design.smallest_effect[metric])
+    assert decisions.cells[("a", BALANCED)].outcome is Outcome.BETTER  # 5 points, noise of 1.4 on the difference
+
+
+def test_identical_runs_are_equivalent_and_a_constant_difference_goes_through_the_exact_test():
+    erm = {BALANCED: {(0, s): 0.8 + 0.01 * s for s in range(10)}, RARE: {(0, s): 0.5 + 0.02 * s for s in range(10)}}
+    same = {k: dict(v) for k, v in erm.items()}
+    shifted = {k: {key: v + 0.03 for key, v in by_key.items()} for k, by_key in erm.items()}
+    design = Design((BALANCED, RARE), {BALANCED: 0.01, RARE: 0.05}, seeds=5, seeds_per_round=5, max_seeds=10)
+    decisions = decide({"erm": erm, "same": same, "shifted": shifted}, ["erm", "same", "shifted"], design)
+    assert decisions.cells[("same", BALANCED)].outcome is Outcome.EQUIVALENT
+    assert decisions.cells[("same", BALANCED)].exact and decisions.cells[("same", BALANCED)].pairs == 5
+    shifted_cell = decisions.cells[("shifted", BALANCED)]
+    # 3 points on every pair: never p = 0; the sign-flip test needs 2 / 2^n <= level / 4 cells: n >= 9 at 10 pairs
+    assert shifted_cell.exact and shifted_cell.pairs == 10 and shifted_cell.outcome is Outcome.BETTER
+    assert (shifted_cell.low, shifted_cell.high) == pytest.approx((0.03, 0.03))
+
+
+def test_a_metric_every_run_scored_the_same_on_leaves_the_family():
+    rng = random.Random(1)
+    values = campaign(rng, {"erm": 0.0, "a": 0.01}, pairs=5)
+    for method in values:
+        values[method][RARE] = {k: 0.0 for k in values[method][RARE]}  # nobody gets the rare class right
+    design = Design((BALANCED, RARE), {BALANCED: 0.01, RARE: 0.05}, seeds=5, max_seeds=5)
+    decisions = decide(values, ["erm", "a"], design, secondary=[BALANCED, RARE])
+    assert decisions.constant == [RARE] and decisions.family == [("a", BALANCED)]
+    assert decisions.cells[("a", BALANCED)].family == 1 and ("a", RARE) in decisions.secondary
+
+
+def test_the_plan_asks_statsmodels_power_of_the_next_look():
+    from statsmodels.stats.power import TTestPower
+
+    s = spread([[0.02 + 0.01 * x for x in (-1.2, 0.3, 0.8, -0.5, 1.1, -0.4, 0.2)]])
+    assert s.mean >= 0.01 / 2  # so the plan asks for power to show a difference of 1 point
+    needed = pairs_needed(s, DESIGN, before=5, family=4, smallest=0.01)
+    assert needed is not None and needed in DESIGN.grid()
+
+    def power(n: int) -> float:  # statsmodels' one-sample t power at the level a look at n would have
+        level = 0.05 * (n - 5) / 30 / 4
+        return TTestPower().power(effect_size=0.01 / math.sqrt(s.within), nobs=n, alpha=level, alternative="two-sided")
+
+    assert power(needed) >= 0.8 - 0.01
+    earlier = [n for n in DESIGN.grid() if 5 < n < needed]
+    assert not earlier or power(earlier[-1]) < 0.8 + 0.01
+
+
+def test_rounds_go_on_only_for_open_cells_and_stop_when_decided():
+    rng = random.Random(5)
+    values = campaign(rng, {"erm": 0.0, "clear": 0.2, "close": 0.006}, pairs=30)
+    decisions = decide(values, ["erm", "clear", "close"], DESIGN)
+    assert decisions.pairs["clear"] == 5  # decided at the first look on both metrics: no more pairs
+    assert all(decisions.cells[("clear", m)].outcome is Outcome.BETTER for m in (BALANCED, RARE))
+    assert decisions.pairs["close"] > 5 and decisions.pairs["erm"] == decisions.pairs["close"]
+    assert decisions.next_pairs is None and decisions.looks[0] == 5
+    # the same values seen as the campaign sees them, with only the first round stored: the next round is planned
+    first = {m: {k: {key: v for key, v in by_key.items() if key[1] < 5} for k, by_key in metrics.items()}
+             for m, metrics in values.items()}
+    planned = decide(first, ["erm", "clear", "close"], DESIGN, run_seconds={"erm": 2.0, "close": 3.0})
+    assert planned.looks == [5] and planned.needing == ["close"] and planned.next_pairs == decisions.looks[1]
+    assert planned.round_seconds == pytest.approx((2.0 + 3.0) * (planned.next_pairs - 5))
+
+
+def test_futility_sets_aside_only_what_max_seeds_cannot_decide():
+    rng = random.Random(2)
+    # a true difference of half the smallest effect with much noise: neither equivalence nor a difference within 30
+    values = campaign(rng, {"erm": 0.0, "a": 0.005}, pairs=30, sd=0.04)
+    decisions = decide(values, ["erm", "a"], DESIGN)
+    cell = decisions.cells[("a", BALANCED)]
+    assert cell.outcome is Outcome.UNDECIDED and not cell.open
+    assert cell.why.startswith(("set aside: max_seeds = 30 cannot decide it", "max_seeds = 30 reached"))
+    assert cell.needed is None or cell.needed > 30
+
+
+def test_the_time_budget_cuts_the_rounds():
+    rng = random.Random(5)
+    values = campaign(rng, {"erm": 0.0, "close": 0.006}, pairs=30)
+    timed = Design(DESIGN.primary, DESIGN.smallest_effect, max_seeds=30, max_seconds=60.0)
+    decisions = decide(values, ["erm", "close"], timed, run_seconds={"erm": 2.0, "close": 2.0})
+    assert decisions.pairs["erm"] * 2 * 2.0 <= 60.0 and decisions.stopped in ("time", "decided")
+
+
+def test_with_replicates_the_search_is_the_unit():
+    rng = random.Random(9)
+    values = campaign(rng, {"erm": 0.0, "a": 0.0}, pairs=5, replicates=3, search_sd=0.02)
+    design = Design((BALANCED,), {BALANCED: 0.01}, seeds=5, max_seeds=5)
+    cell = decide(values, ["erm", "a"], design, replicates=3).cells[("a", BALANCED)]
+    means = [sum(values["a"][BALANCED][(r, s)] - values["erm"][BALANCED][(r, s)] for s in range(5)) / 5
+             for r in range(3)]
+    expected = scipy_stats.ttest_1samp(means, 0.0).confidence_interval(0.95)
+    assert cell.units == 3 and (cell.low, cell.high) == pytest.approx((expected.low, expected.high))
+
+
+@pytest.mark.parametrize("replicates, search_sd", [(1, 0.0), (3, 0.01)])
+def test_no_true_difference_gives_a_wrong_word_at_most_at_the_nominal_rate(replicates, search_sd):
+    # whole campaigns of ERM and three methods equal to it, the rounds as compare takes them: any "better" or
+    # "worse" is wrong; the share of campaigns with one stays within Monte Carlo error of 5% (bench verdict measures
+    # it on many more, and with the other words and intervals)
+    rng, runs = random.Random(11 + replicates), 250
+    design = Design((BALANCED, RARE), {BALANCED: 0.01, RARE: 0.05}, seeds=5, seeds_per_round=5, max_seeds=15)
+    wrong = 0
+    for _ in range(runs):
+        values = campaign(rng, {"erm": 0.0, "a": 0.0, "b": 0.0, "c": 0.0}, pairs=15, replicates=replicates,
+                          search_sd=search_sd)
+        cells = decide(values, ["erm", "a", "b", "c"], design, replicates).cells.values()
+        wrong += any(c.outcome in (Outcome.BETTER, Outcome.WORSE) for c in cells)
+    assert wrong / runs <= 0.05 + 3 * (0.05 * 0.95 / runs) ** 0.5
