@@ -97,6 +97,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
     campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
+    campaign = campaign.settle_rare_kept(None if known is None else known.config)
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
