@@ -18,6 +18,10 @@ BACKBONES = ("small_cnn", "wrn16_1", "resnet18", "resnet34", "resnet50")  # buil
 # by the objective). "train+val": validation is skewed too, for data whose validation images come
 # from the same skewed source as training.
 IMBALANCE_SPLITS = ("train", "train+val")
+# Which examples of the rare class stay. "drawn": a draw seeded by the split seed, so each split seed (each pair of
+# a campaign that resplits) keeps other ones. "first": the first ones by index, whatever the split seed, as every
+# version before the choice existed did; a study stored then keeps it (DataConfig.from_dict).
+RARE_KEPT = ("drawn", "first")
 # Arithmetic of the network's forward passes (training, the GI-LS ascent, the attacks, evaluation). bf16 runs
 # the backbone under autocast; the head, the losses, the transport cost and the hardness weights stay fp32.
 # auto: bf16 on a GPU that computes in it natively, fp32 elsewhere (a CPU gains nothing from it).
@@ -70,6 +74,7 @@ class DataConfig:
     imbalance_class: str | None = None  # keep only `imbalance_keep` of this class in the splits of imbalance_in
     imbalance_keep: float = 0.01
     imbalance_in: str = "train"  # one of IMBALANCE_SPLITS; the test split is never changed
+    rare_kept: str = "drawn"  # one of RARE_KEPT: which of imbalance_class's examples stay
     # Image data sets (name "images"): one sub-folder per class under `root`, or a manifest folder.
     root: str | None = None  # the folder per class; with a manifest, the image root (overrides its root.txt)
     manifest: str | None = None  # a manifest folder as written by `robust-tune data prepare`
@@ -94,6 +99,8 @@ class DataConfig:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
         if self.imbalance_in not in IMBALANCE_SPLITS:
             raise UserError(f"imbalance_in must be one of {', '.join(IMBALANCE_SPLITS)}, got {self.imbalance_in!r}")
+        if self.rare_kept not in RARE_KEPT:
+            raise UserError(f"rare_kept must be one of {', '.join(RARE_KEPT)}, got {self.rare_kept!r}")
         if self.name == "images" and not (self.root or self.manifest):
             raise UserError("data set images needs root (a folder with one sub-folder per class) or manifest "
                             "(a folder written by `robust-tune data prepare`)")
@@ -127,12 +134,18 @@ class DataConfig:
     def from_dict(cls, raw: dict[str, Any]) -> DataConfig:
         """A stored DataConfig (a study's, or a run's settings) as this version reads it: a field added since it
         was stored is at the value that reproduces what it did (its default but for imbalance_in, which was
-        train+val for an imbalanced split); one since removed is dropped."""
+        train+val for an imbalanced split, and rare_kept, which was the first ones); one since removed is dropped."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
         if values.get("imbalance_class") is not None:
             values.setdefault("imbalance_in", "train+val")
+        values.setdefault("rare_kept", "first")
         return cls(**values)
+
+    @property
+    def rare_drawn(self) -> bool:
+        """Whether the rare class's examples kept in training are drawn with the split seed (RARE_KEPT)."""
+        return self.imbalance_class is not None and self.rare_kept == "drawn"
 
 
 def _is_int(value: object) -> TypeGuard[int]:

@@ -186,6 +186,13 @@ STUDY_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if not is_campaign(p)]
 CAMPAIGN_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if is_campaign(p)]
 
 
+def stored_before_rare_kept(campaign):
+    """`campaign` as one stored before data.rare_kept existed settles it: every study of every task keeping the first
+    rare-class examples (their stored identities name no rare_kept)."""
+    studies = {method: {"data": {}} for method in campaign.methods}
+    return campaign.settle_rare_kept({"studies": studies, "tasks": {t: {"studies": studies} for t in campaign.tasks}})
+
+
 def stored(store: Store, name: str = "held"):
     return store.create_study(parse_study({"name": name, "method": {"name": "ls"}}, f"{name}.toml"))
 

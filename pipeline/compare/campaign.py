@@ -37,7 +37,9 @@ class CampaignStarted:
     max_seeds: int  # the most pairs the rounds may reach
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
-    warning: str | None = None  # classes with too few validation or test examples to measure (Dataset.thin_classes)
+    # a line each: classes with too few validation or test examples to measure (Dataset.thin_classes), a resplit
+    # that varies nothing (MedMNIST without drawn rare examples)
+    warning: str | None = None
     data: DataConfig = field(default_factory=DataConfig)  # ERM's study's data (every study's but the split seed)
     task: str | None = None  # with several tasks: the one starting, the `number`-th of `tasks`
     number: int = 1
@@ -113,11 +115,13 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
     campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
+    campaign = campaign.settle_rare_kept(None if known is None else known.config)
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
     # a bad data set of any task: before any write
-    warnings = {task: check_can_train(config.studies[REFERENCE], device, precision) for task, config in tasks}
+    warnings = {task: _warnings(check_can_train(config.studies[REFERENCE], device, precision), config)
+                for task, config in tasks}
     store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
     for study in campaign.all_studies():
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
@@ -173,6 +177,26 @@ def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None,
                            bool(campaign.evaluation.resplit),
                            reference.data.split_seed,
                            warning, reference.data, task, number, tasks)
+
+
+def _warnings(thin: str | None, config: CampaignConfig) -> str | None:
+    """What a task warns of when it starts, a line each: classes too thin to measure (`thin`), and a resplit that
+    varies nothing."""
+    lines = [line for line in (thin, _resplit_varies_nothing(config)) if line]
+    return "\n".join(lines) or None
+
+
+def _resplit_varies_nothing(config: CampaignConfig) -> str | None:
+    """One line where the campaign resplits a data set whose splits are its own (MedMNIST) and draws no rare-class
+    examples from the split seed: its pairs then differ in the training seed only."""
+    from pipeline.compare.verdict import FIXED_SPLITS
+
+    data = config.studies[REFERENCE].data
+    if not config.evaluation.resplit or data.name not in FIXED_SPLITS or data.rare_drawn:
+        return None
+    kept = "" if data.imbalance_class is None else " and keeps the first rare-class examples (rare_kept = \"first\")"
+    return (f"warning: resplit varies nothing here: {data.name} has its own fixed train, validation and test splits"
+            f"{kept}, so the pairs differ in the training seed only")
 
 
 def _label(summary: CampaignSummary, config: CampaignConfig, method: str) -> str:

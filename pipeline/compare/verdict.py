@@ -286,20 +286,33 @@ def rare_class(runs: Sequence[EvaluationRecord]) -> RareClass | None:
 
 
 FIXED_TEST_SETS = ("idx",)  # data sets whose test split is their own: resplit draws the validation carve again
-FIXED_SPLITS = ("medmnist",)  # data sets whose three splits are their own: nothing to draw again
+FIXED_SPLITS = ("medmnist",)  # data sets whose three splits are their own: only a drawn rare class can vary
 
 
 def variation(campaign: CampaignRecord) -> str:
     """What varies between a campaign's paired runs, so what its intervals contain, in words."""
     data = campaign.config.get("studies", {}).get(REFERENCE, {}).get("data", {})
-    fixed_test = data.get("name") in FIXED_TEST_SETS or data.get("manifest") is not None
-    if not campaign.evaluation.resplit or data.get("name") in FIXED_SPLITS:
-        why = ("MedMNIST's splits are its own and fixed" if data.get("name") in FIXED_SPLITS
-               else "every run uses the search's split, resplit = false")
-        varies = f"the training seed only ({why})"
+    name, resplit = data.get("name"), campaign.evaluation.resplit
+    fixed_test = name in FIXED_TEST_SETS or data.get("manifest") is not None
+    rare = data.get("imbalance_class") is not None
+    drawn = rare and data.get("rare_kept") == "drawn"  # a study's identity leaves out "first", as stored before it
+    drawn_again = "the rare-class examples kept in training, drawn again per pair"
+    pairs = "pair k trains on seed k and split seed base + k"
+    if name in FIXED_SPLITS and not (resplit and drawn):
+        kept = ", and so are the rare-class examples kept in training" if resplit and rare else ""
+        varies = f"the training seed only (MedMNIST's splits are its own and fixed{kept})"
+    elif not resplit:
+        varies = "the training seed only (every run uses the search's split, resplit = false)"
+    elif name in FIXED_SPLITS:
+        varies = f"the training seed and {drawn_again} (MedMNIST's splits are its own and fixed): {pairs}"
+    elif fixed_test and drawn:
+        varies = (f"the training seed, the validation carve (the test set is the data set's own) and {drawn_again}: "
+                  f"{pairs}")
+    elif fixed_test:
+        first = "; training keeps the first rare-class examples the carve leaves" if rare else ""
+        varies = f"the training seed and the validation carve (the test set is the data set's own{first}): {pairs}"
     else:
-        part = "the validation carve (the test set is the data set's own)" if fixed_test else "the whole split"
-        varies = f"the training seed and {part}: pair k trains on seed k and split seed base + k"
+        varies = f"the training seed and the whole split: {pairs}"
     if campaign.replicates > 1:
         varies += (f"; and the search's luck: {campaign.replicates} searches per method, "
                    + ("each on a split of its own, " if campaign.evaluation.resplit else "")

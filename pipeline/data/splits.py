@@ -1,6 +1,8 @@
 """Seeded, stratified splits and the hardness paper's imbalance protocol."""
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 from pipeline.config import DataConfig
@@ -23,28 +25,41 @@ def stratified_split(labels: torch.Tensor, val_fraction: float, test_fraction: f
     return tuple(torch.cat(part).sort().values for part in parts)  # type: ignore[return-value]
 
 
-def keep_fraction_of_class(indices: torch.Tensor, labels: torch.Tensor, label: int, keep: float) -> torch.Tensor:
-    """Drop all but `keep` (at least one) of class `label` from `indices`, keeping the first ones.
+def keep_fraction_of_class(indices: torch.Tensor, labels: torch.Tensor, label: int, keep: float,
+                           draw: torch.Generator | None = None) -> torch.Tensor:
+    """Drop all but `keep` (at least one) of class `label` from `indices`: the ones `draw` picks, or without it the
+    first ones (what every study stored before rare_kept trains on).
 
     The hardness paper's MNIST check keeps 1% of one digit in training; the test set is unchanged.
     """
     of_class = indices[labels[indices] == label]
     if len(of_class) == 0:
         raise UserError(f"class {label} has no examples to keep a fraction of")
+    if draw is not None:
+        of_class = of_class[torch.randperm(len(of_class), generator=draw)]
     kept = of_class[:max(1, round(keep * len(of_class)))]
     return torch.cat([indices[labels[indices] != label], kept]).sort().values
+
+
+def rare_draw(split_seed: int) -> torch.Generator:
+    """The generator that picks the rare-class examples kept for `split_seed`: seeded from a hash of it, so its draws
+    are not the split's own (stratified_split seeds its generator with the split seed itself)."""
+    digest = hashlib.sha256(f"rare kept, split seed {split_seed}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
 
 
 def apply_imbalance(config: DataConfig, class_names: list[str], labels: torch.Tensor, train: torch.Tensor,
                     val: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The imbalance option of any data set: keep only `imbalance_keep` of one class in training, and
-    in validation too when `imbalance_in` is "train+val"; the test split is never changed."""
+    in validation too when `imbalance_in` is "train+val"; the test split is never changed. Which ones stay is
+    `rare_kept`'s: drawn with the split seed, or the first ones."""
     if config.imbalance_class is None:
         return train, val
     rare = class_index(class_names, str(config.imbalance_class))
-    train = keep_fraction_of_class(train, labels, rare, config.imbalance_keep)
+    draw = rare_draw(config.split_seed) if config.rare_drawn else None
+    train = keep_fraction_of_class(train, labels, rare, config.imbalance_keep, draw)
     if config.imbalance_in == "train+val":
-        val = keep_fraction_of_class(val, labels, rare, config.imbalance_keep)
+        val = keep_fraction_of_class(val, labels, rare, config.imbalance_keep, draw)
     return train, val
 
 

@@ -28,7 +28,8 @@ With `resplit` (the default for a new campaign) the verdict is about the method,
 confirmation pair k trains on training seed k and split seed `split_seed + k`, the same pairs for every
 method, and search replicate r searches on split seed `split_seed + r` with search seed `search_seed + r`
 (DomainBed's trial seed). Without it (`resplit = false`, and every campaign stored before 0.7.0) all runs
-use the search's one split, as before.
+use the search's one split, as before. Each split seed also draws which rare-class examples stay in training
+(data.rare_kept = "drawn", a new campaign's default; one stored before the choice existed keeps the first ones).
 """
 from __future__ import annotations
 
@@ -38,13 +39,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
-from pipeline.spec.study_config import (ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig, apply_overrides, parse_study,
-                                        read_toml)
+from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig,
+                                        apply_overrides, parse_study, read_toml)
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
@@ -141,14 +142,27 @@ class CampaignConfig:
         """The campaign with each method's image size decided where its file does not say: as the stored campaign
         (`stored`, its config as stored) has that method's study, else the backbone's default
         (StudyConfig.settle_image_size)."""
-        def settle(studies: dict[str, StudyConfig], kept: dict[str, Any]) -> dict[str, StudyConfig]:
-            return {m: s.settle_image_size((kept.get(m) or {}).get("data", {}).get("image_size"))
-                    for m, s in studies.items()}
+        return self._settle_each(stored, lambda study, kept: study.settle_image_size(
+            (kept or {}).get("data", {}).get("image_size")))
+
+    def settle_rare_kept(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with the rare-class examples each study keeps decided where its file does not say: as the
+        stored campaign (`stored`, its config as stored) has that method's study (its identity leaves out
+        DATA_ADDED_LATER's "first"), else drawn (StudyConfig.settle_rare_kept)."""
+        return self._settle_each(stored, lambda study, kept: study.settle_rare_kept(
+            None if kept is None else kept.get("data", {}).get("rare_kept", DATA_ADDED_LATER["rare_kept"])))
+
+    def _settle_each(self, stored: dict[str, Any] | None,
+                     settle: Callable[[StudyConfig, dict[str, Any] | None], StudyConfig]) -> CampaignConfig:
+        """The campaign with `settle(study, its stored identity, or None where not stored)` for every method's study
+        of every task (`stored`: the stored campaign's config; None: not stored)."""
+        def each(studies: dict[str, StudyConfig], kept: dict[str, Any]) -> dict[str, StudyConfig]:
+            return {m: settle(s, kept.get(m)) for m, s in studies.items()}
 
         stored = stored or {}
-        tasks = {t: settle(studies, ((stored.get("tasks") or {}).get(t) or {}).get("studies") or {})
+        tasks = {t: each(studies, ((stored.get("tasks") or {}).get(t) or {}).get("studies") or {})
                  for t, studies in self.tasks.items()}
-        studies = next(iter(tasks.values())) if tasks else settle(self.studies, stored.get("studies") or {})
+        studies = next(iter(tasks.values())) if tasks else each(self.studies, stored.get("studies") or {})
         return dataclasses.replace(self, studies=studies, tasks=tasks)
 
     def with_threads(self, threads: int) -> CampaignConfig:

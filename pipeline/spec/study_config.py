@@ -55,8 +55,9 @@ NOT_IDENTITY = ("budget", "description")
 OWN_RULE = ("threads",)
 # Fields added after studies were first stored get, in a study stored before them, the value that
 # reproduces what it did (StudyConfig.from_dict, DataConfig.from_dict): search_seed was the seed, and an
-# imbalance skewed validation too before data.imbalance_in. Any other field did nothing before it existed
-# at its default. migrations/versions/0002 writes the same values into stored studies.
+# imbalance skewed validation too before data.imbalance_in, and it kept the rare class's first examples before
+# data.rare_kept. Any other field did nothing before it existed at its default. migrations/versions/0002 writes
+# the values of the fields it knew into stored studies.
 
 
 # How a study proposes its trials (pipeline/search/ax.py builds each as an Ax generation strategy). A GP strategy is
@@ -96,7 +97,7 @@ def gp_options(strategy: str) -> frozenset[str]:
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
 ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False}
-DATA_ADDED_LATER = {"path": None}  # the same for DataConfig fields added after 0.5.0
+DATA_ADDED_LATER = {"path": None, "rare_kept": "first"}  # the same for DataConfig fields added after 0.5.0
 MAX_SEEDS_PER_TRIAL = 100
 # Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
 # its Gaussian process predicts best (store.model_pick).
@@ -202,6 +203,9 @@ class StudyConfig:
     # False: the study file left [search] strategy to DEFAULT_STRATEGY; a study stored under the name with an earlier
     # default then keeps it (settle_strategy). Like image_size_given: not stored, not compared.
     strategy_given: bool = field(default=True, compare=False)
+    # False: the study file left data.rare_kept to its default ("drawn"); a study stored under the name then keeps
+    # its own (settle_rare_kept). Like image_size_given: not stored, not compared.
+    rare_kept_given: bool = field(default=True, compare=False)
     # [tracking] mlflow: an MLflow tracking URI the study's runs are logged to as they end. Where a copy goes, not
     # what the study is: not stored, not compared.
     mlflow: str | None = field(default=None, compare=False)
@@ -240,10 +244,10 @@ class StudyConfig:
                            threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
-        """The study as stored: every field but image_size_given and strategy_given, which say how its file was
-        written, and mlflow, where copies of its runs go."""
+        """The study as stored: every field but image_size_given, strategy_given and rare_kept_given, which say how
+        its file was written, and mlflow, where copies of its runs go."""
         stored = dataclasses.asdict(self)
-        del stored["image_size_given"], stored["strategy_given"], stored["mlflow"]
+        del stored["image_size_given"], stored["strategy_given"], stored["rare_kept_given"], stored["mlflow"]
         return stored
 
     @classmethod
@@ -285,6 +289,14 @@ class StudyConfig:
         if self.strategy_given or stored_strategy not in EARLIER_DEFAULTS:
             return self
         return dataclasses.replace(self, strategy=stored_strategy)
+
+    def settle_rare_kept(self, stored: str | None) -> StudyConfig:
+        """The study with the rare-class examples its trials keep: the file's data.rare_kept, else that of the study
+        stored under its name (`stored`: one stored before the choice existed keeps the first ones, as it trained),
+        else (None: not stored) the default, drawn with the split seed."""
+        if self.rare_kept_given or stored is None or stored == self.data.rare_kept:
+            return self
+        return dataclasses.replace(self, data=dataclasses.replace(self.data, rare_kept=stored))
 
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
@@ -473,6 +485,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     weights = model.take("weights", str, "none")
     model.done()
     image_size_given = "image_size" in data_table
+    rare_kept_given = "rare_kept" in data_table
     if not image_size_given:
         try:
             data = dataclasses.replace(data, image_size=image_size_for(data.name, backbone))
@@ -544,7 +557,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
                        constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes,
-                       image_size_given=image_size_given, strategy_given=strategy_given, mlflow=mlflow)
+                       image_size_given=image_size_given, strategy_given=strategy_given,
+                       rare_kept_given=rare_kept_given, mlflow=mlflow)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}

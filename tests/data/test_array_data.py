@@ -71,6 +71,29 @@ def test_the_imbalance_applies_to_training_only(idx_root):
     assert skewed.test.class_counts(10) == balanced.test.class_counts(10) == [5] * 10
 
 
+def rare_examples(data, label: int) -> set[bytes]:
+    """Which examples of class `label` stayed in training, each named by its pixels."""
+    return {image.numpy().tobytes() for image in data.train.images[data.train.labels == label]}
+
+
+def test_idx_keeps_rare_examples_drawn_with_the_split_seed_or_as_a_study_stored_before_the_first_ones(idx_root):
+    """The training file's 20 examples of digit 3, 4 kept (no validation carve, so only the draw can vary them):
+    another split seed keeps other ones, the same seed the same ones; "first", what a study stored before the choice
+    reads as, keeps the first 4 whatever the seed."""
+    def kept(**fields) -> set[bytes]:
+        config = dict(name="idx", root=str(idx_root), val_fraction=0.0, imbalance_class="3", imbalance_keep=0.2)
+        return rare_examples(load_idx(DataConfig(**{**config, **fields})), 3)
+
+    assert len(kept(split_seed=0)) == 4 and kept(split_seed=0) != kept(split_seed=1)
+    assert kept(split_seed=1) == kept(split_seed=1)  # reproducible
+    images, labels = digits_like(200, 0)
+    first = {image[None].tobytes() for image in images[labels == 3][:4]}
+    old = DataConfig.from_dict({"name": "idx", "root": str(idx_root), "val_fraction": 0.0, "imbalance_class": "3",
+                                "imbalance_keep": 0.2, "imbalance_in": "train", "split_seed": 1})
+    assert old.rare_kept == "first" and rare_examples(load_idx(old), 3) == first
+    assert kept(split_seed=0, rare_kept="first") == kept(split_seed=1, rare_kept="first") == first
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda b: b[:-7], "is truncated"),
     (lambda b: b"\x00\x00\x08\x01" + b[4:], "its magic number is 00000801"),
@@ -124,6 +147,22 @@ def test_a_medmnist_archive_keeps_its_own_validation_split(tmp_path, rgb):
         expected = archive["val_images"] if rgb else archive["val_images"][..., None]
     assert np.array_equal(data.val.images.permute(0, 2, 3, 1).numpy(), expected)
     assert data.name == "organmnist" and data.class_names == ["0", "1", "2"]
+
+
+def test_medmnist_splits_stay_its_own_while_the_rare_examples_kept_are_drawn_with_the_split_seed(tmp_path):
+    path = write_medmnist(tmp_path / "organmnist.npz", rgb=False)
+
+    def loaded(**fields):
+        config = dict(name="medmnist", path=str(path), imbalance_class="2", imbalance_keep=0.2)
+        return load_medmnist(DataConfig(**{**config, **fields}))
+
+    zero, one = loaded(split_seed=0), loaded(split_seed=1)
+    assert torch.equal(zero.val.images, one.val.images) and torch.equal(zero.test.images, one.test.images)
+    assert len(rare_examples(zero, 2)) == 4 and rare_examples(zero, 2) != rare_examples(one, 2)
+    with np.load(path) as archive:
+        first = {image[None].tobytes() for image in archive["train_images"][archive["train_labels"][:, 0] == 2][:4]}
+    assert rare_examples(loaded(split_seed=0, rare_kept="first"), 2) == first
+    assert rare_examples(loaded(split_seed=1, rare_kept="first"), 2) == first
 
 
 @pytest.mark.parametrize("label_shape, drop, message", [

@@ -134,7 +134,8 @@ def test_a_study_stored_at_224_keeps_it_and_its_fingerprint_when_its_file_does_n
 
 
 def test_a_study_stored_by_0_1_0_keeps_its_size_and_fingerprint_when_run_again(cli, tmp_path, monkeypatch):
-    """tests/fixtures/v0.1.0.db, written by robust-tune 0.1.0, and the file that made it (no image_size in it)."""
+    """tests/fixtures/v0.1.0.db, written by robust-tune 0.1.0, and the file that made it (no image_size or rare_kept in
+    it): its third trial trains as the first two did, at 224 px, keeping the first examples of the rare digit."""
     monkeypatch.chdir(tmp_path)
     for name in ("v0.1.0.db", "old-quick.toml"):
         shutil.copy(DATA / name, tmp_path / name)
@@ -144,7 +145,8 @@ def test_a_study_stored_by_0_1_0_keeps_its_size_and_fingerprint_when_run_again(c
     assert code == 0, err
     stored = Store(db, create=False).require_study("old-quick")
     assert stored.fingerprint == fingerprint == stored.study.fingerprint() and stored.study.data.image_size == 224
-    assert [t.settings.data.image_size for t in Store(db, create=False).trials(stored.id)] == [224] * 3
+    trials = Store(db, create=False).trials(stored.id)
+    assert [(t.settings.data.image_size, t.settings.data.rare_kept) for t in trials] == [(224, "first")] * 3
 
 
 def test_a_campaign_stored_at_224_matches_its_file_without_a_size(tmp_path):

@@ -123,6 +123,40 @@ def test_a_manifest_keeps_its_test_images_and_carves_validation_from_train(mt_de
     assert torch.equal(other.test.labels, data.test.labels) and other.val.class_counts(5) == val
 
 
+def shaded_manifest(folder, counts={"common": 12, "rare": 20}, test=2):
+    """A manifest of 8x8 gray images, each of its own shade (so an image names itself), `test` of each class tested."""
+    from pipeline.data.manifest import Manifest, write_manifest
+
+    paths, labels, is_train = [], [], []
+    for label, (name, count) in enumerate(counts.items()):
+        (folder / "images" / name).mkdir(parents=True)
+        for i in range(count + test):
+            path = f"{name}/{i}.png"
+            Image.fromarray(np.full((8, 8), 100 * label + 4 * i, dtype=np.uint8)).save(folder / "images" / path)
+            paths.append(path)
+            labels.append(label)
+            is_train.append(i < count)
+    write_manifest(folder / "split", Manifest(tuple(counts), tuple(paths), tuple(labels), tuple(is_train),
+                                              folder / "images"))
+    return folder / "split"
+
+
+def test_a_manifest_keeps_rare_examples_drawn_with_the_split_seed_or_the_first_ones_where_stored_so(tmp_path):
+    """The manifest's 20 rare training images, 4 kept (no validation carve, so only the draw can vary them): another
+    split seed keeps other ones, the same seed the same ones; "first" keeps shades 100-112 whatever the seed."""
+    manifest = shaded_manifest(tmp_path)
+
+    def kept(**fields) -> set[int]:
+        config = dict(name="images", manifest=str(manifest), image_size=8, cache_dir="", val_fraction=0.0,
+                      imbalance_class="rare", imbalance_keep=0.2)
+        data = load_dataset(DataConfig(**{**config, **fields}), CPU)
+        return set(data.train.images[data.train.labels == 1][:, 0, 0, 0].tolist())
+
+    assert len(kept(split_seed=0)) == 4 and kept(split_seed=0) != kept(split_seed=1)
+    assert kept(split_seed=0) == kept(split_seed=0)  # reproducible
+    assert kept(split_seed=0, rare_kept="first") == kept(split_seed=1, rare_kept="first") == {100, 104, 108, 112}
+
+
 def test_a_manifest_without_root_txt_takes_the_root_from_the_config(mt_defect, mt_root, tmp_path):
     for name in ("images.txt", "image_class_labels.txt", "train_test_split.txt", "classes.txt"):
         (tmp_path / name).write_bytes((mt_defect / name).read_bytes())

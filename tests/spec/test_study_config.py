@@ -5,7 +5,7 @@ import pytest
 from pipeline.errors import UserError
 from pipeline.params import Choice, Range
 from pipeline.spec.study_config import load_study
-from helpers import CAMPAIGN_FILES, STUDIES, STUDY_FILES, is_campaign
+from helpers import CAMPAIGN_FILES, DATA, STUDIES, STUDY_FILES, is_campaign, rows, stored_before_rare_kept
 
 MINIMAL = 'name = "s"\n[method]\nname = "gils"\n'
 
@@ -155,18 +155,62 @@ def test_the_hardness_papers_mnist_set_up_uses_its_settings():
 
 def test_a_data_field_added_since_0_5_0_leaves_stored_fingerprints_as_they_were():
     """Campaigns are matched to the stored one by fingerprint: data.path at its default must not change it, nor
-    resplit where off (as every campaign stored before 0.7.0 was); resplit on makes it another campaign."""
+    resplit where off (as every campaign stored before 0.7.0 was), nor rare_kept at "first" (what a campaign
+    stored before it kept, and what its file then settles to); resplit on or rare_kept drawn makes it another."""
     import dataclasses
 
     from pipeline.spec.campaign_config import load_campaign
 
     campaign = load_campaign(STUDIES / "digits-campaign.toml")  # its file asks for resplit
     one_split = dataclasses.replace(campaign, evaluation=dataclasses.replace(campaign.evaluation, resplit=False))
-    assert one_split.fingerprint() == "26d0f3b898a9f987"  # as 0.5.0 stored it
-    assert campaign.fingerprint() != one_split.fingerprint()
-    assert load_study(STUDIES / "quickstart.toml").fingerprint() == "664d5edae8b82a64"
+    assert stored_before_rare_kept(one_split).fingerprint() == "26d0f3b898a9f987"  # as 0.5.0 stored it
+    assert one_split.fingerprint() != "26d0f3b898a9f987"  # new: the rare examples drawn
+    assert stored_before_rare_kept(campaign).fingerprint() != stored_before_rare_kept(one_split).fingerprint()
+    quickstart = load_study(STUDIES / "quickstart.toml")
+    assert quickstart.settle_rare_kept("first").fingerprint() == "664d5edae8b82a64"
+    assert quickstart.fingerprint() != "664d5edae8b82a64" and quickstart.data.rare_kept == "drawn"
     medmnist = load_study(STUDIES / "quickstart.toml", ["data.name=medmnist", "data.path=derma.npz"])
     assert medmnist.identity()["data"]["path"] == "derma.npz"
+
+
+def test_rare_kept_is_drawn_for_a_new_study_and_as_stored_for_a_stored_one_unless_its_file_says(tmp_path):
+    """data.rare_kept: a file that does not say draws the rare examples kept when the study is new, and keeps the
+    stored study's choice (the first ones, for a study stored before the choice existed, with its fingerprint); a
+    file that says keeps its word; another value is refused naming the field."""
+    from pipeline.spec.study_config import StudyConfig
+
+    new = load_study(write(tmp_path, MINIMAL + '[data]\nimbalance_class = "3"\n'))
+    assert new.data.rare_kept == "drawn" and not new.rare_kept_given and new.settle_rare_kept(None) == new
+    stored = new.to_dict()
+    del stored["data"]["rare_kept"]  # as a version before it stored the study
+    old = StudyConfig.from_dict(stored)
+    assert old.data.rare_kept == "first" and "rare_kept" not in old.identity()["data"]
+    assert new.differences(old) == ["data.rare_kept"]  # unsettled, the file would be another study
+    settled = new.settle_rare_kept(old.data.rare_kept)
+    assert settled.data.rare_kept == "first" and not old.differences(settled)
+    assert settled.fingerprint() == old.fingerprint()
+    said = load_study(write(tmp_path, MINIMAL + '[data]\nimbalance_class = "3"\nrare_kept = "drawn"\n'))
+    assert said.rare_kept_given and said.settle_rare_kept("first").data.rare_kept == "drawn"
+    with pytest.raises(UserError, match="data: rare_kept must be one of drawn, first, got 'last'"):
+        load_study(write(tmp_path, MINIMAL + '[data]\nrare_kept = "last"\n'))
+
+
+def test_the_0_6_0_campaign_file_settles_to_its_stored_campaign_keeping_the_first_rare_examples(tmp_path):
+    """tests/fixtures/v0.6.0-campaign.db: its file, which names no rare_kept, is the stored campaign (its fingerprint)
+    with every study keeping the first rare examples; in a new database the same file draws them."""
+    import shutil
+
+    from pipeline.spec.campaign_config import load_campaign
+    from pipeline.store import Store
+
+    db = tmp_path / "old.db"
+    shutil.copy(DATA / "v0.6.0-campaign.db", db)
+    stored = Store(str(db), create=False).require_campaign("old-trio")
+    campaign = load_campaign(DATA / "old-trio.toml")
+    settled = campaign.settle_resplit(stored.evaluation.resplit).settle_rare_kept(stored.config)
+    assert {s.data.rare_kept for s in settled.all_studies()} == {"first"}
+    assert [(settled.fingerprint(),)] == rows(db, "select fingerprint from rt_campaigns")
+    assert {s.data.rare_kept for s in campaign.settle_rare_kept(None).all_studies()} == {"drawn"}
 
 
 def test_table5_is_the_paper_set_ups_of_its_methods_over_four_data_sets_and_three_networks():
