@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from pipeline.spec.campaign_config import REFERENCE, CampaignConfig
+from pipeline.spec.campaign_config import APART, REFERENCE, CampaignConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
@@ -35,6 +35,7 @@ class CampaignStarted:
     looks: list[int]  # seed counts at which the verdict is taken
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
+    replicate_seeds: str = APART  # how search replicates take their seeds (CampaignConfig.replicate_seeds)
     warning: str | None = None  # classes with too few validation or test examples to measure (Dataset.thin_classes)
     data: DataConfig = field(default_factory=DataConfig)  # ERM's study's data (every study's but the split seed)
     task: str | None = None  # with several tasks: the one starting, the `number`-th of `tasks`
@@ -97,6 +98,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
     campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
+    campaign = campaign.settle_replicate_seeds(None if known is None else known.config)
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
@@ -155,7 +157,7 @@ def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None,
     reference = config.studies[REFERENCE]
     return CampaignStarted(campaign.name, campaign.methods, reference.budget.trials, campaign.replicates,
                            campaign.evaluation.looks(), bool(campaign.evaluation.resplit), reference.data.split_seed,
-                           warning, reference.data, task, number, tasks)
+                           campaign.replicate_seeds or APART, warning, reference.data, task, number, tasks)
 
 
 def _label(summary: CampaignSummary, config: CampaignConfig, method: str) -> str:
@@ -182,12 +184,16 @@ def _needing_seeds(store: Store, record: CampaignRecord, config: CampaignConfig,
 
 
 def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, seeds: int) -> Plan:
-    """The re-training of `method`'s study of search replicate `replicate` up to `seeds` seeds."""
+    """The re-training of `method`'s study of search replicate `replicate` up to `seeds` pairs: pair k on training
+    seed offset + k and, with resplit, split seed (the study's split seed) + k, the replicate's own seeds
+    (CampaignConfig.replicate_seeds), the same for every method."""
     from pipeline.compare.evaluate import plan_evaluation
 
     name = config.study(method, replicate).name
-    return plan_evaluation(store, name, seeds, pick=config.evaluation.pick, resplit=bool(config.evaluation.resplit),
-                           split_base=store.require_study(name).study.data.split_seed)
+    offset = config.seed_offset(replicate)
+    plan = plan_evaluation(store, name, seeds, pick=config.evaluation.pick, resplit=bool(config.evaluation.resplit),
+                           split_base=store.require_study(name).study.data.split_seed - offset)
+    return replace(plan, seeds=[offset + seed for seed in plan.seeds])  # the split follows: split_base + seed
 
 
 def _searched(store: Store, name: str, budget: int) -> bool:
