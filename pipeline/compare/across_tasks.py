@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from pipeline.compare.budget_curves import half_budget, order_at
+from pipeline.compare.budget_curves import TIE, Order, half_budget, order_at, order_text
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.store import CampaignRecord, Store
 from pipeline.compare.verdict import (ALPHA, METRICS, READING_LABELS, Values, Verdict, campaign_runs, run_values,
@@ -79,7 +79,7 @@ class AcrossTasks:
     verdicts: dict[str, Verdict]
     rankings: list[Ranking]
     aggregates: list[Aggregate]
-    budget_changes: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)  # task -> half, full order
+    budget_changes: dict[str, tuple[Order, Order]] = field(default_factory=dict)  # task -> half, full order
     reading: str = ""
 
 
@@ -313,5 +313,6 @@ def across_reading(result: AcrossTasks) -> str:
                          "excludes 0")
     for task, (half, full) in result.budget_changes.items():
         sentences.append(f"On {task} the order by expected best validation score changes with the budget "
-                         f"({' > '.join(half)} at half, {' > '.join(full)} at the full budget)")
+                         f"({order_text(half)} at half, {order_text(full)} at the full budget"
+                         f"{f'; {TIE}' if any(len(g) > 1 for g in half + full) else ''})")
     return "".join(f"{s}. " for s in sentences).strip()

@@ -260,12 +260,32 @@ def test_expected_best_of_n_trials_is_dodge_et_al_s_estimator_by_hand_and_by_enu
 def test_the_note_says_when_the_order_at_half_the_budget_is_not_the_order_at_the_full_budget():
     steady = budget_curve("steady", "val_accuracy", [0.60, 0.61, 0.62, 0.63], [0.6], 4)
     gambler = budget_curve("gambler", "val_accuracy", [0.20, 0.25, 0.30, 0.90], [0.3], 4)
-    assert order_at([steady, gambler], 2) == ["steady", "gambler"]
-    assert order_at([steady, gambler], 4) == ["gambler", "steady"]
+    assert order_at([steady, gambler], 2) == [("steady",), ("gambler",)]
+    assert order_at([steady, gambler], 4) == [("gambler",), ("steady",)]
     note = budget_note([steady, gambler])
     assert "changes with the budget: steady > gambler at 2 trials, gambler > steady at 4" in note
     assert "is the same at 2 and 4 trials" in budget_note([steady, budget_curve("low", "v", [0.1], [0.1], 4)])
     assert budget_note([steady]) == "" and isinstance(steady, BudgetCurve)
+
+
+def _curve(method: str, at_half: float, at_full: float) -> BudgetCurve:
+    """A curve over 4 trials with the given expected best at 2 (half the budget) and at 4."""
+    expected = (at_half - 0.05, at_half, (at_half + at_full) / 2, at_full)
+    return BudgetCurve(method, "val_accuracy", 4, 4, expected, expected, expected, expected)
+
+
+def test_methods_that_swap_by_less_than_half_a_point_are_a_tie_and_by_two_points_a_change_of_order():
+    swapped = [_curve("ls", 0.80005, 0.8), _curve("cb", 0.8, 0.80005)]  # 0.005 points apart, swapped
+    assert order_at(swapped, 2) == order_at(swapped, 4) == [("ls", "cb")]  # take_verdict: no change to read out
+    assert budget_note(swapped) == ("the order by expected best validation score is the same at 2 and 4 trials "
+                                    "(ls = cb; = marks expected bests within 0.5 points of each other, a tie)")
+    apart = [_curve("ls", 0.82, 0.8), _curve("cb", 0.8, 0.82)]  # 2 points apart, swapped
+    assert order_at(apart, 2) == [("ls",), ("cb",)] and order_at(apart, 4) == [("cb",), ("ls",)]
+    assert budget_note(apart).startswith("the order by expected best validation score changes with the budget: "
+                                         "ls > cb at 2 trials, cb > ls at 4; a method that gains")
+    joined = [_curve("ls", 0.82, 0.8), _curve("cb", 0.8, 0.80005), _curve("erm", 0.7, 0.7)]  # a lead becomes a tie
+    assert budget_note(joined).startswith("the order by expected best validation score changes with the budget: "
+                                          "ls > cb > erm at 2 trials, ls = cb > erm at 4 (= marks")
 
 
 def test_reading_the_verdict_across_tasks_never_imports_torch_or_ax(five_tasks):
