@@ -208,14 +208,15 @@ def test_two_methods_over_tasks_take_scipys_two_sided_wilcoxon_test_at_its_nomin
     from scipy.stats import wilcoxon
 
     rng, sets, declared = random.Random(tasks), 2000, 0
-    for _ in range(sets):
+    for k in range(sets):
         scores = {f"t{i}": {"erm": rng.gauss(0.7, 0.05), "cb": rng.gauss(0.7, 0.05)} for i in range(tasks)}
         ranking = rank_methods("test_accuracy", scores, ["erm", "cb"])
-        expected = wilcoxon([s["erm"] for s in scores.values()], [s["cb"] for s in scores.values()],
-                            alternative="two-sided")
         assert ranking.test == "wilcoxon" and ranking.critical_difference is None
-        assert (ranking.statistic, ranking.p_value) == pytest.approx((expected.statistic, expected.pvalue))
-        assert bool(ranking.differ) == (expected.pvalue < 0.05)
+        if k % 10 == 0:  # against scipy directly, on every tenth set (scipy's test is most of the time)
+            expected = wilcoxon([s["erm"] for s in scores.values()], [s["cb"] for s in scores.values()],
+                                alternative="two-sided")
+            assert (ranking.statistic, ranking.p_value) == pytest.approx((expected.statistic, expected.pvalue))
+            assert bool(ranking.differ) == (expected.pvalue < 0.05)
         declared += bool(ranking.differ)
     assert declared / sets <= 0.05 + 3 * (0.05 * 0.95 / sets) ** 0.5
 
