@@ -17,7 +17,7 @@ from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precisio
                          Wide, Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, live_export
-from pipeline.spec.campaign_config import REFERENCE
+from pipeline.spec.campaign_config import APART, REFERENCE, SEED_STRIDE
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
 
@@ -34,6 +34,19 @@ def round_line(event: Any) -> str:
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
         f"{seconds / 3600:.1f} h"
+
+
+def _pairs(event: Any) -> str:
+    """How a campaign's confirmation runs take their seeds and splits (a CampaignStarted), in words."""
+    base, block = event.split_seed, f"{SEED_STRIDE} r + " if event.replicate_seeds == APART else ""
+    one_split = f"every run on the search's split (split seed {base})"
+    if event.replicates == 1:
+        return f"seed k on split seed {base} + k" if event.resplit else one_split
+    if not event.resplit:
+        return f"{one_split}, search r's pair k on seed {block}k"
+    if event.replicate_seeds == APART:
+        return f"search r's pair k on seed {block}k and split seed {base} + {block}k"
+    return f"search r's seed k on split seed {base} + r + k"
 
 
 class CampaignView:
@@ -118,11 +131,7 @@ class CampaignView:
                        f"({', '.join(event.methods)}), "
                        f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
                        f", then {event.seeds} pairs each{rounds}", highlight=False)
-            base = event.split_seed
-            splits = ((f"search r's seed k on split seed {base} + r + k"
-                       if event.replicates > 1 else f"seed k on split seed {base} + k") if event.resplit
-                      else f"every run on the search's split (split seed {base})")
-            print_line(stderr, f"confirmation runs: {splits}", highlight=False)
+            print_line(stderr, f"confirmation runs: {_pairs(event)}", highlight=False)
             if event.warning:
                 print_line(stderr, event.warning, markup=False, highlight=False)
             print_image_line(event.data)

@@ -4,8 +4,10 @@ Per task, the verdict of a one-task campaign (pipeline/compare/verdict.py). Acro
 - each method's mean rank over the tasks (rank 1 the best mean of its re-trained runs on the pairs every method ran
   in that task), and the test autorank (Herbold 2020, following Demsar 2006) chooses for ranks: with three or more
   methods the Friedman test and, where it rejects, the Nemenyi post-hoc with its critical difference (two methods
-  differ where their mean ranks are further apart than that); with two, the Wilcoxon signed-rank test. As autorank
-  requires, at least MIN_TASKS tasks: below that the ranks are shown and no test is made, and the verdict says why;
+  differ where their mean ranks are further apart than that); with two, the Wilcoxon signed-rank test, two-sided
+  (scipy's, exact where scipy computes it exactly; autorank's is one-sided in the direction of the larger median,
+  which doubles its false-positive rate). As autorank requires, at least MIN_TASKS tasks: below that the ranks are
+  shown and no test is made, and the verdict says why;
 - each method's difference to ERM, the mean over tasks of its per-task mean paired difference, with a 95%
   stratified-bootstrap interval (pairs resampled within each task), and the probability of improvement over ERM
   averaged over tasks (per task, the Mann-Whitney share of run pairs the method wins, ties half) with a stratified
@@ -25,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from pipeline.compare.budget_curves import half_budget, order_at
+from pipeline.compare.budget_curves import TIE, Order, half_budget, order_at, order_text
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.store import CampaignRecord, Store
 from pipeline.compare.verdict import (ALPHA, METRICS, READING_LABELS, Values, Verdict, campaign_runs, run_values,
@@ -44,8 +46,9 @@ class Ranking:
     methods: list[str]  # the methods ranked: those with runs in every task, best mean rank first
     scores: dict[str, dict[str, float]]  # task -> method -> mean of its runs on the pairs every method has there
     mean_ranks: dict[str, float]
-    test: str | None = None  # "friedman" or "wilcoxon" (autorank's choice); None: no test (refusal says why)
-    statistic: float | None = None  # Friedman's chi-square (scipy.stats.friedmanchisquare)
+    test: str | None = None  # "friedman" (autorank's) or, for two methods, "wilcoxon"; None: no test (refusal: why)
+    # Friedman's chi-square (scipy.stats.friedmanchisquare), or with two methods Wilcoxon's (scipy.stats.wilcoxon)
+    statistic: float | None = None
     p_value: float | None = None
     critical_difference: float | None = None  # Nemenyi's, in mean ranks
     differ: list[tuple[str, str]] = field(default_factory=list)  # pairs the post-hoc separates (better one first)
@@ -76,7 +79,7 @@ class AcrossTasks:
     verdicts: dict[str, Verdict]
     rankings: list[Ranking]
     aggregates: list[Aggregate]
-    budget_changes: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)  # task -> half, full order
+    budget_changes: dict[str, tuple[Order, Order]] = field(default_factory=dict)  # task -> half, full order
     reading: str = ""
 
 
@@ -87,20 +90,22 @@ def task_scores(values: Values, methods: Sequence[str], metric: str) -> dict[str
 
 
 def mean_ranks(scores: Mapping[str, Mapping[str, float]], methods: Sequence[str]) -> dict[str, float]:
-    """Each method's mean rank over the tasks, rank 1 the highest score, ties sharing the mean of their ranks."""
+    """Each method's mean rank over the tasks, rank 1 the highest score, ties sharing the mean of their ranks (every
+    task ranked in one call: the two-method test's simulation ranks thousands of sets)."""
+    import numpy as np
     from scipy.stats import rankdata
 
-    totals = {m: 0.0 for m in methods}
-    for by_method in scores.values():
-        for m, rank in zip(methods, rankdata([-by_method[m] for m in methods])):
-            totals[m] += float(rank)
-    return {m: totals[m] / len(scores) for m in methods}
+    if not methods:
+        return {}
+    ranks = rankdata(-np.array([[by_method[m] for m in methods] for by_method in scores.values()]), axis=1)
+    return {m: float(rank) for m, rank in zip(methods, ranks.mean(axis=0))}
 
 
 def rank_methods(metric: str, scores: Mapping[str, Mapping[str, float]], methods: Sequence[str],
                  alpha: float = ALPHA) -> Ranking:
-    """The ranking of `methods` on `metric` from `scores` (task -> method -> score), tested as autorank tests it
-    (nonparametric: Friedman and Nemenyi, or Wilcoxon for two) when there are at least MIN_TASKS tasks."""
+    """The ranking of `methods` on `metric` from `scores` (task -> method -> score), tested when there are at least
+    MIN_TASKS tasks: Friedman and Nemenyi as autorank tests them (nonparametric), or for two methods the two-sided
+    Wilcoxon signed-rank test."""
     ranks = mean_ranks(scores, methods)
     ordered = sorted(methods, key=lambda m: ranks[m])
     plain = {t: dict(s) for t, s in scores.items()}
@@ -111,6 +116,8 @@ def rank_methods(metric: str, scores: Mapping[str, Mapping[str, float]], methods
                        refusal=f"{len(scores)} task{'s' if len(scores) != 1 else ''}: a test on ranks needs at least "
                                f"{MIN_TASKS} (autorank's rule, after Demsar 2006); the mean ranks are shown, not "
                                "tested")
+    if len(methods) == 2:
+        return _two_methods(metric, plain, ranks, methods, alpha)
     import pandas as pd
     from autorank import autorank
     from scipy.stats import friedmanchisquare
@@ -125,13 +132,43 @@ def rank_methods(metric: str, scores: Mapping[str, Mapping[str, float]], methods
                  if result.omnibus == "friedman" else None)
     cd = None if result.cd is None else float(result.cd)
     differ = []
-    if result.pvalue < alpha:
-        if cd is not None:
-            differ = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:] if ranks[b] - ranks[a] > cd]
-        elif len(methods) == 2:  # autorank's one-sided Wilcoxon: the larger median against the other
-            larger = str(frame.median().idxmax())
-            differ = [(larger, next(m for m in methods if m != larger))]
+    if result.pvalue < alpha and cd is not None:
+        differ = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:] if ranks[b] - ranks[a] > cd]
     return Ranking(metric, ordered, plain, ranks, str(result.omnibus), statistic, float(result.pvalue), cd, differ)
+
+
+def _two_methods(metric: str, scores: dict[str, dict[str, float]], ranks: dict[str, float], methods: Sequence[str],
+                 alpha: float) -> Ranking:
+    """Two methods over the tasks: the two-sided Wilcoxon signed-rank test of their paired per-task scores; where it
+    rejects, the one whose signed ranks sum higher is the better."""
+    a, b = methods
+    statistic, p_value, sign = wilcoxon_two_sided([scores[t][a] for t in scores], [scores[t][b] for t in scores])
+    differ = [(a, b) if sign > 0 else (b, a)] if p_value < alpha else []
+    return Ranking(metric, sorted(methods, key=lambda m: ranks[m]), scores, ranks, "wilcoxon", statistic, p_value,
+                   None, differ)
+
+
+def wilcoxon_two_sided(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float, int]:
+    """scipy.stats.wilcoxon of a - b, two-sided (exact for up to 50 non-zero differences without ties, the normal
+    approximation otherwise; zero differences dropped): its statistic, its p-value, and which side leads (+1: a's
+    positive differences outrank its negative ones, -1: b's, 0: neither). No non-zero difference: no statistic, p 1."""
+    import numpy as np
+    from scipy.stats import rankdata, wilcoxon
+
+    differences = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    differences = differences[differences != 0]
+    if not len(differences):
+        return None, 1.0, 0
+    result = wilcoxon(differences, alternative="two-sided")
+    ranks = rankdata(np.abs(differences))
+    lead = float(ranks[differences > 0].sum() - ranks[differences < 0].sum())
+    return float(result.statistic), float(result.pvalue), int(np.sign(lead))
+
+
+def smallest_wilcoxon_p(differences: int) -> float:
+    """The smallest p-value the exact two-sided signed-rank test can give on `differences` non-zero differences
+    (every one on the same side): 2 / 2^n, 0.0625 at five, so five tasks can never reach 5%."""
+    return min(1.0, 2.0 ** (1 - differences))
 
 
 def _percentile(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -224,6 +261,18 @@ def _points(value: float) -> str:
     return f"{100 * value:+.1f}"
 
 
+def _wilcoxon_floor(ranking: Ranking) -> str:
+    """Where two methods' scores differ on too few tasks for the two-sided signed-rank test ever to reach ALPHA, the
+    clause that says so; empty otherwise."""
+    a, b = ranking.methods
+    differing = sum(scores[a] != scores[b] for scores in ranking.scores.values())
+    floor = smallest_wilcoxon_p(differing)
+    if floor < ALPHA:
+        return ""
+    return (f"; on {differing} task{'s' if differing != 1 else ''} where they differ it cannot go below "
+            f"p = {floor:.4g}, so only more tasks could decide")
+
+
 def across_reading(result: AcrossTasks) -> str:
     """The verdict across tasks in words, generated from the numbers."""
     sentences = []
@@ -234,13 +283,17 @@ def across_reading(result: AcrossTasks) -> str:
         if r.refusal or r.p_value is None:
             continue
         label = READING_LABELS[r.metric]
-        test = "Friedman" if r.test == "friedman" else "Wilcoxon signed-rank"
-        if r.p_value >= ALPHA:
+        test = "Friedman" if r.test == "friedman" else "two-sided Wilcoxon signed-rank"
+        if r.p_value >= ALPHA and r.test == "wilcoxon":
+            sentences.append(f"On {label} the {test} test detects no difference between the two methods over the "
+                             f"tasks (p = {r.p_value:.3f}){_wilcoxon_floor(r)}")
+        elif r.p_value >= ALPHA:
             sentences.append(f"On {label} the {test} test finds no difference between the methods' ranks "
                              f"(p = {r.p_value:.3f})")
         elif r.differ:
             pairs = ", ".join(f"{a} > {b}" for a, b in r.differ)
-            sentences.append(f"On {label} the ranks differ ({test} p = {r.p_value:.3f}); "
+            differ = "the ranks differ" if r.test == "friedman" else "the two methods differ over the tasks"
+            sentences.append(f"On {label} {differ} ({test} p = {r.p_value:.3f}); "
                              f"{'Nemenyi separates ' if r.test == 'friedman' else ''}{pairs}")
         else:
             sentences.append(f"On {label} the ranks differ ({test} p = {r.p_value:.3f}) but the Nemenyi post-hoc "
@@ -261,5 +314,6 @@ def across_reading(result: AcrossTasks) -> str:
                          "excludes 0")
     for task, (half, full) in result.budget_changes.items():
         sentences.append(f"On {task} the order by expected best validation score changes with the budget "
-                         f"({' > '.join(half)} at half, {' > '.join(full)} at the full budget)")
+                         f"({order_text(half)} at half, {order_text(full)} at the full budget"
+                         f"{f'; {TIE}' if any(len(g) > 1 for g in half + full) else ''})")
     return "".join(f"{s}. " for s in sentences).strip()

@@ -96,22 +96,46 @@ def half_budget(budget: int) -> int:
     return max(1, budget // 2)
 
 
-def order_at(curves: Sequence[BudgetCurve], n: int) -> list[str]:
-    """The methods from the highest expected best after `n` trials to the lowest (ties in the campaign's order)."""
-    return [c.method for c in sorted(curves, key=lambda c: -c.at(n))]
+# Expected bests closer than this (half a point of the objective, an accuracy between 0 and 1) are a tie, not an
+# order: on the few hundred validation images of a small data set one image moves the score by that much or more,
+# and the expected best is an estimate from a handful of trials, so a smaller gap says nothing about which method
+# tunes better.
+ORDER_TOLERANCE = 0.005
+
+Order = list[tuple[str, ...]]  # methods from best to worst, each entry one method or several tied
+TIE = f"= marks expected bests within {100 * ORDER_TOLERANCE:g} points of each other, a tie"  # order_text's `=`
+
+
+def order_at(curves: Sequence[BudgetCurve], n: int, tolerance: float = ORDER_TOLERANCE) -> Order:
+    """The methods by expected best after `n` trials, highest first; a method within `tolerance` of the first of its
+    group ties with it (one entry, in the campaign's order), so a swap by less than that is a tie, not a new order."""
+    ranked = sorted(curves, key=lambda c: -c.at(n))
+    groups: list[list[BudgetCurve]] = []
+    for curve in ranked:
+        if groups and groups[-1][0].at(n) - curve.at(n) <= tolerance:
+            groups[-1].append(curve)
+        else:
+            groups.append([curve])
+    position = {c.method: i for i, c in enumerate(curves)}
+    return [tuple(sorted((c.method for c in group), key=position.__getitem__)) for group in groups]
+
+
+def order_text(order: Order) -> str:
+    """An order in words: `a > b = c`, `=` joining methods tied within the tolerance."""
+    return " > ".join(" = ".join(group) for group in order)
 
 
 def budget_note(curves: Sequence[BudgetCurve]) -> str:
     """In words: whether the order of the methods by expected best validation score at the full budget is the one at
-    half of it; empty without two curves."""
+    half of it, gaps within ORDER_TOLERANCE called ties; empty without two curves."""
     if len(curves) < 2:
         return ""
     budget = curves[0].budget
     half = half_budget(budget)
     full, halved = order_at(curves, budget), order_at(curves, half)
     if full == halved:
-        return (f"the order by expected best validation score is the same at {half} and {budget} trials "
-                f"({' > '.join(full)})")
-    return (f"the order by expected best validation score changes with the budget: {' > '.join(halved)} at {half} "
-            f"trials, {' > '.join(full)} at {budget}; a method that gains with more trials may be harder to tune, "
-            "not better")
+        said = f"{order_text(full)}; {TIE}" if any(len(group) > 1 for group in full) else order_text(full)
+        return f"the order by expected best validation score is the same at {half} and {budget} trials ({said})"
+    return (f"the order by expected best validation score changes with the budget: {order_text(halved)} at {half} "
+            f"trials, {order_text(full)} at {budget}{f' ({TIE})' if any(len(g) > 1 for g in full + halved) else ''}"
+            "; a method that gains with more trials may be harder to tune, not better")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from pipeline.spec.campaign_config import REFERENCE, CampaignConfig
+from pipeline.spec.campaign_config import APART, REFERENCE, CampaignConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
@@ -37,6 +37,7 @@ class CampaignStarted:
     max_seeds: int  # the most pairs the rounds may reach
     resplit: bool = False  # confirmation runs draw the split again with each seed
     split_seed: int = 0  # the campaign's split seed (the base of each pair's with resplit)
+    replicate_seeds: str = APART  # how search replicates take their seeds (CampaignConfig.replicate_seeds)
     # a line each: classes with too few validation or test examples to measure (Dataset.thin_classes), a resplit
     # that varies nothing (MedMNIST without drawn rare examples)
     warning: str | None = None
@@ -116,6 +117,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
     campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
     campaign = campaign.settle_rare_kept(None if known is None else known.config)
+    campaign = campaign.settle_replicate_seeds(None if known is None else known.config)
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
@@ -174,9 +176,8 @@ def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None,
     reference = config.studies[REFERENCE]
     return CampaignStarted(campaign.name, campaign.methods, reference.budget.trials, campaign.replicates,
                            campaign.evaluation.seeds, campaign.evaluation.max_seeds or campaign.evaluation.seeds,
-                           bool(campaign.evaluation.resplit),
-                           reference.data.split_seed,
-                           warning, reference.data, task, number, tasks)
+                           bool(campaign.evaluation.resplit), reference.data.split_seed,
+                           campaign.replicate_seeds or APART, warning, reference.data, task, number, tasks)
 
 
 def _warnings(thin: str | None, config: CampaignConfig) -> str | None:
@@ -229,12 +230,16 @@ def _next_round(store: Store, record: CampaignRecord, config: CampaignConfig, se
 
 
 def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, seeds: int) -> Plan:
-    """The re-training of `method`'s study of search replicate `replicate` up to `seeds` seeds."""
+    """The re-training of `method`'s study of search replicate `replicate` up to `seeds` pairs: pair k on training
+    seed offset + k and, with resplit, split seed (the study's split seed) + k, the replicate's own seeds
+    (CampaignConfig.replicate_seeds), the same for every method."""
     from pipeline.compare.evaluate import plan_evaluation
 
     name = config.study(method, replicate).name
-    return plan_evaluation(store, name, seeds, pick=config.evaluation.pick, resplit=bool(config.evaluation.resplit),
-                           split_base=store.require_study(name).study.data.split_seed)
+    offset = config.seed_offset(replicate)
+    plan = plan_evaluation(store, name, seeds, pick=config.evaluation.pick, resplit=bool(config.evaluation.resplit),
+                           split_base=store.require_study(name).study.data.split_seed - offset)
+    return replace(plan, seeds=[offset + seed for seed in plan.seeds])  # the split follows: split_base + seed
 
 
 def _searched(store: Store, name: str, budget: int) -> bool:

@@ -137,7 +137,8 @@ class Verdict:
 
 
 def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key, EvaluationRecord]]:
-    """The re-trained runs of each method's tuned configuration, keyed by (replicate, seed)."""
+    """The re-trained runs of each method's tuned configuration, keyed by (replicate, pair): pair k of replicate r
+    trained on the same seed and split for every method (CampaignRecord.pair reads it from the training seed)."""
     runs: dict[str, dict[Key, EvaluationRecord]] = {}
     for method in campaign.methods:
         runs[method] = {}
@@ -146,8 +147,8 @@ def campaign_runs(store: Store, campaign: CampaignRecord) -> dict[str, dict[Key,
             if study is None:
                 continue
             for run in store.evaluations(study.id):
-                if run.variant == "tuned":
-                    runs[method][(replicate, run.seed)] = run
+                if run.variant == "tuned" and (pair := campaign.pair(replicate, run.seed)) is not None:
+                    runs[method][(replicate, pair)] = run
     return runs
 
 

@@ -26,10 +26,21 @@ and each task gets its confirmation runs and its verdict as a one-task campaign 
 
 With `resplit` (the default for a new campaign) the verdict is about the method, not about one split:
 confirmation pair k trains on training seed k and split seed `split_seed + k`, the same pairs for every
-method, and search replicate r searches on split seed `split_seed + r` with search seed `search_seed + r`
-(DomainBed's trial seed). Without it (`resplit = false`, and every campaign stored before 0.7.0) all runs
-use the search's one split, as before. Each split seed also draws which rare-class examples stay in training
-(data.rare_kept = "drawn", a new campaign's default; one stored before the choice existed keeps the first ones).
+method. Without it (`resplit = false`, and every campaign stored before 0.7.0) all runs use the search's one
+split, as before.
+
+Search replicates (`replicates = R >= 2`) are the unit of the verdict's test, so no two may share a split or a
+training seed: each takes a block of seeds of its own, SEED_STRIDE (1000) wide (`replicate_seeds = "apart"`,
+every new campaign). Replicate r searches with search seed `search_seed + r` (DomainBed's trial seed), its trials
+train on seed `seed + 1000 r` and, with resplit, on split seed `split_seed + 1000 r`; its confirmation pair k
+trains on training seed `1000 r + k` and split seed `split_seed + 1000 r + k`. Every method of replicate r trains
+on those same pairs as ERM's replicate r, and the verdict pairs them as (r, k). Replicate 0 is as with one search.
+A campaign stored without `replicate_seeds` (by 0.9.0 or before) keeps the layout it ran with
+(`replicate_seeds = "shared"`): replicate r searched on split seed `split_seed + r`, and its pair k trained on
+seed k and split seed `split_seed + r + k`, so pair (r, k) shared its split with pair (r + 1, k - 1) and its
+training seed with every replicate's pair k (CampaignConfig.settle_replicate_seeds). Each split seed also draws
+which rare-class examples stay in training (data.rare_kept = "drawn", a new campaign's default; one stored before
+the choice existed keeps the first ones).
 """
 from __future__ import annotations
 
@@ -48,8 +59,31 @@ from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_P
                                         apply_overrides, parse_study, read_toml)
 
 REFERENCE = "erm"  # the method every other one is compared with
-# Campaign fields that may change without making it another campaign: more seeds, replicates, a budget.
-NOT_IDENTITY = ("evaluation", "replicates", "description", "budget")
+# Campaign fields that may change without making it another campaign: more seeds, replicates, a budget. Two
+# with a rule of their own are put back where on (identity): evaluation's resplit and replicate_seeds.
+NOT_IDENTITY = ("evaluation", "replicates", "description", "budget", "replicate_seeds")
+
+# How search replicates take their seeds (see the module's docstring): each a block of its own, or (stored by 0.9.0
+# or before) shifted by one split seed and sharing the training seeds.
+APART, SHARED = "apart", "shared"
+# The width of a replicate's block of split and training seeds: more than its pairs (evaluate.max_seeds is at most
+# 1000, so pairs 0-999), so that no two replicates' blocks overlap.
+SEED_STRIDE = 1000
+
+
+def replicate_offsets(replicate: int, layout: str | None) -> tuple[int, int]:
+    """What replicate `replicate` adds to the base split seed and to each training seed (its search's and its
+    pairs') under `layout`; None (not settled) is the layout stored before it had a name."""
+    if layout == APART:
+        return replicate * SEED_STRIDE, replicate * SEED_STRIDE
+    return replicate, 0
+
+
+def pair_of(replicate: int, seed: int, layout: str | None) -> int | None:
+    """Which confirmation pair of replicate `replicate` a run trained on training seed `seed` is (the seed less
+    the replicate's offset); None for a seed outside the replicate's block (a run re-trained by hand)."""
+    pair = seed - replicate_offsets(replicate, layout)[1]
+    return pair if 0 <= pair < SEED_STRIDE else None
 
 
 # The metrics a campaign may decide on (the verdict's, pipeline/compare/evaluate.py COMPARE_METRICS), and the smallest
@@ -98,6 +132,9 @@ class CampaignConfig:
     # Several tasks: task -> method -> its study (search replicate 0); `studies` is then the first task's. Empty: the
     # campaign is one task, `studies` its studies, stored and fingerprinted as before tasks existed.
     tasks: dict[str, dict[str, StudyConfig]] = field(default_factory=dict)
+    # How search replicates take their seeds: APART or SHARED. None: not settled yet (settle_replicate_seeds); it
+    # reads as SHARED, as the identity of a campaign stored before it existed does.
+    replicate_seeds: str | None = None
 
     def task_campaigns(self) -> list[tuple[str | None, CampaignConfig]]:
         """Each task as a one-task campaign named `<campaign>.<task>` (its studies `<campaign>.<task>.<method>`),
@@ -116,10 +153,21 @@ class CampaignConfig:
         base = self.studies[method]
         if replicate == 0:
             return base
-        data = (dataclasses.replace(base.data, split_seed=base.data.split_seed + replicate) if self.evaluation.resplit
+        split, seed = replicate_offsets(replicate, self.replicate_seeds)
+        data = (dataclasses.replace(base.data, split_seed=base.data.split_seed + split) if self.evaluation.resplit
                 else base.data)
         return dataclasses.replace(base, name=f"{base.name}.r{replicate}", search_seed=base.search_seed + replicate,
-                                   data=data)
+                                   seed=base.seed + seed, data=data)
+
+    def seed_offset(self, replicate: int) -> int:
+        """What replicate `replicate` adds to each confirmation pair's training seed (pair k: offset + k)."""
+        return replicate_offsets(replicate, self.replicate_seeds)[1]
+
+    def settle_replicate_seeds(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with its replicates' seed layout decided: as the stored campaign (`stored`, its config as
+        stored; one stored without it shared its replicates' seeds), else (None: not stored) APART."""
+        layout = APART if stored is None else stored.get("replicate_seeds") or SHARED
+        return dataclasses.replace(self, replicate_seeds=layout)
 
     def settle_resplit(self, stored: bool | None) -> CampaignConfig:
         """The campaign with `resplit` decided where its file does not say: as stored (`stored`, the stored
@@ -187,16 +235,17 @@ class CampaignConfig:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,
                 "evaluation": dataclasses.asdict(self.evaluation), "replicates": self.replicates,
-                "budget": self.budget,
+                "budget": self.budget, "replicate_seeds": self.replicate_seeds,
                 **({"tasks": {t: {"studies": {m: studies[m].identity() for m in self.methods}}
                               for t, studies in self.tasks.items()}} if self.tasks
                    else {"studies": {m: self.studies[m].identity() for m in self.methods}})}
 
     def identity(self) -> dict[str, Any]:
         """What the campaign is: its methods and their studies' identities, not what may grow (NOT_IDENTITY), and
-        `resplit` where on (so a campaign stored before it keeps its fingerprint)."""
+        `resplit` and `replicate_seeds` where on (so a campaign stored before either keeps its fingerprint)."""
         identity = {k: v for k, v in self.to_dict().items() if k not in NOT_IDENTITY}
-        return {**identity, "resplit": True} if self.evaluation.resplit else identity
+        identity |= {"resplit": True} if self.evaluation.resplit else {}
+        return identity | ({"replicate_seeds": APART} if self.replicate_seeds == APART else {})
 
     def fingerprint(self) -> str:
         """A short hash of `identity`, stored beside the campaign."""

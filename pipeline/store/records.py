@@ -11,7 +11,7 @@ from enum import StrEnum
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.spec.campaign_config import Evaluation
+from pipeline.spec.campaign_config import Evaluation, pair_of
 from pipeline.config import RunSettings
 from pipeline.params import Value
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
@@ -76,6 +76,12 @@ class CampaignRecord:
             return [name for task in self.tasks for name in self.task(task).study_names(method)]
         base = f"{self.name}.{method}"
         return [base] + [f"{base}.r{r}" for r in range(1, self.replicates)]
+
+    def pair(self, replicate: int, seed: int) -> int | None:
+        """Which confirmation pair of search replicate `replicate` its run on training seed `seed` is, by the seed
+        layout the campaign is stored with (CampaignConfig.replicate_seeds; none stored: "shared", its pair k on
+        seed k); None for a run outside the replicate's seeds."""
+        return pair_of(replicate, seed, self.config.get("replicate_seeds"))
 
     @property
     def tasks(self) -> tuple[str, ...]:

@@ -434,15 +434,16 @@ def test_behind_erm_for_a_method_that_contains_erm_is_read_as_a_search_that_chos
 
 
 def test_a_search_replicate_draws_its_split_again_only_when_the_campaign_resplits():
-    """DomainBed's trial seed: replicate r searches with search seed + r and, with resplit, split seed + r; a file
-    that does not say resplits when new and keeps what a stored campaign was stored with."""
+    """DomainBed's trial seed: replicate r searches with search seed + r and, with resplit, on a split of its own
+    (split seed + 1000 r); a file that does not say resplits when new and keeps what a stored campaign was stored
+    with."""
     raw = {"name": "c", "methods": ["hws"], "data": {"split_seed": 10},
            "params": {"epochs": 3, "lr_head": {"low": 0.01, "high": 0.2, "log": True}}}
     unsaid = parse_campaign(raw, "c.toml")
     assert unsaid.evaluation.resplit is None
-    new = unsaid.settle_resplit(None)
+    new = unsaid.settle_resplit(None).settle_replicate_seeds(None)
     assert new.evaluation.resplit is True
-    assert (new.study("hws", 2).search_seed, new.study("hws", 2).data.split_seed) == (2, 12)
+    assert (new.study("hws", 2).search_seed, new.study("hws", 2).data.split_seed) == (2, 2010)
     assert new.study("hws", 0).data.split_seed == 10 and new.identity()["resplit"] is True
     kept = unsaid.settle_resplit(False)  # stored without resplitting
     assert kept.evaluation.resplit is False and kept.study("hws", 2).data.split_seed == 10
@@ -451,6 +452,71 @@ def test_a_search_replicate_draws_its_split_again_only_when_the_campaign_resplit
     assert said.evaluation.resplit is False
     with pytest.raises(Exception, match="evaluate.resplit: must be true or false"):
         parse_campaign({**raw, "evaluate": {"resplit": "yes"}}, "c.toml")
+
+
+REPLICATED = {"name": "c", "methods": ["cb"], "data": {"split_seed": 10}, "replicates": 2, "evaluate": {"seeds": 3},
+              "params": {"epochs": 1, "lr_head": {"low": 0.01, "high": 0.2, "log": True}}}
+
+
+def _replicate_plans(tmp_path: Path, campaign) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Each (method, replicate)'s confirmation runs as `compare` plans them, (split seed, training seed) per pair,
+    with each study stored holding one completed trial (nothing trains)."""
+    from pipeline.compare.campaign import _plan
+
+    store = Store(str(tmp_path / "c.db"))
+    for study in campaign.all_studies():
+        row = store.start_trial(store.create_study(study).id, 0, {"lr_head": 0.05}, study.seed, 0.1)
+        store.complete_trial(row, helpers.result(0.5, 0.5))
+    plans = {(m, r): _plan(store, campaign, m, r, 3) for m in campaign.methods for r in range(campaign.replicates)}
+    return {key: [(config.data.split_seed, config.seed) for config in
+                  (plan.config(plan.variants[0], seed) for seed in plan.seeds)] for key, plan in plans.items()}
+
+
+def test_each_search_replicate_has_splits_and_training_seeds_of_its_own_and_every_method_erms_pairs(tmp_path):
+    """A new campaign: replicate r searches on split seed 10 + 1000 r with training seed 1000 r, and its pair k trains
+    on seed 1000 r + k and split seed 10 + 1000 r + k, for cb as for ERM; no split or training seed of one replicate
+    is another's, and the verdict pairs run (r, 1000 r + k) as (r, k)."""
+    from pipeline.compare.verdict import campaign_runs
+
+    campaign = parse_campaign(REPLICATED, "c.toml").settle_resplit(None).settle_replicate_seeds(None)
+    assert campaign.replicate_seeds == "apart" and campaign.identity()["replicate_seeds"] == "apart"
+    plans = _replicate_plans(tmp_path, campaign)
+    assert plans[("erm", 0)] == [(10, 0), (11, 1), (12, 2)]  # replicate 0: as with one search
+    assert plans[("erm", 1)] == [(1010, 1000), (1011, 1001), (1012, 1002)]
+    for r in range(2):
+        assert plans[("cb", r)] == plans[("erm", r)]  # the same pairs as ERM's replicate
+        study = campaign.study("cb", r)
+        assert (study.data.split_seed, study.seed) == plans[("erm", r)][0]  # its search: pair 0's split and seed
+    splits = [{split for split, _ in plans[("erm", r)]} for r in range(2)]
+    seeds = [{seed for _, seed in plans[("erm", r)]} for r in range(2)]
+    assert not splits[0] & splits[1] and not seeds[0] & seeds[1]
+
+    store = Store(str(tmp_path / "c.db"))
+    record = store.save_campaign(campaign)
+    for r in range(2):
+        study_id = store.study(record.study_names("cb")[r]).id
+        for seed in [seed for _, seed in plans[("cb", r)][:2]] + [7]:  # and seed 7: an `evaluate` by hand
+            store.add_evaluation(study_id, "tuned", seed, 0, {}, helpers.rare_class_run(0.9, 0.5), {"3": 5})
+    assert record.config["replicate_seeds"] == "apart"
+    assert sorted(campaign_runs(store, record)["cb"]) == [(0, 0), (0, 1), (0, 7), (1, 0), (1, 1)]
+
+
+def test_a_campaign_stored_before_replicates_had_seeds_of_their_own_keeps_its_seeds_and_fingerprint(tmp_path):
+    """Stored by 0.9.0 (no replicate_seeds in its config): replicate r still searches on split seed 10 + r, its
+    pair k on seed k and split seed 10 + r + k, so its stored studies and runs are found, not trained again."""
+    stored = {k: v for k, v in parse_campaign(REPLICATED, "c.toml").settle_resplit(None).to_dict().items()
+              if k != "replicate_seeds"}
+    old = parse_campaign(REPLICATED, "c.toml").settle_resplit(True).settle_replicate_seeds(stored)
+    assert old.replicate_seeds == "shared" and old.fingerprint() == "f2f8cf5d3a08f258"  # as 0.9.0 computed it
+    study = old.study("cb", 1)
+    assert (study.data.split_seed, study.seed, study.search_seed) == (11, 0, 1)
+    assert study.fingerprint() == "1ae430b286aaa8d5"  # the replicate study 0.9.0 stored
+    plans = _replicate_plans(tmp_path, old)
+    assert plans[("erm", 1)] == plans[("cb", 1)] == [(11, 0), (12, 1), (13, 2)]
+    assert plans[("erm", 0)] == [(10, 0), (11, 1), (12, 2)]
+    record = Store(str(tmp_path / "c.db")).save_campaign(old)
+    assert record.config["replicate_seeds"] == "shared" and record.pair(1, 2) == 2
+    assert old.settle_replicate_seeds(record.config).replicate_seeds == "shared"  # stored so from now on
 
 
 def test_the_verdict_names_the_rare_class_and_the_images_it_rests_on(campaign):

@@ -6,7 +6,7 @@ import math
 import pytest
 from scipy import stats as scipy_stats
 
-from pipeline.compare.replicate_simulation import false_positive_rates
+from pipeline.compare.replicate_simulation import false_positive_rates, layout_rates
 from pipeline.compare.stats import (clustered_difference, holm, mean_interval, paired_difference,
                                     paired_improvement, simultaneous_confidence)
 
@@ -111,3 +111,14 @@ def test_with_search_luck_the_pooled_test_declares_false_differences_and_the_clu
     assert rates.clustered <= 0.05 + 3 * (0.05 * 0.95 / 1500) ** 0.5
     without_luck = false_positive_rates(replicates=3, seeds=5, search_sd=0.0, campaigns=1500, seed=2)
     assert without_luck.pooled <= 0.05 + 3 * (0.05 * 0.95 / 1500) ** 0.5
+
+
+def test_with_a_method_by_split_interaction_only_replicates_on_splits_of_their_own_keep_the_clustered_test_at_5():
+    # no true difference; the method's difference to ERM moves by twice the run-to-run noise from split to split:
+    # replicates re-using each other's splits (the layout stored by 0.9.0) declare a difference far more often
+    # than 5%, replicates each on splits of its own do not; with a true difference the test finds it
+    rates = layout_rates(replicates=5, seeds=5, search_sd=0.5, split_sd=2.0, campaigns=1500, seed=1)
+    assert rates.shared > 0.15
+    assert rates.apart <= 0.05 + 3 * (0.05 * 0.95 / 1500) ** 0.5
+    power = layout_rates(replicates=5, seeds=5, search_sd=0.5, split_sd=0.5, effect=2.0, campaigns=300, seed=2)
+    assert power.apart > 0.9
