@@ -280,10 +280,10 @@ def across_tables(result: AcrossTasks) -> list[Table]:
                               "differ": [list(pair) for pair in r.differ], "refusal": r.refusal or None})
     refusals = sorted({r.refusal for r in result.rankings if r.refusal})
     ranks.notes += [
-        "Per task, each method's mean over the pairs every method ran; ranked per task, then averaged. The test is "
-        f"autorank's (at least {MIN_TASKS} tasks; nonparametric): Friedman with the Nemenyi critical difference (CD: "
-        "two methods differ where their mean ranks are further apart), or Wilcoxon's signed-rank test for two "
-        "methods; at 5%.",
+        "Per task, each method's mean over the pairs every method ran; ranked per task, then averaged. The test "
+        f"(at least {MIN_TASKS} tasks; nonparametric): autorank's Friedman with the Nemenyi critical difference (CD: "
+        "two methods differ where their mean ranks are further apart), or for two methods scipy's two-sided "
+        "Wilcoxon signed-rank test; at 5%.",
         *[f"Not tested: {text}." for text in refusals]]
     versus = Table(f"Campaign {result.campaign} across its {count} tasks: each method against tuned ERM",
                    ["method", "metric", "vs ERM [95%]", "P>ERM % [95%]"], [])

@@ -16,6 +16,7 @@ def log_file(tmp_path_factory) -> str:
 
 def test_a_verdict_of_many_methods_under_a_long_campaign_name_stays_inside_its_picture():
     from pipeline.report.plots import verdict_picture
+    from pipeline.compare.decision import Design
     from pipeline.compare.verdict import METRICS, MethodResult, verdict_of
 
     rng = random.Random(0)
@@ -23,7 +24,9 @@ def test_a_verdict_of_many_methods_under_a_long_campaign_name_stays_inside_its_p
     values = {m: {k: {(0, s): 0.5 + rng.gauss(0, 0.05) for s in range(5)} for k in METRICS} for m in methods}
     results = [MethodResult(m, [f"c.{m}"], [{}], 5, {k: (0.5, 0.1) for k in METRICS}, 8, 8, 8, 1.0, 1.0)
                for m in methods]
-    verdict = verdict_of("defects-line-4-resnet50-spring-batch-with-a-long-name", [5], 1, values, results,
+    design = Design(("test_balanced_accuracy", "smallest_class_accuracy"),
+                    {"test_balanced_accuracy": 0.01, "smallest_class_accuracy": 0.05}, seeds=5, max_seeds=5)
+    verdict = verdict_of("defects-line-4-resnet50-spring-batch-with-a-long-name", design, 1, values, results,
                          "the training seed and the whole split")
     picture = verdict_picture(verdict)
     assert picture.data["methods"] == methods[1:]

@@ -59,8 +59,8 @@ def test_two_workers_search_both_studies_at_once_and_reach_the_sequential_verdic
                                    "from rt_evaluations") == [(4, 4)]
     verdicts = [take_verdict(store, store.require_campaign("duo"))
                 for store in (Store(str(tmp_path / "workers.db")), Store(str(tmp_path / "alone.db")))]
-    assert [sorted((key, c.seeds) for key, c in v.comparisons.items()) for v in verdicts] == [
-        sorted((key, c.seeds) for key, c in verdicts[1].comparisons.items())] * 2
+    assert [sorted((key, c.pairs) for key, c in v.cells.items()) for v in verdicts] == [
+        sorted((key, c.pairs) for key, c in verdicts[1].cells.items())] * 2
     assert [[m.method for m in v.methods] for v in verdicts] == [["erm", "cb"]] * 2
 
 
