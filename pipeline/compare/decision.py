@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping, Sequence
 
@@ -286,7 +286,7 @@ def _plan_cell(cell: Cell, values: Values, reference: str, replicates: int, desi
         level = design.share(design.max_seeds, before) / family
         n = math.ceil(math.log2(2 / level)) if level > 0 else None
         reach = n is not None and (n <= design.max_seeds if replicates == 1 else False)
-        return _with(cell, needed=n if replicates == 1 else None, open=reach,
+        return replace(cell, needed=n if replicates == 1 else None, open=reach,
                      why=("every pair differs by the same: the exact test needs "
                           + (f"{n} pairs" if replicates == 1 else "more searches")))
     needed = pairs_needed(s, design, before, family, smallest)
@@ -302,13 +302,7 @@ def _plan_cell(cell: Cell, values: Values, reference: str, replicates: int, desi
         why = (f"set aside: max_seeds = {design.max_seeds} cannot decide it (a decision there has a "
                f"{100 * sum(chances.values()):.0f}% chance at its estimated difference)"
                + (f"; about {needed} pairs would" if needed else "; more searches (replicates) would"))
-    return _with(cell, needed=needed, open=reachable, why=why)
-
-
-def _with(cell: Cell, **changes: object) -> Cell:
-    from dataclasses import replace
-
-    return replace(cell, **changes)  # type: ignore[arg-type]
+    return replace(cell, needed=needed, open=reachable, why=why)
 
 
 def decide(values: Values, methods: Sequence[str], design: Design, replicates: int = 1,
@@ -325,7 +319,8 @@ def decide(values: Values, methods: Sequence[str], design: Design, replicates: i
     cells: dict[tuple[str, str], Cell] = {}
     pairs = {method: 0 for method in methods}
     needing = list(compared)
-    look, before, looks = design.grid()[0], 0, []
+    look, before = design.grid()[0], 0
+    looks: list[int] = []
     decisions = Decisions(cells, {}, looks, family, constant, pairs)
     while True:
         have = min([complete_pairs(values, x, replicates) for x in [reference, *needing]], default=0)
@@ -361,7 +356,7 @@ def decide(values: Values, methods: Sequence[str], design: Design, replicates: i
                 decisions.stopped = "time"
                 for key, cell in cells.items():
                     if cell.open:
-                        cells[key] = _with(cell, open=False, why=cell.why.replace("open", "time budget spent", 1))
+                        cells[key] = replace(cell, open=False, why=cell.why.replace("open", "time budget spent", 1))
                 break
     if decisions.next_pairs is not None and run_seconds:
         decisions.round_seconds = sum(run_seconds.get(x, 0.0) * replicates * (decisions.next_pairs - pairs[x])
@@ -377,7 +372,7 @@ def decide(values: Values, methods: Sequence[str], design: Design, replicates: i
                                                              n if replicates == 1 else replicates, None, exact=exact)
     for table in (cells, decisions.secondary):
         for key, cell in table.items():
-            table[key] = _with(cell, improvement=_improvement(values, reference, cell, replicates))
+            table[key] = replace(cell, improvement=_improvement(values, reference, cell, replicates))
     return decisions
 
 
