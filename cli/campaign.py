@@ -182,7 +182,12 @@ def compare(
     """Tune and compare every method of a campaign.
 
     Tune every method of a campaign with the same budget, re-train each best on the same (seed, split) pairs
-    as a tuned ERM, and print the verdict; only what is missing runs, so a second call trains nothing."""
+    as a tuned ERM, and print the verdict; only what is missing runs, so a second call trains nothing.
+
+    The verdict decides on the primary metrics ([evaluate] primary: by default the test counterpart of the
+    objective and the rare class): each method ends better, worse, equivalent (within the smallest effect,
+    [evaluate] smallest_effect) or undecided against ERM. Pairs come in rounds planned for 80% power, up to
+    max_seeds (default 30); each round says what it trains and about how long it takes."""
     from pipeline.compare.across_tasks import take_across_tasks
     from pipeline.compare.campaign import run_campaign
     from pipeline.spec.campaign_config import load_campaign
