@@ -207,9 +207,18 @@ def scenario_truth(model: Model, multiple: float, seed: int, draws: int = TRUTH_
 
 # --- one campaign's verdict, scored ------------------------------------------------------------------------------
 
+def word_truth(truth: Truth, key: tuple[str, str], smallest: float) -> float:
+    """The true difference a cell's word is judged against: the expected difference in accuracy, which clipping at
+    0 or 100% moves off the model's shift (far below it near the ceiling); the shift itself where the two agree to
+    the printed precision (a method's extra spread moves a clipped mean by a hair: no difference at a shift of 0,
+    exactly the smallest effect at a shift of one)."""
+    shift, expected = truth.multiple * smallest, truth.difference[key]
+    return shift if abs(expected - shift) <= PRINTED else expected
+
+
 def wrong(outcome: Outcome | None, truth: float, smallest: float) -> bool:
-    """Whether a word is wrong for a true difference `truth` (the model's shift): better where it is not above 0,
-    worse where it is not below, equivalent where it is not inside (-smallest, +smallest)."""
+    """Whether a word is wrong for a true difference `truth`: better where it is not above 0, worse where it is
+    not below, equivalent where it is not inside (-smallest, +smallest)."""
     if outcome is Outcome.BETTER:
         return truth <= 0
     if outcome is Outcome.WORSE:
@@ -319,12 +328,12 @@ class Scenario:
     pairs: dict[str, Rate]  # per method: the mean pairs per replicate it was compared on
 
 
-def summarise(model: Model, multiple: float, scored: list[Scored]) -> Scenario:
+def summarise(model: Model, truth: Truth, scored: list[Scored]) -> Scenario:
     """One scenario's rates over its campaigns."""
-    smallest = {m.key: m.smallest for m in model.metrics}
+    multiple, smallest = truth.multiple, {m.key: m.smallest for m in model.metrics}
 
     def bad(key: tuple[str, str], outcome: Outcome) -> bool:
-        return wrong(outcome, multiple * smallest[key[1]], smallest[key[1]])
+        return wrong(outcome, word_truth(truth, key, smallest[key[1]]), smallest[key[1]])
 
     cells = list(scored[0].words) if scored else []
     correct, words = {}, {}
@@ -381,7 +390,7 @@ def simulate(model: Model, campaigns: int, seed: int = 0, truths: Sequence[float
         for done in _run(batches, processes):
             scored += done
             report(f"true difference {multiple:g}x the smallest effect: {len(scored)}/{campaigns} campaigns")
-        scenarios.append(summarise(model, multiple, scored))
+        scenarios.append(summarise(model, truth, scored))
     seconds = (time.perf_counter() - started) / max(1, campaigns * len(truths))
     return Simulation(model, campaigns, seed, scenarios, seconds)
 
