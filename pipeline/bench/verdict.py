@@ -81,6 +81,7 @@ class Model:
                       self.seeds_per_round, self.max_seeds, self.alpha)
 
     def metric(self, key: str) -> MetricModel:
+        """The model of metric `key`."""
         return next(m for m in self.metrics if m.key == key)
 
 
@@ -497,10 +498,12 @@ def _binomial_variance(runs: Sequence[float], images: int) -> float:
 
 
 def _differences(values: Values, method: str, reference: str, metric: str, keys: Keys) -> list[list[float]]:
+    """The method's differences to ERM on `keys`, one list per replicate."""
     return [[values[method][metric][k] - values[reference][metric][k] for k in rep] for rep in keys]
 
 
 def _runs(values: Values, method: str, metric: str, keys: Keys) -> list[float]:
+    """The method's values on `keys`, every replicate's in one list."""
     return [values[method][metric][k] for rep in keys for k in rep]
 
 
@@ -618,6 +621,7 @@ def with_figures(model: Model, figures: Mapping[str, Mapping[str, float]]) -> Mo
 # --- the tables --------------------------------------------------------------------------------------------------
 
 def _points(value: float) -> str:
+    """A fraction in points, one decimal."""
     return f"{value / POINT:.1f}"
 
 
@@ -630,6 +634,7 @@ def _pm(rate: Rate, scale: float = 100.0, digits: int = 1) -> str:
 
 
 def _truth_label(multiple: float) -> str:
+    """A true difference as a column header: 0, 0.5x, 1x, ..."""
     return "0" if multiple == 0 else f"{multiple:g}x"
 
 

@@ -114,6 +114,7 @@ def three_searches():
 
 
 def within(rate: dict, bound: float) -> bool:
+    """Whether a rate is at most `bound` give or take its Monte Carlo error."""
     return rate["value"] <= bound + MONTE_CARLO * rate["se"]
 
 
