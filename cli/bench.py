@@ -1,8 +1,9 @@
-"""`robust-tune bench steps|study|search|prefixes|parallel|startup`: the tool measured here and now, one
+"""`robust-tune bench steps|study|search|prefixes|parallel|startup|verdict`: the tool measured here and now, one
 benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
 mode flags (`bench --search ...`) still run their subcommand, with a note naming the new form."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,7 +12,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from cli.app import app
-from cli.options import (BenchFormat, Device, Initial, MarkdownAlias, PlotForce, Processes,
+from cli.options import (BenchFormat, Db, Device, Initial, MarkdownAlias, PlotForce, Processes,
                          Rounds, chosen_format)
 from cli.render import print_tables, stderr, stdout
 from pipeline.errors import UserError
@@ -549,3 +550,175 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
                     f"seed noise {100 * c['noise_floor']:.1f})" for e, c in checks.items()) + "."))
     if plot is not None:
         stderr.print(f"picture: {plot}")
+
+
+FIGURE_HELP = "POINTS for every metric, or METRIC=POINTS for one (accuracy, balanced or rare; repeat)"
+
+
+@bench_app.command("verdict")
+def bench_verdict(
+    from_: Annotated[Optional[str], typer.Option(
+        "--from", metavar="CAMPAIGN",
+        help="Estimate the figures from this stored campaign's re-trained runs (CAMPAIGN.TASK: one task of a "
+             "campaign of several), its methods, searches and rounds with them; options given replace "
+             "them.")] = None,
+    db: Db = None,
+    campaigns: Annotated[int, typer.Option(min=10, max=1_000_000, help="Campaigns simulated per true "
+                                                                       "difference.")] = 500,
+    seed: Annotated[int, typer.Option(min=0, help="The simulation's seed: the same seed gives the same "
+                                                   "figures.")] = 0,
+    truth: Annotated[Optional[list[float]], typer.Option(
+        metavar="MULTIPLE", min=0, max=100,
+        help="A true difference to simulate, in smallest effects (repeat; default 0, 0.5, 1 and 2).")] = None,
+    methods: Annotated[Optional[int], typer.Option(min=1, max=20, help="Methods compared with ERM (default "
+                                                                       "4).")] = None,
+    replicates: Annotated[Optional[int], typer.Option(min=1, max=20, help="Searches per method (default "
+                                                                          "1).")] = None,
+    seeds: Annotated[Optional[int], typer.Option(min=2, max=1000, help="The first round's pairs (default "
+                                                                       "5).")] = None,
+    seeds_per_round: Annotated[Optional[int], typer.Option(min=1, max=1000, help="Pairs per later round "
+                                                                                  "(default 5).")] = None,
+    max_seeds: Annotated[Optional[int], typer.Option(min=2, max=1000, help="The most pairs (default 30).")] = None,
+    primary: Annotated[Optional[str], typer.Option(
+        metavar="METRICS", help="The metrics decided on, comma-separated: accuracy, balanced, rare (default "
+                                "balanced,rare); the others are secondary.")] = None,
+    smallest_effect: Annotated[Optional[list[str]], typer.Option(
+        metavar="EFFECT", help=f"The smallest effect that matters: {FIGURE_HELP} (default balanced=1, rare=5, "
+                               "accuracy=1).")] = None,
+    level: Annotated[Optional[list[str]], typer.Option(
+        metavar="LEVEL", help=f"ERM's expected accuracy: {FIGURE_HELP}.")] = None,
+    test_images: Annotated[Optional[list[str]], typer.Option(
+        metavar="N", help="The test images a metric's binomial noise rests on: N for every metric, or METRIC=N "
+                          "(repeat; 0: none).")] = None,
+    split_sd: Annotated[Optional[list[str]], typer.Option(
+        metavar="SD", help=f"The split's standard deviation: {FIGURE_HELP}.")] = None,
+    seed_sd: Annotated[Optional[list[str]], typer.Option(
+        metavar="SD", help=f"The training seed's: {FIGURE_HELP}.")] = None,
+    interaction_sd: Annotated[Optional[list[str]], typer.Option(
+        metavar="SD", help=f"Method by split, each method's: {FIGURE_HELP}.")] = None,
+    search_sd: Annotated[Optional[list[str]], typer.Option(
+        metavar="SD", help=f"A search's luck: {FIGURE_HELP}.")] = None,
+    correlation: Annotated[Optional[float], typer.Option(
+        min=0.0, max=1.0, help="The correlation of a run's normal terms across its metrics (default 0.5).")] = None,
+    processes: Annotated[int, typer.Option(min=1, max=256, help="Processes simulating at once.")] = 1,
+    format_: Annotated[str, typer.Option("--format", help="table (for people), markdown or json.")] = "table",
+) -> None:
+    """Simulate whole campaigns to check the verdict is calibrated.
+
+    Each simulated campaign draws every method's confirmation runs from a model whose truth is known (per metric:
+    ERM's level, the pair's split, the training seed, the method-by-split interaction, the search's luck and the
+    binomial noise of the test images), and takes the verdict exactly as `compare` does: the rounds, the planned
+    pairs and stopping, the simultaneous intervals over the family, equivalence, the search replicates. Every
+    method differs from ERM by the same true difference, 0, 0.5, 1 or 2 times each metric's smallest effect.
+
+    How to read it, each figure with its Monte Carlo standard error: Wrong words at 0 is the family-wise
+    false-positive rate and at 1x the false equivalent (the design holds both to 5%); Power, the cells decided
+    rightly; Coverage, the share of each kind of printed interval that held the truth (the nominal level beside
+    it); Pairs used, what the campaigns spent. The figures come from --from CAMPAIGN's runs (what its runs cannot
+    tell apart is said under them), or are the digits campaign's; an option replaces one."""
+    fmt = chosen_format(format_, ("table", "markdown", "json"))
+    from pipeline.bench.verdict import SHORT_NAMES, default_model, model_from_campaign, simulate, verdict_bench_tables
+
+    names = _primary(primary)
+    effects = _per_metric("--smallest-effect", smallest_effect, SHORT_NAMES)
+    notes: list[str] = []
+    if from_ is None:
+        model = default_model(methods or 4)
+        source = "given"
+    else:
+        if methods is not None:
+            raise UserError("--methods: with --from the campaign's own methods are simulated")
+        model, estimate = model_from_campaign(*_stored_campaign(from_, db), names)
+        source = f"from campaign {from_}, {estimate.pairs} pairs"
+        notes += list(estimate.notes)
+    model = _given(model, names, effects, level, test_images, split_sd, seed_sd, interaction_sd, search_sd,
+                   replicates, seeds, seeds_per_round, max_seeds, correlation)
+    with stderr.status("simulating") as status:
+        simulation = simulate(model, campaigns, seed, tuple(truth or (0.0, 0.5, 1.0, 2.0)), processes,
+                              report=lambda message: status.update(message))
+    tables = verdict_bench_tables(simulation, source, notes)
+    print_tables(tables, fmt, None, wide=True)
+
+
+def _primary(primary: str | None) -> tuple[str, ...]:
+    """--primary's metrics as the store names them."""
+    from pipeline.bench.verdict import SHORT_NAMES
+
+    if primary is None:
+        return (SHORT_NAMES["balanced"], SHORT_NAMES["rare"])
+    names = [name.strip() for name in primary.split(",") if name.strip()]
+    known = {**SHORT_NAMES, **{key: key for key in SHORT_NAMES.values()}}
+    for name in names:
+        if name not in known:
+            raise UserError(f"--primary: unknown metric {name!r}; known: {', '.join(SHORT_NAMES)}")
+    if not names or len(set(names)) != len(names):
+        raise UserError("--primary: name one or more metrics, each once")
+    return tuple(known[name] for name in names)
+
+
+def _per_metric(option: str, given: list[str] | None, metrics: dict[str, str]) -> dict[str, float]:
+    """A per-metric option's values (NUMBER for every metric, METRIC=NUMBER for one) by the store's metric name."""
+    known = {**metrics, **{key: key for key in metrics.values()}}
+    values: dict[str, float] = {}
+    for item in given or []:
+        name, _, number = item.rpartition("=")
+        try:
+            value = float(number)
+        except ValueError:
+            raise UserError(f"{option} {item}: give a number, or METRIC=NUMBER") from None
+        if not math.isfinite(value) or value < 0:
+            raise UserError(f"{option} {item}: give a number of 0 or more")
+        if name and name not in known:
+            raise UserError(f"{option} {item}: unknown metric {name!r}; known: {', '.join(metrics)}")
+        for key in ([known[name]] if name else metrics.values()):
+            values[key] = value
+    return values
+
+
+def _given(model: Any, primary: tuple[str, ...], effects: dict[str, float], level: list[str] | None,
+           test_images: list[str] | None, split_sd: list[str] | None, seed_sd: list[str] | None,
+           interaction_sd: list[str] | None, search_sd: list[str] | None, replicates: int | None, seeds: int | None,
+           seeds_per_round: int | None, max_seeds: int | None, correlation: float | None) -> Any:
+    """The model with every figure and design choice given on the command line replacing its own."""
+    from dataclasses import replace
+
+    from pipeline.bench.verdict import POINT, SHORT_NAMES, with_figures
+
+    points = {"level": level, "split_sd": split_sd, "seed_sd": seed_sd, "interaction_sd": interaction_sd,
+              "search_sd": search_sd}
+    figures = {name: {k: v * POINT for k, v in _per_metric(f"--{name.replace('_', '-')}", values,
+                                                             SHORT_NAMES).items()}
+               for name, values in points.items()}
+    figures["smallest"] = {k: v * POINT for k, v in effects.items()}
+    figures["test_images"] = _per_metric("--test-images", test_images, SHORT_NAMES)
+    for key, value in figures["level"].items():
+        if value > 1:
+            raise UserError(f"--level: {100 * value:g} points for {key} is over 100")
+    for key, value in figures["test_images"].items():
+        if value != int(value):
+            raise UserError(f"--test-images: {value:g} for {key} is not a whole number")
+    for key, value in figures["smallest"].items():
+        if value == 0 and key in primary:
+            raise UserError(f"--smallest-effect: the smallest effect on {key} must be above 0")
+    model = replace(with_figures(model, figures), primary=primary)
+    design = {name: value for name, value in (("replicates", replicates), ("seeds", seeds),
+                                              ("seeds_per_round", seeds_per_round), ("max_seeds", max_seeds),
+                                              ("correlation", correlation)) if value is not None}
+    model = replace(model, **design)
+    if model.seeds > model.max_seeds:
+        raise UserError(f"--seeds {model.seeds} is more than --max-seeds {model.max_seeds}")
+    return model
+
+
+def _stored_campaign(name: str, db: str | None) -> tuple[Any, Any]:
+    """The store (read only) and the campaign `name` (CAMPAIGN.TASK: one task of a campaign of several)."""
+    from pipeline.store import Store
+
+    store = Store(db, create=False)
+    parent, _, task = name.partition(".")
+    found = store.campaign(parent) if task else None
+    campaign = found.task(task) if found is not None and task in found.tasks else store.require_campaign(name)
+    if campaign.tasks:
+        raise UserError(f"campaign {name} has {len(campaign.tasks)} tasks: name one, "
+                        + ", ".join(f"--from {name}.{t}" for t in campaign.tasks))
+    return store, campaign
