@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from pipeline.compare.decision import Decisions, Design, Outcome, Values, decide
-from pipeline.compare.stats import mean_interval
+from pipeline.compare.verdict import method_mean
 from pipeline.errors import UserError
 from pipeline.report.tables import Table
 
@@ -264,9 +264,9 @@ def score(model: Model, decisions: Decisions, values: Values, truth: Truth) -> S
     for method in model.methods:
         keys = [(r, s) for r in range(model.replicates) for s in range(decisions.pairs.get(method, 0))]
         for m in model.metrics:
-            runs = [values[method][m.key][k] for k in keys]
+            runs = {k: values[method][m.key][k] for k in keys}
             if len(runs) >= 2:
-                mean, half = mean_interval(runs)
+                mean, half = method_mean(runs, model.replicates)  # the interval the verdict prints
                 low, high = (None, None) if half is None else (max(0.0, mean - half), min(1.0, mean + half))
                 covers["mean"].append(_covers(low, high, truth.accuracy[(method, m.key)]))
     return Scored(words, covers, dict(decisions.pairs))
@@ -571,24 +571,12 @@ def test_images_of(runs: Sequence[Any]) -> dict[str, int]:
 
 
 def campaign_values(store: Any, campaign: Any) -> tuple[dict[str, dict[str, dict[tuple[int, int], float]]], list[Any]]:
-    """A stored campaign's re-trained (tuned) runs: each method's simulated metrics per (replicate, training seed),
-    and the runs themselves. Reads only."""
-    from pipeline.compare.evaluate import run_metrics
+    """A stored campaign's re-trained (tuned) runs as the verdict reads them: each method's metrics per (replicate,
+    pair), and the runs themselves. Reads only."""
+    from pipeline.compare.verdict import campaign_runs, run_values
 
-    values: dict[str, dict[str, dict[tuple[int, int], float]]] = {}
-    runs = []
-    for method in campaign.methods:
-        values[method] = {key: {} for key in METRIC_LABELS}
-        for replicate, name in enumerate(campaign.study_names(method)):
-            study = store.study(name)
-            for run in store.evaluations(study.id) if study is not None else []:
-                if run.variant != "tuned":
-                    continue
-                runs.append(run)
-                measured = run_metrics(run)
-                for key in METRIC_LABELS:
-                    values[method][key][(replicate, run.seed)] = float(measured.get(key, math.nan))
-    return values, runs
+    runs = campaign_runs(store, campaign)
+    return run_values(runs), [run for by_key in runs.values() for run in by_key.values()]
 
 
 def model_from_campaign(store: Any, campaign: Any, primary: Sequence[str]) -> tuple[Model, Estimate]:

@@ -139,10 +139,22 @@ def constant_metrics(values: Values, metrics: Sequence[str]) -> list[str]:
     return constant
 
 
+DIGITS = 12  # differences are rounded to this many decimals: counts of images that differ equally stay equal
+
+
 def _units(values: Values, method: str, reference: str, metric: str, pairs: int, replicates: int) -> list[list[float]]:
-    """The differences method - reference on pairs 0..pairs-1, one list per replicate."""
+    """The differences method - reference on pairs 0..pairs-1, one list per replicate. Rounded: accuracies are
+    counts over a few images, and 18/37 - 19/37 and 0/37 - 1/37 differ in the 17th digit as floats, which a t
+    interval would read as a spread of almost nothing."""
     mine, theirs = values[method][metric], values[reference][metric]
-    return [[mine[(r, s)] - theirs[(r, s)] for s in range(pairs)] for r in range(replicates)]
+    return [[round(mine[(r, s)] - theirs[(r, s)], DIGITS) for s in range(pairs)] for r in range(replicates)]
+
+
+def identical_runs(values: Values, method: str, reference: str, pairs: int, replicates: int) -> bool:
+    """Whether the method's runs equal the reference's on every metric and pair: then it is the reference here
+    (label smoothing tuned to alpha = 0), not a metric on which two methods happened to tie."""
+    return all(values[method][metric][(r, s)] == values[reference][metric][(r, s)]
+               for metric in values[method] for r in range(replicates) for s in range(pairs))
 
 
 @dataclass(frozen=True)
@@ -264,10 +276,12 @@ def _decide_cell(values: Values, reference: str, method: str, metric: str, pairs
     confidence = 1 - share / family
     mean, low, high, exact = interval(by_replicate, confidence)
     units = pairs if replicates == 1 else replicates
-    if exact and all(d == 0 for rep in by_replicate for d in rep):
+    if exact and mean == 0 and identical_runs(values, method, reference, pairs, replicates):
         return Cell(method, metric, 0.0, 0.0, 0.0, confidence, pairs, units, Outcome.EQUIVALENT,
-                    "identical runs: the same result as ERM on every pair", exact=True, level=share, family=family,
-                    smallest=smallest)
+                    "identical runs: the same result as ERM on every pair and metric", exact=True, level=share,
+                    family=family, smallest=smallest)
+    if exact:  # no spread: the sign-flip test can show a difference from 0, never a bound on it (equivalence)
+        low, high = (None, None) if low is None or mean == 0 or abs(mean) < smallest else (low, high)
     outcome = word(low, high, smallest)
     if outcome is not Outcome.UNDECIDED:
         why = f"at {pairs} pairs" + (" (exact sign-flip test: every pair differed by the same)" if exact else "")
@@ -282,13 +296,20 @@ def _plan_cell(cell: Cell, values: Values, reference: str, replicates: int, desi
     """An undecided cell with its plan: the pairs it needs, and whether the budget can decide it at all."""
     smallest = design.smallest_effect[cell.metric]
     s = spread(_units(values, cell.method, reference, cell.metric, cell.pairs, replicates))
-    if s.within == 0 and s.between == 0:  # a constant difference: only more pairs can make the exact test reach
+    if s.within == 0 and s.between == 0:  # no spread: more pairs may break the ties, or let the exact test reach
         level = design.share(design.max_seeds, before) / family
         n = math.ceil(math.log2(2 / level)) if level > 0 else None
-        reach = n is not None and (n <= design.max_seeds if replicates == 1 else False)
-        return replace(cell, needed=n if replicates == 1 else None, open=reach,
-                     why=("every pair differs by the same: the exact test needs "
-                          + (f"{n} pairs" if replicates == 1 else "more searches")))
+        reach = cell.pairs < design.max_seeds and (replicates == 1 or s.mean == 0)
+        if s.mean == 0:
+            why = "every pair tied so far: no spread to test"
+        elif abs(s.mean) < smallest:
+            why = "every pair differs by the same amount, under the smallest effect: no interval to show equivalence"
+        else:
+            why = "every pair differs by the same: the exact test needs " + (f"{n} pairs" if replicates == 1
+                                                                            else "more searches")
+        return replace(cell, needed=n if replicates == 1 and s.mean != 0 else None, open=reach,
+                       why=why if reach or cell.pairs < design.max_seeds
+                       else f"max_seeds = {design.max_seeds} reached; {why}")
     needed = pairs_needed(s, design, before, family, smallest)
     level = design.share(design.max_seeds, before) / family
     chances = decision_chances(s, design.max_seeds, level, smallest, s.mean)
