@@ -32,20 +32,22 @@ TESTS = {  # the test files that cover each module
     "stats": ["tests/compare/test_stats.py",
               "tests/compare/test_evaluate.py::test_mean_and_interval_match_a_hand_computation",
               "tests/compare/test_evaluate.py::test_the_paired_difference_uses_matched_seeds_only"],
+    "decision": ["tests/compare/test_decision.py"],
 }
 
 
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    module: str  # a key of TESTS; the file is pipeline/methods/<module>.py, or pipeline/compare/stats.py
+    module: str  # a key of TESTS; the file is pipeline/methods/<module>.py, or pipeline/compare/<module>.py
     old: str  # must occur exactly once in the file
     new: str
     mistake: str
 
     @property
     def path(self) -> Path:
-        return ROOT / ("pipeline/compare/stats.py" if self.module == "stats" else f"{METHODS}/{self.module}.py")
+        compare = self.module in ("stats", "decision")
+        return ROOT / (f"pipeline/compare/{self.module}.py" if compare else f"{METHODS}/{self.module}.py")
 
 
 MUTANTS = [
@@ -189,10 +191,18 @@ MUTANTS = [
            "running = min(1.0, (m - rank) * p_values[i])", "Holm without the running maximum"),
     Mutant("M49", "stats", "return 1 - alpha / max(1, family_size)", "return 1 - alpha",
            "simultaneous intervals not widened"),
-    Mutant("M50", "stats", "ndtri(1 - alpha / 2) / math.sqrt(", "ndtri(1 - alpha) / math.sqrt(",
-           "O'Brien-Fleming-type spending function one-sided"),
-    Mutant("M51", "stats", "fractions = [n / looks[-1] for n in looks]", "fractions = [n / looks[0] for n in looks]",
-           "information fractions of the first look"),
+    Mutant("M50", "decision", "return self.alpha * (min(pairs, self.max_seeds) - before) / self.max_seeds",
+           "return self.alpha * min(pairs, self.max_seeds) / self.max_seeds",
+           "each look spends from zero: the looks' shares add up past alpha"),
+    Mutant("M51", "decision", "confidence = 1 - share / family", "confidence = 1 - share",
+           "a cell's interval not simultaneous over the family"),
+    Mutant("M52", "decision", "if -smallest < low and high < smallest:", "if -smallest < high and low < smallest:",
+           "equivalent when the interval overlaps the margin, not inside it"),
+    Mutant("M53", "stats", 'method="beta"', 'method="normal"', "P(A > B) with Wald's interval, not Clopper-Pearson's"),
+    Mutant("M54", "decision", "mean == 0 and identical_runs(values, method, reference, pairs, replicates):",
+           "mean == 0:", "a tie on one metric read as identical runs (equivalent)"),
+    Mutant("M55", "decision", "round(mine[(r, s)] - theirs[(r, s)], DIGITS)", "mine[(r, s)] - theirs[(r, s)]",
+           "float noise of count differences read as a spread"),
 ]
 
 

@@ -52,6 +52,21 @@ def test_a_look_draws_scipys_t_interval_at_the_bonferroni_level_of_its_share():
     assert decisions.cells[("a", BALANCED)].outcome is Outcome.BETTER  # 5 points, noise of 1.4 on the difference
 
 
+def test_each_look_spends_the_share_of_the_pairs_it_adds_and_the_shares_add_up_to_alpha():
+    assert DESIGN.grid() == [5, 10, 15, 20, 25, 30]
+    assert DESIGN.share(5, 0) == pytest.approx(0.05 * 5 / 30) and DESIGN.share(20, 5) == pytest.approx(0.05 * 15 / 30)
+    looks = [0, 5, 20, 30]
+    assert sum(DESIGN.share(b, a) for a, b in zip(looks, looks[1:])) == pytest.approx(0.05)
+    rng = random.Random(5)
+    values = campaign(rng, {"erm": 0.0, "close": 0.006}, pairs=30)
+    decisions = decide(values, ["erm", "close"], DESIGN)
+    first, second = decisions.looks[:2]
+    cell = decisions.cells[("close", BALANCED)]  # decided at or after the second look: that look's share
+    assert cell.pairs >= second and cell.level == pytest.approx(DESIGN.share(cell.pairs, decisions.looks[
+        decisions.looks.index(cell.pairs) - 1]))
+    assert cell.confidence == pytest.approx(1 - cell.level / 2)
+
+
 def test_identical_runs_are_equivalent_and_a_constant_difference_goes_through_the_exact_test():
     erm = {BALANCED: {(0, s): 0.8 + 0.01 * s for s in range(10)}, RARE: {(0, s): 0.5 + 0.02 * s for s in range(10)}}
     same = {k: dict(v) for k, v in erm.items()}
@@ -64,6 +79,26 @@ def test_identical_runs_are_equivalent_and_a_constant_difference_goes_through_th
     # 3 points on every pair: never p = 0; the sign-flip test needs 2 / 2^n <= level / 4 cells: n >= 9 at 10 pairs
     assert shifted_cell.exact and shifted_cell.pairs == 10 and shifted_cell.outcome is Outcome.BETTER
     assert (shifted_cell.low, shifted_cell.high) == pytest.approx((0.03, 0.03))
+
+
+def test_a_tie_on_one_metric_is_no_evidence_of_equivalence():
+    # five pairs on which the method and ERM happen to score the same on the rare class (both 0 of 5 images) but
+    # differ on the balanced accuracy: the rare class has no spread to test, so it stays undecided
+    erm = {BALANCED: {(0, s): 0.80 + 0.01 * s for s in range(5)}, RARE: {(0, s): 0.0 for s in range(5)}}
+    other = {BALANCED: {(0, s): 0.83 + 0.012 * s for s in range(5)}, RARE: {(0, s): 0.0 for s in range(5)}}
+    erm[RARE][(0, 0)] = other[RARE][(0, 0)] = 0.2  # not every run the same: the metric stays in the family
+    design = Design((BALANCED, RARE), {BALANCED: 0.01, RARE: 0.05}, seeds=5, max_seeds=10)
+    cell = decide({"erm": erm, "m": other}, ["erm", "m"], design).cells[("m", RARE)]
+    assert cell.outcome is Outcome.UNDECIDED and cell.low is None and "tied" in cell.why
+
+
+def test_equal_count_differences_are_equal_despite_float_rounding():
+    # 18/37 - 19/37 and 0/37 - 1/37 differ in the 17th digit as floats: no spread, so no t interval of width 1e-15
+    erm = {RARE: {(0, 0): 1 / 37, (0, 1): 19 / 37}}
+    other = {RARE: {(0, 0): 0 / 37, (0, 1): 18 / 37}}
+    design = Design((RARE,), {RARE: 0.01}, seeds=2, seeds_per_round=2, max_seeds=2)
+    cell = decide({"erm": erm, "m": other}, ["erm", "m"], design).cells[("m", RARE)]
+    assert cell.exact and cell.outcome is Outcome.UNDECIDED
 
 
 def test_a_metric_every_run_scored_the_same_on_leaves_the_family():
