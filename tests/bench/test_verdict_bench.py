@@ -150,14 +150,14 @@ def test_with_three_searches_each_methods_mean_covers_at_least_93_percent(three_
 def test_on_few_test_images_a_false_equivalent_stays_within_5_percent():
     tables = bench("--primary", "rare", "--level", "rare=5", "--test-images", "rare=5", "--split-sd", "rare=2",
                    "--seed-sd", "rare=1", "--interaction-sd", "rare=1", "--max-seeds", "10", "--campaigns", "200",
-                   "--truth", "1")  # 15.0 ± 2.5% while chance ties read as identical runs
+                   "--truth", "1")  # 15.0 ± 2.5% with ties identical runs
     (errors,) = tables["Wrong"]
     assert within(errors["false_equivalent"], 0.05), errors
 
 
 def test_with_rounds_of_two_pairs_the_false_positive_rate_stays_within_5_percent():
     tables = bench("--primary", "rare", "--test-images", "rare=10", "--seeds", "2", "--seeds-per-round", "2",
-                   "--max-seeds", "6", "--campaigns", "200", "--truth", "0")  # 19.0 ± 2.8% while float noise read as a spread
+                   "--max-seeds", "6", "--campaigns", "200", "--truth", "0")  # 19.0 ± 2.8% with float noise a spread
     (errors,) = tables["Wrong"]
     assert within(errors["any_wrong"], 0.05), errors
 
