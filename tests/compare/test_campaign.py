@@ -506,7 +506,8 @@ def test_a_campaign_stored_before_replicates_had_seeds_of_their_own_keeps_its_se
     pair k on seed k and split seed 10 + r + k, so its stored studies and runs are found, not trained again."""
     stored = {k: v for k, v in parse_campaign(REPLICATED, "c.toml").settle_resplit(None).to_dict().items()
               if k != "replicate_seeds"}
-    old = parse_campaign(REPLICATED, "c.toml").settle_resplit(True).settle_replicate_seeds(stored)
+    old = helpers.stored_before_rare_kept(parse_campaign(REPLICATED, "c.toml").settle_resplit(True)
+                                          .settle_replicate_seeds(stored))
     assert old.replicate_seeds == "shared" and old.fingerprint() == "f2f8cf5d3a08f258"  # as 0.9.0 computed it
     study = old.study("cb", 1)
     assert (study.data.split_seed, study.seed, study.search_seed) == (11, 0, 1)
