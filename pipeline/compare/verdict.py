@@ -258,7 +258,7 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     results = [_method_result(store, campaign, m, runs[m]) for m in campaign.methods]
     verdict = verdict_of(campaign.name, design, campaign.replicates, run_values(runs), results, variation(campaign),
                          rare, run_seconds(runs))
-    verdict.warnings += run_warnings(runs, design, rare, verdict.decisions)
+    verdict.warnings += run_warnings(runs, design)
     verdict.curves = campaign_curves(store, campaign)
     verdict.budget_note = budget_note(verdict.curves)
     if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
@@ -406,8 +406,7 @@ def design_warnings(verdict: Verdict) -> list[VerdictWarning]:
     return found
 
 
-def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Design, rare: RareClass | None,
-                 decisions: Decisions) -> list[VerdictWarning]:
+def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Design) -> list[VerdictWarning]:
     """What the runs warn of: a class no run of any method ever gets right, a run far below its method's others
     (training collapsed), runs near chance."""
     found: list[VerdictWarning] = []

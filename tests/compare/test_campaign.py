@@ -548,3 +548,30 @@ def test_a_metric_resting_on_few_test_images_is_marked_and_warned_of():
     few = [w for w in verdict.warnings if w.kind == "few_test_images"]
     assert few and few[0].class_name == "3" and "one image moves it by 25.0 points" in few[0].text
     assert "does as well" not in verdict.reading and "as well as" not in verdict.reading
+
+
+def _run(seed: int, balanced: float, per_class: dict[str, float]):
+    """A stored confirmation run as the verdict reads it: its metrics and per-class test accuracies."""
+    from pipeline.config import DataConfig, RunSettings
+    from pipeline.store import EvaluationRecord
+
+    settings = RunSettings(DataConfig(), "small_cnn", "none", "erm", {}, seed, "cpu", "fp32")
+    metrics = {"test_accuracy": balanced, "test_balanced_accuracy": balanced, "test_worst_class_accuracy": 0.0}
+    return EvaluationRecord("tuned", seed, 0, {}, metrics, {"test": per_class}, {"a": 50, "b": 50, "r": 3}, settings,
+                            1.0)
+
+
+def test_the_runs_warn_of_a_class_never_right_a_collapsed_run_and_runs_near_chance():
+    from pipeline.compare.verdict import run_warnings
+
+    design = Design(("test_balanced_accuracy",), {"test_balanced_accuracy": 0.01}, seeds=5, max_seeds=5)
+    erm = {(0, s): _run(s, 0.80 + 0.005 * s, {"a": 0.9, "b": 0.8, "r": 0.0}) for s in range(5)}
+    cb = {(0, s): _run(s, 0.82 + 0.005 * s, {"a": 0.9, "b": 0.8, "r": 0.0}) for s in range(5)}
+    cb[(0, 3)] = _run(3, 0.35, {"a": 0.5, "b": 0.2, "r": 0.0})  # its training collapsed on pair 3: near chance
+    found = {w.kind: w for w in run_warnings({"erm": erm, "cb": cb}, design)}
+    assert found["class_never_right"].class_name == "r" and "class 'r'" in found["class_never_right"].text
+    collapsed = found["collapsed_run"]
+    assert (collapsed.method, collapsed.pair, collapsed.score) == ("cb", 3, 0.35)
+    assert "cb's run on pair 3 scored 35.0 on balanced accuracy" in collapsed.text
+    assert found["near_chance"].method == "cb" and "1 of 5 runs" in found["near_chance"].text
+    assert not any(w.method == "erm" for w in found.values())
