@@ -259,6 +259,7 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     verdict = verdict_of(campaign.name, design, campaign.replicates, run_values(runs), results, variation(campaign),
                          rare, run_seconds(runs))
     verdict.warnings += run_warnings(runs, design)
+    verdict.reading = reading(verdict)  # with the runs' warnings
     verdict.curves = campaign_curves(store, campaign)
     verdict.budget_note = budget_note(verdict.curves)
     if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
@@ -481,6 +482,9 @@ def reading(verdict: Verdict) -> str:
     if bounded:
         sentences.append(f"Tuned onto a bound of its range: {_join(bounded)}; the search may have been cut short "
                          "there, so widen the range before trusting a comparison that involves it")
+    checks = [_check(w) for w in verdict.warnings if w.kind in CHECKS]
+    if checks:
+        sentences.append(f"Check before trusting it: {_join(sorted(set(checks)))} (the warnings above)")
     text = "".join(f"{s}. " for s in sentences)
     decisions = verdict.decisions
     if decisions.next_pairs is not None and decisions.needing:
@@ -490,6 +494,20 @@ def reading(verdict: Verdict) -> str:
     if missing:
         text += "Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + ". "
     return text.strip()
+
+
+CHECKS = ("class_never_right", "collapsed_run", "near_chance", "few_test_images")  # the warnings the reading names
+
+
+def _check(w: VerdictWarning) -> str:
+    """A warning in a few words for the reading."""
+    if w.kind == "class_never_right":
+        return f"class {w.class_name!r} is never right"
+    if w.kind == "collapsed_run":
+        return f"{w.method}'s run on pair {w.pair} collapsed"
+    if w.kind == "near_chance":
+        return f"{w.method} has runs near chance"
+    return "a decision rests on few test images"
 
 
 # Methods that are ERM at one value of their own parameter: tuned honestly, they cannot be truly worse than ERM.

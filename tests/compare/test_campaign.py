@@ -148,6 +148,7 @@ def test_report_verdict_json_gives_means_differences_intervals_and_one_of_four_w
     # one epoch on digit 3 kept at 10%: no run gets a 3 right, so the rare class is all zeros and left out
     assert {"kind": "class_never_right", "class_name": "3"}.items() <= warnings[-1].items()
     assert any(w["kind"] == "constant_metric" for w in warnings)
+    assert any("Check before trusting it: " in note and "class '3' is never right" in note for note in verdict["notes"])
     family = 2 * len([m for m in primary if not any(w["kind"] == "constant_metric" and m == "smallest_class_accuracy"
                                                      for w in warnings)])
     for method in ("ls", "cb"):
