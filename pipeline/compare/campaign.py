@@ -222,11 +222,9 @@ def _next_round(store: Store, record: CampaignRecord, config: CampaignConfig, se
     decisions = campaign_decisions(store, record, list(set_aside))
     if decisions.next_pairs is None:
         return None
-    methods = (REFERENCE, *decisions.needing)
-    stored = {m: decisions.pairs.get(m, 0) for m in methods}
-    runs = sum(max(0, decisions.next_pairs - stored[m]) for m in methods) * config.replicates
     seconds = None if decisions.round_seconds is None else decisions.round_seconds / max(1, workers)
-    return CampaignRound(config.name, decisions.next_pairs, methods, runs, seconds, len(decisions.looks))
+    return CampaignRound(config.name, decisions.next_pairs, (REFERENCE, *decisions.needing), decisions.round_runs,
+                         seconds, len(decisions.looks))
 
 
 def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, seeds: int) -> Plan:
@@ -258,18 +256,16 @@ def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, set
     and for ERM, until every cell is decided or the budget is spent."""
     from pipeline.compare.evaluate import run_evaluation
 
-    while (round_ := _next_round(store, record, campaign, set_aside)) is not None:
+    last = None
+    while (round_ := _next_round(store, record, campaign, set_aside)) is not None and round_ != last:
+        last = round_  # the same round planned again: nothing could be added (every run failed), so stop
         on_event(round_)
-        trained = 0
         steps = [(m, r) for m in round_.methods for r in range(campaign.replicates)]
         for number, (method, replicate) in enumerate(steps, start=1):
             on_event(CampaignStage("re-train", method, campaign.study(method, replicate).name, number, len(steps),
                                    round_.pairs))
             plan = _plan(store, campaign, method, replicate, round_.pairs)
-            trained += run_evaluation(store, plan, device, on_event, precision, runner())
-        summary.runs_trained += trained
-        if not trained and round_ == _next_round(store, record, campaign, set_aside):
-            break  # nothing could be added (every run failed): the same round again would loop
+            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())
 
 
 class _Shared:

@@ -114,6 +114,7 @@ class Decisions:
     pairs: dict[str, int]  # pairs per replicate each method was compared on
     next_pairs: int | None = None
     needing: list[str] = field(default_factory=list)  # the methods the next round trains (ERM besides)
+    round_runs: int = 0  # the runs the next round trains (every replicate, every method)
     round_seconds: float | None = None  # the next round's estimated training time (every replicate, every method)
     stopped: str = ""  # why no next round: "decided", "max_seeds", "time", "no runs"
 
@@ -270,9 +271,10 @@ def pairs_needed(s: Spread, design: Design, before: int, family: int, smallest: 
     return int(pairs[reached[0]]) if len(reached) else None
 
 
-def _decide_cell(values: Values, reference: str, method: str, metric: str, pairs: int, replicates: int,
+def _decide_cell(values: Values, reference: str, method: str, metric: str, by_replicate: list[list[float]],
                  share: float, family: int, smallest: float) -> Cell:
-    by_replicate = _units(values, method, reference, metric, pairs, replicates)
+    """The cell at a look: its differences' interval at the look's share over the family, and the word it gives."""
+    pairs, replicates = len(by_replicate[0]), len(by_replicate)
     confidence = 1 - share / family
     mean, low, high, exact = interval(by_replicate, confidence)
     units = pairs if replicates == 1 else replicates
@@ -291,11 +293,10 @@ def _decide_cell(values: Values, reference: str, method: str, metric: str, pairs
                 level=share, family=family, smallest=smallest)
 
 
-def _plan_cell(cell: Cell, values: Values, reference: str, replicates: int, design: Design, before: int,
-               family: int) -> Cell:
+def _plan_cell(cell: Cell, by_replicate: list[list[float]], design: Design, before: int, family: int) -> Cell:
     """An undecided cell with its plan: the pairs it needs, and whether the budget can decide it at all."""
-    smallest = design.smallest_effect[cell.metric]
-    s = spread(_units(values, cell.method, reference, cell.metric, cell.pairs, replicates))
+    smallest, replicates = design.smallest_effect[cell.metric], len(by_replicate)
+    s = spread(by_replicate)
     if s.within == 0 and s.between == 0:  # no spread: more pairs may break the ties, or let the exact test reach
         level = design.share(design.max_seeds, before) / family
         n = math.ceil(math.log2(2 / level)) if level > 0 else None
@@ -356,12 +357,12 @@ def decide(values: Values, methods: Sequence[str], design: Design, replicates: i
             for metric in metrics:
                 cell = cells.get((method, metric))
                 if cell is None or cell.outcome is Outcome.UNDECIDED:
-                    cells[(method, metric)] = _decide_cell(values, reference, method, metric, look, replicates,
-                                                           share, m, design.smallest_effect[metric])
+                    units = _units(values, method, reference, metric, look, replicates)
+                    cell = _decide_cell(values, reference, method, metric, units, share, m,
+                                        design.smallest_effect[metric])
+                    cells[(method, metric)] = (_plan_cell(cell, units, design, look, m)
+                                               if cell.outcome is Outcome.UNDECIDED else cell)
         looks.append(look)
-        for key, cell in cells.items():
-            if cell.outcome is Outcome.UNDECIDED and cell.pairs == look:
-                cells[key] = _plan_cell(cell, values, reference, replicates, design, look, m)
         before = look
         open_cells = [c for c in cells.values() if c.open]
         needing = [method for method in compared if any(c.method == method for c in open_cells)]
@@ -379,9 +380,11 @@ def decide(values: Values, methods: Sequence[str], design: Design, replicates: i
                     if cell.open:
                         cells[key] = replace(cell, open=False, why=cell.why.replace("open", "time budget spent", 1))
                 break
-    if decisions.next_pairs is not None and run_seconds:
-        decisions.round_seconds = sum(run_seconds.get(x, 0.0) * replicates * (decisions.next_pairs - pairs[x])
-                                      for x in [reference, *decisions.needing])
+    if decisions.next_pairs is not None:
+        to_train = {x: replicates * (decisions.next_pairs - pairs[x]) for x in [reference, *decisions.needing]}
+        decisions.round_runs = sum(to_train.values())
+        if run_seconds:
+            decisions.round_seconds = sum(run_seconds.get(x, 0.0) * runs for x, runs in to_train.items())
     for metric in secondary:
         if metric in metrics:
             continue
