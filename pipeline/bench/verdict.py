@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from pipeline.compare.decision import Decisions, Design, Outcome, Values, decide
-from pipeline.compare.verdict import method_mean
+from pipeline.compare.verdict import accuracy_bounds, campaign_runs, method_mean, run_values
 from pipeline.errors import UserError
 from pipeline.report.tables import Table
 
@@ -266,8 +266,8 @@ def score(model: Model, decisions: Decisions, values: Values, truth: Truth) -> S
         for m in model.metrics:
             runs = {k: values[method][m.key][k] for k in keys}
             if len(runs) >= 2:
-                mean, half = method_mean(runs, model.replicates)  # the interval the verdict prints
-                low, high = (None, None) if half is None else (max(0.0, mean - half), min(1.0, mean + half))
+                bounds = accuracy_bounds(*method_mean(runs, model.replicates))  # the interval the verdict prints
+                low, high = (None, None) if bounds is None else bounds
                 covers["mean"].append(_covers(low, high, truth.accuracy[(method, m.key)]))
     return Scored(words, covers, dict(decisions.pairs))
 
@@ -573,8 +573,6 @@ def test_images_of(runs: Sequence[Any]) -> dict[str, int]:
 def campaign_values(store: Any, campaign: Any) -> tuple[dict[str, dict[str, dict[tuple[int, int], float]]], list[Any]]:
     """A stored campaign's re-trained (tuned) runs as the verdict reads them: each method's metrics per (replicate,
     pair), and the runs themselves. Reads only."""
-    from pipeline.compare.verdict import campaign_runs, run_values
-
     runs = campaign_runs(store, campaign)
     return run_values(runs), [run for by_key in runs.values() for run in by_key.values()]
 

@@ -211,6 +211,11 @@ def method_mean(values: Mapping[Key, float], replicates: int) -> tuple[float, fl
     return mean_interval(list(values.values()))
 
 
+def accuracy_bounds(mean: float, half: float | None) -> tuple[float, float] | None:
+    """A mean accuracy's interval kept inside [0, 1], as the verdict prints it; None without a half-width."""
+    return None if half is None else (max(0.0, mean - half), min(1.0, mean + half))
+
+
 def objective_of(campaign: CampaignRecord) -> str:
     """The objective the campaign's studies were tuned on (ERM's study's)."""
     return str(campaign.config.get("studies", {}).get(REFERENCE, {}).get("objective", "val_accuracy"))
@@ -243,10 +248,14 @@ def campaign_decisions(store: Store, campaign: CampaignRecord, set_aside: Sequen
     """The campaign's decisions replayed on what is stored (the methods in `set_aside` left out): the cells, and
     the next round it plans."""
     runs = campaign_runs(store, campaign)
-    rare = rare_class(list(runs[REFERENCE].values()))
     methods = [m for m in campaign.methods if m not in set_aside]
-    return decide(run_values(runs), methods, design_of(campaign.evaluation, objective_of(campaign), rare),
+    return decide(run_values(runs), methods, stored_design(campaign, rare_class(list(runs[REFERENCE].values()))),
                   campaign.replicates, run_seconds(runs), METRICS)
+
+
+def stored_design(campaign: CampaignRecord, rare: RareClass | None) -> Design:
+    """A stored campaign's design: its [evaluate] table, its objective and the rare class its runs show."""
+    return design_of(campaign.evaluation, objective_of(campaign), rare)
 
 
 def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
@@ -254,12 +263,10 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     pairwise ranking, the warnings and the reading in words."""
     runs = campaign_runs(store, campaign)
     rare = rare_class(list(runs[REFERENCE].values()))
-    design = design_of(campaign.evaluation, objective_of(campaign), rare)
+    design = stored_design(campaign, rare)
     results = [_method_result(store, campaign, m, runs[m]) for m in campaign.methods]
     verdict = verdict_of(campaign.name, design, campaign.replicates, run_values(runs), results, variation(campaign),
-                         rare, run_seconds(runs))
-    verdict.warnings += run_warnings(runs, design)
-    verdict.reading = reading(verdict)  # with the runs' warnings
+                         rare, run_seconds(runs), run_warnings(runs, design))
     verdict.curves = campaign_curves(store, campaign)
     verdict.budget_note = budget_note(verdict.curves)
     if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
@@ -270,16 +277,17 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
 
 def verdict_of(name: str, design: Design, replicates: int, values: Values, results: list[MethodResult],
                varies: str = "", rare: RareClass | None = None,
-               seconds: Mapping[str, float] | None = None) -> Verdict:
+               seconds: Mapping[str, float] | None = None, warnings: Sequence[VerdictWarning] = ()) -> Verdict:
     """The verdict from the runs' values (method -> metric -> (replicate, seed) -> value) and each method's
-    result (`results`, ERM first): its decisions against ERM, the ranking, the warnings and the reading."""
+    result (`results`, ERM first): its decisions against ERM, the ranking, the warnings (the design's, and
+    `warnings`: the runs' own) and the reading."""
     compared = [r.method for r in results if r.method == REFERENCE or not r.missing]
     decisions = decide(values, compared, design, replicates, seconds, METRICS)
     verdict = Verdict(name, design, replicates, results, decisions, varies=varies, rare=rare)
     verdict.same_as_erm = {r.method: said for r in results
                            if r.method != REFERENCE and (said := _same_as_erm(r, values))}
     verdict.pairs = pairwise_ranking(values, [r.method for r in results if r.seeds > 0], replicates)
-    verdict.warnings = design_warnings(verdict)
+    verdict.warnings = design_warnings(verdict) + list(warnings)
     verdict.reading = reading(verdict)
     return verdict
 

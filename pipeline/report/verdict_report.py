@@ -11,7 +11,8 @@ from pipeline.compare.decision import Cell
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.compare.stats import CONFIDENCE
 from pipeline.report.tables import Table, parameter_text, percent
-from pipeline.compare.verdict import FEW_TEST_IMAGES, METRIC_LABELS, METRICS, MethodResult, Verdict, VerdictWarning
+from pipeline.compare.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, MethodResult, Verdict,
+                                      VerdictWarning, accuracy_bounds)
 
 SECONDARY = "secondary"  # the verdict column of a metric not decided on
 ALL_EQUAL = "all equal"  # ... of a primary metric left out: every run of every method scored the same
@@ -30,10 +31,11 @@ def _clock(seconds: float) -> str:
 def _interval(mean: float, half: float | None) -> str:
     """A mean accuracy and its 95% interval in %, the interval kept inside [0, 100]: `94.6 ± 1.0`, or its ends
     where the interval reaches past 0 or 100 (`99.2 [97, 100]`)."""
-    if half is None:
+    bounds = accuracy_bounds(mean, half)
+    if bounds is None or half is None:
         return percent(mean)
-    if mean - half < 0 or mean + half > 1:
-        return f"{percent(mean)} [{100 * max(0.0, mean - half):.0f}, {100 * min(1.0, mean + half):.0f}]"
+    if bounds != (mean - half, mean + half):
+        return f"{percent(mean)} [{100 * bounds[0]:.0f}, {100 * bounds[1]:.0f}]"
     return f"{percent(mean)} ± {100 * half:.1f}"
 
 
@@ -147,8 +149,8 @@ def verdict_table(verdict: Verdict) -> Table:
                                   "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
                                   "rare_class": None if verdict.rare is None else dataclasses.asdict(verdict.rare),
                                   "means": {k: {"mean": v[0], "half_width": v[1],
-                                                **({} if v[1] is None else {"low": max(0.0, v[0] - v[1]),
-                                                                            "high": min(1.0, v[0] + v[1])})}
+                                                **({} if (b := accuracy_bounds(*v)) is None
+                                                   else {"low": b[0], "high": b[1]})}
                                             for k, v in m.means.items()},
                                   "vs_erm": {},
                                   "warnings": [warning_record(w) for w in verdict.warnings  # the campaign's: ERM's row
