@@ -16,24 +16,19 @@ from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
 from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu,
                          Wide, Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
-from cli.study import StudyView, live_export
+from cli.study import StudyView, clock, live_export
 from pipeline.spec.campaign_config import APART, REFERENCE, SEED_STRIDE
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
 
 
 def round_line(event: Any) -> str:
-    """`round 2: erm, cb up to 20 pairs (30 runs, about 4 min of training)`: what the next round trains, and
+    """`round 2: erm, cb up to 20 pairs (30 runs, about 4:00 of training)`: what the next round trains, and
     how long that takes by the runs so far."""
-    took = "" if event.seconds is None else f", about {_duration(event.seconds)}"
+    took = "" if event.seconds is None else f", about {clock(event.seconds)} of training"
     task = "" if "." not in event.campaign else f"{event.campaign}: "
     return (f"{task}round {event.number + 1}: {', '.join(event.methods)} up to {event.pairs} pairs "
             f"({event.runs} run{'' if event.runs == 1 else 's'}{took})")
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
-        f"{seconds / 3600:.1f} h"
 
 
 def _pairs(event: Any) -> str:

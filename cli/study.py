@@ -33,7 +33,8 @@ def _params_text(parameters: dict[str, Any]) -> str:
     return "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in parameters.items())
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """A duration as the live views print it: `m:ss`, or `h:mm:ss` from an hour."""
     minutes, seconds = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
@@ -69,16 +70,16 @@ class StudyView:
         mean = sum(self.ended_seconds) / len(self.ended_seconds)
         now = time.monotonic()
         running = sum(min(now - trial["started"], mean) for trial in self.running.values())
-        return "~" + _clock(max(0.0, (mean * (self.budget - self.ran) - running) / self.slots))
+        return "~" + clock(max(0.0, (mean * (self.budget - self.ran) - running) / self.slots))
 
     def status_line(self) -> Text:
         now = time.monotonic()
-        line = f"study {self.name}: elapsed {_clock(now - self.started)}, left {self.eta()}"
+        line = f"study {self.name}: elapsed {clock(now - self.started)}, left {self.eta()}"
         for index, trial in sorted(self.running.items()):
             where = f" on worker {trial['worker']}" if trial["worker"] else ""
             epoch = f", epoch {trial['epoch']}/{trial['epochs']}" if trial["epoch"] else ""
             line += (f"\ntrial {index} ({trial['k']} of {self.budget}){where}{epoch}, running "
-                     f"{_clock(now - trial['started'])}: {_params_text(trial['parameters'])}")
+                     f"{clock(now - trial['started'])}: {_params_text(trial['parameters'])}")
         return Text(line)
 
     def trials_grid(self, last: int | None = None) -> RichTable:
