@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from pipeline.errors import UserError
 
 Value = float | int | bool | str
+SOFT_SIDES = ("", "lower", "upper", "both")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class Range:
     low: float
     high: float
     log: bool = False
+    # False: the study file fixed this range (`widen = false`); True: its soft ends may widen (search/bounds.py)
+    widen: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,25 @@ class HParam:
     help: str
     search: Range | Choice | None = None
     column: str | None = None  # its header in the best table, shown even when fixed (the papers' columns)
+    # Which ends of a search range are soft, a convention a study may widen past where its best sits on them:
+    # "", "lower", "upper" or "both". A hard end (alpha >= 0, a count >= 1, a probability <= 1) never moves.
+    soft: str = ""
+    limit: str | None = None  # the interval widening never passes (default: `valid`)
 
     def __post_init__(self) -> None:
         if self.kind == "int" and math.isinf(self.interval.high):
             raise ValueError(f"integer parameter {self.name} needs a finite upper bound (a typo must not run forever)")
+        if self.soft not in SOFT_SIDES:
+            raise ValueError(f"parameter {self.name}: soft must be one of {', '.join(map(repr, SOFT_SIDES))}")
+
+    def soft_sides(self) -> tuple[str, ...]:
+        """The ends of this parameter's search range that may widen: ("lower",), ("upper",), both or none."""
+        return ("lower", "upper") if self.soft == "both" else (self.soft,) if self.soft else ()
+
+    @property
+    def widen_limit(self) -> Interval:
+        """How far a search range of this parameter may widen at most: `limit`, else its valid values."""
+        return Interval.parse(self.limit) if self.limit else self.interval
 
     def coerce(self, raw: Any) -> Value:
         """Turn a value from the command line (str), a TOML file or Ax into this parameter's type."""
@@ -154,13 +172,16 @@ def parse_assignment(text: str) -> tuple[str, str]:
 # GI-LS paper's: 1e-2 for the head, 1e-3 for the feature extractor, x0.3 every 20 epochs.
 # Integer upper bounds stop a typo (epochs = 10**9) from running until killed while leaving far more
 # room than the papers use: they train 21-60 epochs with batches of tens of images.
+# Learning rates and the schedule are conventions (soft: a search range widens past them); epochs and the batch size
+# set a trial's cost and memory, which the user declares (hard).
 TRAINING_PARAMS = (
     HParam("epochs", "int", 30, "[1, 1000]", "passes over the training set", Range(21, 60), column="epoch"),
     HParam("batch_size", "int", 32, "[1, 8192]", "examples per mini-batch"),
-    HParam("lr_head", "float", 1e-2, "(0, inf)", "learning rate of the linear head"),
-    HParam("lr_backbone", "float", 1e-3, "[0, inf)", "learning rate of the feature extractor"),
-    HParam("lr_decay", "float", 0.3, "(0, 1]", "factor applied to both learning rates every lr_step epochs"),
-    HParam("lr_step", "int", 20, "[1, 1000]", "epochs between learning-rate decays"),
-    HParam("momentum", "float", 0.9, "[0, 1)", "SGD momentum"),
-    HParam("weight_decay", "float", 0.0, "[0, inf)", "SGD weight decay (L2 penalty)"),
+    HParam("lr_head", "float", 1e-2, "(0, inf)", "learning rate of the linear head", soft="both"),
+    HParam("lr_backbone", "float", 1e-3, "[0, inf)", "learning rate of the feature extractor", soft="both"),
+    HParam("lr_decay", "float", 0.3, "(0, 1]", "factor applied to both learning rates every lr_step epochs",
+           soft="both"),
+    HParam("lr_step", "int", 20, "[1, 1000]", "epochs between learning-rate decays", soft="both"),
+    HParam("momentum", "float", 0.9, "[0, 1)", "SGD momentum", soft="both", limit="[0, 0.99]"),
+    HParam("weight_decay", "float", 0.0, "[0, inf)", "SGD weight decay (L2 penalty)", soft="both"),
 )

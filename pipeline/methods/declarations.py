@@ -20,9 +20,9 @@ if TYPE_CHECKING:
                                              WeightsFactory)
 
 ALPHA = HParam("alpha", "float", 0.1, "[0, 1)", "label smoothing (eq. 3): true class 1 - alpha, others alpha / (k - 1)",
-               Range(0.0, 0.5), column="alpha")
+               Range(0.0, 0.5), column="alpha", soft="upper", limit="[0, 0.9]")
 MIX_ALPHA = HParam("mix_alpha", "float", 1.0, "(0, inf)", "the mixing weight is drawn from Beta(a, a) "
-                   "(default 1.0: uniform, as in both papers)", Range(0.1, 2.0))
+                   "(default 1.0: uniform, as in both papers)", Range(0.1, 2.0), soft="both")
 EPS_8 = 8 / 255  # the GI-LS paper's maximum perturbation for PGD and FGSM (section 4.3)
 
 # The papers the parts' descriptions cite, by the name they cite them with, and each paper's title.
@@ -56,7 +56,7 @@ SAMPLERS: Registry[SamplerFactory] = Registry("sampler", [
     UNIFORM,
     Part("hws", "sampler", (
         HParam("beta", "float", 10.0, "(0, inf)", "robustness: batches are drawn from softmax(beta * stale losses)",
-               Range(0.1, 1000.0, log=True), column="beta"),
+               Range(0.1, 1000.0, log=True), column="beta", soft="both"),
         HParam("importance_sampling", "bool", False, "", "weight losses by exp(beta * (loss - stale loss)), "
                "clipped to [0.1, 10]", Choice((False, True)), column="IS"),
         HParam("hws_replacement", "bool", True, "", "true: i.i.d. draws (the paper's formula); false: no "
@@ -92,9 +92,11 @@ def torchattacks_options(constructor: str, **arguments: str) -> dict[str, object
 GENERATORS: Registry[GeneratorFactory] = Registry("generator", [
     Part("gils", "generator", (
         HParam("T", "int", 5, "[0, 100]", "gradient-ascent steps per perturbed example (the paper searches "
-               "1-15; each costs a forward and backward pass)", Range(1, 15), column="T"),
-        HParam("eta", "float", 2.0, "(0, inf)", "gradient-ascent step size", Range(1.5, 3.0), column="eta"),
-        HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (paper: 1e-3)"),
+               "1-15; each costs a forward and backward pass)", Range(1, 15), column="T", soft="upper"),
+        HParam("eta", "float", 2.0, "(0, inf)", "gradient-ascent step size", Range(1.5, 3.0), column="eta",
+               soft="both"),
+        HParam("gamma", "float", 1e-3, "[0, inf)", "transport-cost penalty of the Wasserstein DRO (paper: 1e-3)",
+               soft="both"),
         HParam("perturb", "choice", "input", ("input", "feature"),
                "ascend on the image (Algorithm 1 as written) or on the feature map z (nearly free)"),
     ), "GI-LS: label smoothing inside Wasserstein DRO (Algorithm 1 of the GI-LS paper)",
@@ -134,7 +136,7 @@ WEIGHTS: Registry[WeightsFactory] = Registry("weights", [
     Part("groupdro", "weights", (
         HParam("groupdro_eta", "float", 0.01, "[0, inf)", "step size of the group weights: q_g *= "
                "exp(eta * group g's mean loss in the batch), then q is renormalised (DomainBed: 0.01)",
-               Range(1e-3, 1e-1, log=True)),
+               Range(1e-3, 1e-1, log=True), soft="both"),
     ), "Group DRO over the classes (Sagawa et al. 2020, the algorithm in DomainBed)",
         "pipeline.methods.weights:GroupDro"),
     Part("l2rw", "weights", (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from io import StringIO
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
 import sqlalchemy as sa
@@ -234,6 +234,20 @@ def new_client(study: StudyConfig, url: str) -> Client:
     return client
 
 
+def widen_search_space(experiment: Experiment, ranges: Mapping[str, Range]) -> None:
+    """Give `experiment`'s range parameters the (wider) bounds of `ranges` and store its search space (inside
+    `ax_writes_through`: in that transaction). The trials already run stay inside, so the model keeps them all."""
+    from ax.storage.sqa_store.save import save_experiment
+
+    space = experiment.search_space.clone()
+    for name, bounds in ranges.items():
+        parameter = space.parameters[name]
+        to = int if parameter.parameter_type.name == "INT" else float
+        parameter.update_range(lower=to(bounds.low), upper=to(bounds.high))  # type: ignore[attr-defined]
+    experiment.search_space = space
+    save_experiment(experiment)
+
+
 def has_experiment(name: str) -> bool:
     """Whether Ax stores an experiment named `name`."""
     from ax.storage.sqa_store.db import session_scope
@@ -393,6 +407,13 @@ class Searcher:
                 indices.append(index)
             store_them(connection, indices)
         return indices
+
+    def widen(self, ranges: Mapping[str, Range], store_them: Callable[[sa.Connection | None], None]) -> None:
+        """Widen the study's search space to `ranges` and have `store_them` record why, in the same transaction:
+        Ax searches the wider space and the table says so, or neither."""
+        with self._writing() as connection:
+            widen_search_space(self.client._experiment, ranges)
+            store_them(connection)
 
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""

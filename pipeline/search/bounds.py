@@ -1,17 +1,23 @@
-"""Tuned values at a bound of their search range: the range may cut off the method's best, so widen it.
+"""Tuned values at a bound of their search range, and the study's rule for widening such a range.
 
 A value is on a bound when its position in the range, in the range's own scale (log for a log range), is
 within a tolerance of either end. A choice has no bounds to widen and is never flagged.
+
+A range's end is soft where the parameter's declaration says it is a convention (HParam.soft: learning rates,
+a paper's range for a method parameter) and hard where it is a limit (alpha >= 0, a count >= 1). When a study's
+best trial sits on a soft end, the study widens that end outward (`widened`): by WIDEN_FACTOR on a log scale,
+by the range's width on a linear one, never past the declared limit, and goes on searching the wider range.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from pipeline.params import Choice, Range, Value
+from pipeline.params import Choice, HParam, Interval, Range, Value
 
 TOLERANCE = 0.02  # of the range's width, in its own scale
+WIDEN_FACTOR = 4.0  # a log range's soft end moves out by this factor (0.2 -> 0.8); a linear one by its width
 
 
 @dataclass(frozen=True)
@@ -58,3 +64,75 @@ def bound_flags(search: Mapping[str, Range | Choice], parameters: Mapping[str, V
             flags.append(BoundFlag(name, value, "lower" if where < 0.5 else "upper", space.low, space.high,
                                    space.log))
     return flags
+
+
+@dataclass(frozen=True)
+class Widening:
+    """One end of a searched range moved outward because the study's best trial sat on it."""
+
+    parameter: str
+    side: str  # "lower" or "upper"
+    before: Range
+    after: Range
+    after_trial: int  # the trials that had run when it widened
+    best_trial: int  # Ax's index of the best trial, which sat on the end
+    value: float  # that trial's value of the parameter
+
+    def text(self) -> str:
+        """The sentence reports show: `lr_head widened from [0.01, 0.2] to [0.01, 0.8] after trial 6 (...)`."""
+        return (f"{self.parameter} widened from {span(self.before)} to {span(self.after)} after trial "
+                f"{self.after_trial} (the best trial, {self.best_trial}, sat on the {self.side} bound at "
+                f"{self.value:.4g})")
+
+    def to_dict(self) -> dict[str, object]:
+        """As stored (rt_widenings) and in the JSON reports."""
+        return {"parameter": self.parameter, "side": self.side, "after_trial": self.after_trial,
+                "best_trial": self.best_trial, "value": self.value,
+                "before": [self.before.low, self.before.high], "after": [self.after.low, self.after.high],
+                "log": self.after.log}
+
+
+def span(space: Range) -> str:
+    """A range as reports write it: [0.01, 0.2]."""
+    return f"[{space.low:g}, {space.high:g}]"
+
+
+def widened(space: Range, side: str, limit: Interval, integer: bool = False) -> Range | None:
+    """`space` with its `side` end moved outward (see the module's rule), stopping at `limit` (halfway to an open
+    limit, so the end stays valid); None when that end is at the limit already and cannot move."""
+    if side == "upper":
+        target = space.high * WIDEN_FACTOR if space.log else space.high + (space.high - space.low)
+        edge, is_open = limit.high, limit.high_open
+        new = min(target, (space.high + edge) / 2 if is_open and target >= edge else edge)
+        if integer:
+            new = math.floor(new) if new < edge or not is_open else math.ceil(new - 1)
+        return None if new <= space.high else Range(space.low, new, space.log, space.widen)
+    target = space.low / WIDEN_FACTOR if space.log else space.low - (space.high - space.low)
+    edge, is_open = limit.low, limit.low_open
+    new = max(target, (space.low + edge) / 2 if is_open and target <= edge else edge)
+    if integer:
+        new = math.ceil(new) if new > edge or not is_open else math.floor(new + 1)
+    return None if new >= space.low else Range(new, space.high, space.log, space.widen)
+
+
+def widenings(search: Mapping[str, Range | Choice], declared: Mapping[str, HParam], best: Mapping[str, Value],
+              best_trial: int, ran: int) -> list[Widening]:
+    """Each soft end of a range in `search` that the best trial's parameters (`best`) sit on, widened; none for a
+    range the study file fixed (`widen = false`) or an end at its limit. `ran` is the trials that have run."""
+    moved = []
+    for flag in bound_flags(search, best):
+        space, hparam = search[flag.parameter], declared.get(flag.parameter)
+        if not isinstance(space, Range) or not space.widen or hparam is None or flag.bound not in hparam.soft_sides():
+            continue
+        after = widened(space, flag.bound, hparam.widen_limit, hparam.kind == "int")
+        if after is not None:
+            moved.append(Widening(flag.parameter, flag.bound, space, after, ran, best_trial, float(flag.value)))
+    return moved
+
+
+def searched_ranges(search: Mapping[str, Range | Choice], moved: Sequence[Widening]) -> dict[str, Range | Choice]:
+    """The search space a study searches now: its file's ranges with every stored widening applied in order."""
+    now = dict(search)
+    for widening in moved:
+        now[widening.parameter] = widening.after
+    return now
