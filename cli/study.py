@@ -99,7 +99,7 @@ class StudyView:
 
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
-        from pipeline.search.study import StudyStarted, TrialEnded, TrialStarted
+        from pipeline.search.study import RangesWidened, StudyStarted, TrialEnded, TrialStarted
         from pipeline.store import SchemaUpgraded, TrialStatus
         from pipeline.search.trial import TrialEpoch, TrialRunning
         from pipeline.training.trainer import BatchEnd, EpochEnd
@@ -116,6 +116,10 @@ class StudyView:
             resumed = f", resuming after {event.ran} trial(s)" if event.resumed else ""
             again = f"; {len(event.requeued)} interrupted trial(s) run again" if event.requeued else ""
             return f"study {event.name}: budget {event.budget} trials{resumed}{again}"
+        elif isinstance(event, RangesWidened):
+            grown = f"; budget now {event.budget} trials" if event.budget != self.budget else ""
+            self.budget = event.budget
+            return "\n".join(w.text() for w in event.widenings) + grown
         elif isinstance(event, TrialStarted):
             self.running[event.trial_index] = dict(
                 k=event.number, parameters=event.parameters, started=time.monotonic(), worker="", epoch=0,

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from pipeline.spec.campaign_config import APART, REFERENCE, CampaignConfig
+from pipeline.spec.study_config import StudyConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
-from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trials_ran
+from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trial_budget, trials_ran
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
     campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
     campaign = campaign.settle_rare_kept(None if known is None else known.config)
+    campaign = campaign.settle_widen(None if known is None else known.config)
     campaign = campaign.settle_replicate_seeds(None if known is None else known.config)
     if threads is not None:
         campaign = campaign.with_threads(threads)
@@ -156,7 +158,7 @@ def _run_task(store: Store, record: CampaignRecord, campaign: CampaignConfig, su
     for number, (method, replicate) in enumerate(studies, start=1):
         study = campaign.study(method, replicate)
         on_event(CampaignStage("search", method, study.name, number, len(studies)))
-        if _searched(store, study.name, study.budget.trials):
+        if _searched(store, study):
             continue  # nothing to run: Ax is not even loaded
         result = run_study(study, db, device, None, log_file, on_event, runner(), precision)
         summary.trials_run += result.completed + result.failed
@@ -240,13 +242,14 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
     return replace(plan, seeds=[offset + seed for seed in plan.seeds])  # the split follows: split_base + seed
 
 
-def _searched(store: Store, name: str, budget: int) -> bool:
-    """Whether study `name` is stored with its whole budget run and a completed trial to re-train."""
-    stored = store.study(name)
+def _searched(store: Store, study: StudyConfig) -> bool:
+    """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range) and a
+    completed trial to re-train."""
+    stored = store.study(study.name)
     if stored is None:
         return False
     trials = store.trials(stored.id)
-    return (trials_ran(trials) >= budget
+    return (trials_ran(trials) >= trial_budget(study, bool(store.widenings(stored.id)))
             and any(t.status == TrialStatus.COMPLETED for t in trials))
 
 
@@ -310,7 +313,7 @@ def _run_together(store: Store, record: CampaignRecord, campaign: CampaignConfig
         for replicate in range(config.replicates):
             for method in config.methods:
                 study = config.study(method, replicate)
-                if _searched(store, study.name, study.budget.trials):
+                if _searched(store, study):
                     searched += 1  # nothing to run: Ax is not even loaded
                 else:
                     pending.append((config, method, study))

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from pipeline.search.bounds import BoundFlag, bound_flags
+from pipeline.search.bounds import BoundFlag, bound_flags, searched_ranges
 from pipeline.compare.budget_curves import BudgetCurve, budget_note, campaign_curves, half_budget, order_at
 from pipeline.compare.decision import Cell, Decisions, Design, Outcome, decide
 from pipeline.spec.campaign_config import MAX_SEEDS, REFERENCE, Evaluation
@@ -27,7 +27,7 @@ from pipeline.methods import parse_method
 from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, clustered_difference, holm, mean_interval, \
     paired_difference
-from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, picked_trial
+from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, Widening, picked_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
 METRIC_LABELS = {**dict(COMPARE_METRICS), "smallest_class_accuracy": "rare class"}  # short: the verdict fits 80 columns
@@ -68,6 +68,8 @@ class MethodResult:
     retrain_seconds: float
     missing: str | None = None  # why it has no verdict (no completed trial, no re-trained run)
     bound_flags: list[BoundFlag] = field(default_factory=list)  # tuned values on a bound of their range, all replicates
+    # the ends of its ranges its searches widened (pipeline/search/bounds.py), with the study that widened each
+    widenings: list[tuple[str, Widening]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
                    runs: dict[Key, EvaluationRecord]) -> MethodResult:
     parameters, trials, epochs, seconds, missing = [], 0, 0, 0.0, None
     flags: list[BoundFlag] = []
+    widened: list[tuple[str, Widening]] = []
     budget = campaign.budget.get("trials", 0) * campaign.replicates
     for name in campaign.study_names(method):
         study = store.study(name)
@@ -177,7 +180,11 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
         stored = store.trials(study.id)
         best = picked_trial(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
-        flags += [] if best is None else [f for f in bound_flags(study.study.search, best.parameters)
+        moved = store.widenings(study.id)
+        widened += [(name, w) for w in moved]
+        budget += study.study.budget.widen_trials if moved else 0
+        searched = searched_ranges(study.study.search, moved)
+        flags += [] if best is None else [f for f in bound_flags(searched, best.parameters)
                                           if (f.parameter, f.bound) not in {(g.parameter, g.bound) for g in flags}]
         for t in stored:
             if t.ran:  # trained: an epoch prefix cost nothing more, an early-stopped trial its epochs run
@@ -196,7 +203,7 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
         means = {metric: method_mean({key: m[metric] for key, m in measured.items()}, campaign.replicates)
                  for metric in METRICS}
     return MethodResult(method, campaign.study_names(method), parameters, min(per_replicate), means, trials, budget,
-                        epochs, seconds, sum(run.train_seconds for run in runs.values()), missing, flags)
+                        epochs, seconds, sum(run.train_seconds for run in runs.values()), missing, flags, widened)
 
 
 def method_mean(values: Mapping[Key, float], replicates: int) -> tuple[float, float | None]:
@@ -486,6 +493,11 @@ def reading(verdict: Verdict) -> str:
                          f"({'; '.join(f'{m} at {CONTAINS_ERM[m]}' for m in behind)}), so behind ERM after tuning "
                          "means its search chose badly, not that the method hurts: widen its range or repeat the "
                          "search (replicates)")
+    widened = [f"{m.method}'s {', '.join(sorted({w.parameter for _, w in m.widenings}))}" for m in verdict.methods
+               if m.widenings]
+    if widened:
+        sentences.append(f"Widened where the search's best sat on a bound: {_join(widened)} (the cost table says "
+                         "from what to what)")
     bounded = [f"{m.method}'s {', '.join(f.short for f in m.bound_flags)}" for m in verdict.methods if m.bound_flags]
     if bounded:
         sentences.append(f"Tuned onto a bound of its range: {_join(bounded)}; the search may have been cut short "

@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.search.bounds import bound_flags
+from pipeline.search.bounds import bound_flags, searched_ranges, widening_lines
 from pipeline.errors import UserError
 from pipeline.methods.declarations import ALL_PARAMS
 from pipeline.config import DataConfig
 from pipeline.store import (EvaluationRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial, model_pick,
-                            trials_completed)
+                            trial_budget, trials_completed)
 from pipeline.store.records import feasible, importance_refused, pareto_set
 from pipeline.spec.study_config import StudyConfig
 from pipeline.compare.evaluate import COMPARE_DIFFERENCES, COMPARE_METRICS, TUNED, run_metrics, value_text
@@ -83,7 +83,9 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                if any(p.name in s.study.search or (p.column and p.name in s.study.fixed)
                       for s, _, _ in best.values())]
     shown = sorted(best.items())
-    flags = {study.name: bound_flags(study.study.search, trial.parameters) for _, (study, trial, _) in shown}
+    moved = {study.name: store.widenings(study.id) for _, (study, _, _) in shown}
+    flags = {study.name: bound_flags(searched_ranges(study.study.search, moved[study.name]), trial.parameters)
+             for _, (study, trial, _) in shown}
     objectives = {study.study.objective for _, (study, _, _) in shown}
     only = next(iter(objectives)) if len(objectives) == 1 else None
     objective_header = OBJECTIVE_LABELS.get(only, only) if only else "objective"
@@ -99,7 +101,7 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         table.rows.append([dataset, network, method, *params, percent(trial.metrics.get(config.objective)),
                            percent(trial.metrics.get("test_accuracy")),
                            percent(trial.metrics.get("test_worst_class_accuracy")) + (f" ({worst})" if worst else ""),
-                           f"{completed}/{config.budget.trials}",
+                           f"{completed}/{trial_budget(config, bool(moved[study.name]))}",
                            selection_label(config), *on_bound, study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
                               "trial_index": trial.trial_index, "parameters": trial.parameters,
@@ -107,12 +109,14 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                               "distinct_per_batch": trial.distinct_per_batch, "completed_trials": completed,
                               "objective": config.objective, "selected_on_test": config.selected_on_test,
                               "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial,
-                              "bound_flags": [asdict(f) for f in flags[study.name]]})
+                              "bound_flags": [asdict(f) for f in flags[study.name]],
+                              "widenings": [w.to_dict() for w in moved[study.name]]})
     ranked = ("" if len(objectives) == 1 else "objective: the value of each study's own (" + ", ".join(
         f"{study.name}: {OBJECTIVE_LABELS.get(study.study.objective, study.study.objective)}"
         for _, (study, _, _) in shown) + "); ")
     table.notes.append(f"Accuracies in %. The best trial is chosen by each study's objective; {ranked}worst class "
                        "is the lowest per-class accuracy on the test set, the class named beside it.")
+    table.notes += [f"{name}: {line}" for name, found in moved.items() for line in widening_lines(found)]
     table.notes += [flag.text(name) for name, found in flags.items() for flag in found]
     if any(r["selected_on_test"] for r in table.records):
         table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "
@@ -318,15 +322,16 @@ def studies_table(store: Store) -> Table:
         best = best_trial(study, trials)
         completed = trials_completed(trials)
         running = sum(t.status == TrialStatus.RUNNING for t in trials)
+        budget = trial_budget(config, bool(store.widenings(study.id)))
         table.rows.append([study.name, config.method, dataset_label(config.data), config.backbone,
-                           _progress_text(completed, config.budget.trials)
+                           _progress_text(completed, budget)
                            + (f" +{running} running" if running else ""),
                            str(sum(t.status == TrialStatus.FAILED for t in trials)),
                            "-" if best is None else percent(best.metrics[config.objective]),
                            objectives_label(config)
                            + (" (no val split) *" if config.data.val_fraction == 0 else "")])
         table.records.append({"study": study.name, "method": config.method, "completed": completed,
-                              "running": running, "budget": config.budget.trials,
+                              "running": running, "budget": budget,
                               "objective": config.objective,
                               "best": None if best is None else best.metrics[config.objective]})
     if any(r["completed"] > r["budget"] for r in table.records):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pipeline.search.bounds import widening_lines
 from pipeline.compare.across_tasks import MIN_TASKS, AcrossTasks
 from pipeline.compare.budget_curves import half_budget
 from pipeline.compare.decision import Cell
@@ -79,11 +80,15 @@ def cost_table(verdict: Verdict) -> Table:
                               "trials": m.trials, "budget": m.budget, "epochs": m.epochs,
                               "search_seconds": m.search_seconds, "seeds": m.seeds,
                               "retrain_seconds": m.retrain_seconds, "missing": m.missing,
-                              "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags]})
+                              "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
+                              "widenings": [{"study": name, **w.to_dict()} for name, w in m.widenings]})
     table.notes.append("Every method searched with the same budget; epochs are all its trials' together; search "
                        "and re-training are training time (minutes:seconds). Tuned parameters are the best trial's "
                        "searched values"
                        + (", one set per search replicate." if verdict.replicates > 1 else "."))
+    table.notes += [f"{m.method} ({name}): {line}" for m in verdict.methods
+                    for name in dict.fromkeys(n for n, _ in m.widenings)
+                    for line in widening_lines([w for n, w in m.widenings if n == name])]
     table.notes += [f.text(m.method) for m in verdict.methods for f in m.bound_flags]
     looks = verdict.decisions.looks
     if looks:
@@ -147,6 +152,7 @@ def verdict_table(verdict: Verdict) -> Table:
                                   "seeds": m.seeds, "missing": m.missing,
                                   "same_as_erm": verdict.same_as_erm.get(m.method),
                                   "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
+                                  "widenings": [{"study": name, **w.to_dict()} for name, w in m.widenings],
                                   "rare_class": None if verdict.rare is None else dataclasses.asdict(verdict.rare),
                                   "means": {k: {"mean": v[0], "half_width": v[1],
                                                 **({} if (b := accuracy_bounds(*v)) is None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from pipeline.params import Choice, HParam, Interval, Range, Value
+from pipeline.store.records import Widening, span
 
 TOLERANCE = 0.02  # of the range's width, in its own scale
 WIDEN_FACTOR = 4.0  # a log range's soft end moves out by this factor (0.2 -> 0.8); a linear one by its width
@@ -66,37 +67,6 @@ def bound_flags(search: Mapping[str, Range | Choice], parameters: Mapping[str, V
     return flags
 
 
-@dataclass(frozen=True)
-class Widening:
-    """One end of a searched range moved outward because the study's best trial sat on it."""
-
-    parameter: str
-    side: str  # "lower" or "upper"
-    before: Range
-    after: Range
-    after_trial: int  # the trials that had run when it widened
-    best_trial: int  # Ax's index of the best trial, which sat on the end
-    value: float  # that trial's value of the parameter
-
-    def text(self) -> str:
-        """The sentence reports show: `lr_head widened from [0.01, 0.2] to [0.01, 0.8] after trial 6 (...)`."""
-        return (f"{self.parameter} widened from {span(self.before)} to {span(self.after)} after trial "
-                f"{self.after_trial} (the best trial, {self.best_trial}, sat on the {self.side} bound at "
-                f"{self.value:.4g})")
-
-    def to_dict(self) -> dict[str, object]:
-        """As stored (rt_widenings) and in the JSON reports."""
-        return {"parameter": self.parameter, "side": self.side, "after_trial": self.after_trial,
-                "best_trial": self.best_trial, "value": self.value,
-                "before": [self.before.low, self.before.high], "after": [self.after.low, self.after.high],
-                "log": self.after.log}
-
-
-def span(space: Range) -> str:
-    """A range as reports write it: [0.01, 0.2]."""
-    return f"[{space.low:g}, {space.high:g}]"
-
-
 def widened(space: Range, side: str, limit: Interval, integer: bool = False) -> Range | None:
     """`space` with its `side` end moved outward (see the module's rule), stopping at `limit` (halfway to an open
     limit, so the end stays valid); None when that end is at the limit already and cannot move."""
@@ -136,3 +106,17 @@ def searched_ranges(search: Mapping[str, Range | Choice], moved: Sequence[Wideni
     for widening in moved:
         now[widening.parameter] = widening.after
     return now
+
+
+def widening_lines(moved: Sequence[Widening]) -> list[str]:
+    """One sentence per widened parameter, its steps together: `lr_head widened from [0.001, 0.004] to [0.001,
+    0.064] after 4 and 9 trials: the best trial sat on its upper bound`."""
+    lines = []
+    for name in dict.fromkeys(w.parameter for w in moved):
+        steps = [w for w in moved if w.parameter == name]
+        sides = " and ".join(dict.fromkeys(w.side for w in steps))
+        after = [str(w.after_trial) for w in steps]
+        when = after[0] if len(after) == 1 else ", ".join(after[:-1]) + " and " + after[-1]
+        lines.append(f"{name} widened from {span(steps[0].before)} to {span(steps[-1].after)} after {when} trials: "
+                     f"the best trial sat on its {sides} bound")
+    return lines

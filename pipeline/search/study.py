@@ -16,8 +16,10 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
 from pipeline.training.models import check_weights
+from pipeline.methods import parse_method
 from pipeline.store import (DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus,
-                            best_trial, trials_ran)
+                            Widening, best_trial, trial_budget, trials_ran)
+from pipeline.search.bounds import searched_ranges, widenings
 from pipeline.spec.study_config import StudyConfig
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
 
@@ -57,6 +59,15 @@ class TrialEnded:
     study: str = ""
 
 
+@dataclass(frozen=True)
+class RangesWidened:
+    """The study widened one or more of its ranges: its best trial sat on their soft ends."""
+
+    widenings: tuple[Widening, ...]
+    budget: int  # the study's budget now (with budget.widen_trials once it has widened)
+    study: str = ""
+
+
 @dataclass
 class StudySummary:
     """How a `run_study` call went, with where its time went."""
@@ -75,6 +86,7 @@ class StudySummary:
     early_stopped: int = 0  # trials stopped early by this call (counted in `completed` too)
     prefixes: int = 0  # epoch prefixes told to Ax by this call
     start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
+    widenings: list[Widening] = field(default_factory=list)  # ranges widened by this call
 
 
 def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:
@@ -197,11 +209,11 @@ def as_stored(study: StudyConfig, db: str | None) -> StudyConfig:
 
 def settle_stored(study: StudyConfig, record: StudyRecord | None) -> StudyConfig:
     """`study` at what its file leaves to the study stored under its name (`record`; None: not stored): its image
-    size (StudyConfig.settle_image_size), its search strategy (StudyConfig.settle_strategy) and the rare-class
-    examples it keeps (StudyConfig.settle_rare_kept)."""
+    size (StudyConfig.settle_image_size), its search strategy (StudyConfig.settle_strategy), the rare-class
+    examples it keeps (StudyConfig.settle_rare_kept) and whether its ranges widen (StudyConfig.settle_widen)."""
     stored = None if record is None else record.study
     return (study.settle_image_size(stored and stored.data.image_size).settle_strategy(stored and stored.strategy)
-            .settle_rare_kept(stored and stored.data.rare_kept))
+            .settle_rare_kept(stored and stored.data.rare_kept).settle_widen(stored and stored.widen))
 
 
 def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
@@ -262,8 +274,8 @@ def new_loop(store: Store, stored: StudyRecord, study: StudyConfig, lock: StudyL
     from pipeline.search.ax import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
     return StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
-                     StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
-                     on_event, device, precision)
+                     StudySummary(study.name, 0, 0, trial_budget(study, bool(store.widenings(stored.id)), trials),
+                                  log_file=str(log_path)), on_event, device, precision)
 
 
 class StudyLoop:
@@ -284,6 +296,9 @@ class StudyLoop:
             self.tell_prefixes(trial, stored_trials)
         self.ran = trials_ran(stored_trials)
         self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
+        self.widened = store.widenings(stored.id)
+        self.search = searched_ranges(study.search, self.widened)  # the ranges searched now
+        self.widen(stored_trials)  # stopped after a trial was told and before its widening
         self.failures_in_a_row, last_error = trailing_failures(stored_trials)
         if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
             summary.stopped = too_many_failures(self.failures_in_a_row, last_error)  # an earlier run stopped here
@@ -384,12 +399,44 @@ class StudyLoop:
             if self.study.epoch_prefixes:  # reads the study's trials: only where there are prefixes to tell
                 trials = self.store.trials(self.stored.id)
                 prefixes = self.tell_prefixes(next(t for t in trials if t.id == row), trials)
-        self.summary.storage_seconds += time.perf_counter() - tick
         if status != TrialStatus.INTERRUPTED:
             self.ran += 1
             self.count(status, error)
+        self.summary.storage_seconds += time.perf_counter() - tick
         self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at,
                                  self.study.name))
+        if status in (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED) and self.study.widen:
+            self.widen(self.store.trials(self.stored.id))
+
+    def widen(self, trials: list[TrialRecord]) -> None:
+        """With [search] widen: each soft end of a range that the best trial so far sits on moves outward
+        (pipeline/search/bounds.py), in Ax's search space and in our table in one transaction, and the study goes on
+        over the wider range; the first widening adds budget.widen_trials to the budget. Not once the budget is spent
+        (the report then says the range may cut the best off). Decided from stored trials alone, so a study stopped
+        before a widening makes the same one when it resumes."""
+        allowance = 0 if self.widened else self.study.budget.widen_trials
+        if (not self.study.widen or self.study.multi_objective  # a Pareto front has no one best to follow
+                or self.ran + len(self.running) >= self.summary.budget + allowance):  # no trial left to go there
+            return
+        top = best_trial(self.stored, trials)
+        if top is None:
+            return
+        declared = {p.name: p for p in parse_method(self.study.method).params}
+        moved = widenings(self.search, declared, top.parameters, top.trial_index, self.ran)
+        if not moved:
+            return
+
+        def store_them(connection: Any) -> None:
+            self.store.add_widenings(connection, self.stored.id, moved)
+            kill_point("in-widening")
+
+        self.lock.check()
+        self.searcher.widen({w.parameter: w.after for w in moved}, store_them)
+        self.summary.budget += allowance
+        self.widened += moved
+        self.summary.widenings += moved
+        self.search = searched_ranges(self.study.search, self.widened)
+        self.on_event(RangesWidened(tuple(moved), self.summary.budget, self.study.name))
 
     def tell_prefixes(self, trial: TrialRecord, trials: list[TrialRecord]) -> int:
         """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the

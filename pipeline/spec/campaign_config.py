@@ -231,6 +231,13 @@ class CampaignConfig:
                                         else None) for m, s in self.studies.items()}
         return dataclasses.replace(self, studies=studies)
 
+    def settle_widen(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with whether each study's ranges widen where its file does not say: as the stored campaign's
+        study (its identity leaves widen out at ADDED_LATER's False: stored before widening existed), else on
+        (StudyConfig.settle_widen)."""
+        return self._settle_each(stored, lambda study, kept: study.settle_widen(
+            None if kept is None else kept.get("widen", ADDED_LATER["widen"])))
+
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,

@@ -17,10 +17,16 @@ A study names a data set, a network, a method and a search space:
               gamma = 1e-3                          # a bare value is fixed
     [search]  strategy = "gp"                       # or "sobol", "random" (the baselines; see STRATEGIES)
               epoch_prefixes = false                # true: a trial to E epochs also tells Ax each E' < E searched
+              widen = true                          # a range whose soft end holds the best trial widens there
     [budget]  trials = 20; initial = 5; max_failures = 3
               seeds_per_trial = 1                   # training seeds per proposal: Ax is told their mean and SEM
               early_stopping = "off"                # or "median", "percentile" (pipeline/spec/epochs.py)
               early_stopping_percentile = 25.0; early_stopping_min_epochs = 2
+              widen_trials = 0                      # trials added to the budget once a range has widened
+
+A searched range may say `widen = false` (`lr_head = { low = 0.01, high = 0.2, log = true, widen = false }`):
+it stays as written. The others widen where the parameter's declaration calls that end soft
+(pipeline/search/bounds.py).
 
 Parameters the file does not mention keep the method's default search range (the papers'
 ranges) or, when they have none, their default value.
@@ -96,7 +102,8 @@ def gp_options(strategy: str) -> frozenset[str]:
 
 # Fields added after 0.3.0, at the value that reproduces what a study stored before them did: left out of the
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
-ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False}
+ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False,
+               "widen": False}
 DATA_ADDED_LATER = {"path": None, "rare_kept": "first"}  # the same for DataConfig fields added after 0.5.0
 MAX_SEEDS_PER_TRIAL = 100
 # Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
@@ -168,6 +175,9 @@ class Budget:
     early_stopping: str = "off"
     early_stopping_percentile: float = 25.0  # "percentile": the share of trials, in percent, stopped at each epoch
     early_stopping_min_epochs: int = 2
+    # Trials added to `trials` once the study has widened a range (pipeline/search/bounds.py): an allowance every
+    # method of a campaign gets alike, used only by a study that widens.
+    widen_trials: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,6 +206,9 @@ class StudyConfig:
     # A trial to E epochs also tells Ax the exact result of every shorter searched epoch count
     # (pipeline/spec/epochs.py).
     epoch_prefixes: bool = False
+    # Whether a searched range widens where the study's best trial sits on a soft end (pipeline/search/bounds.py);
+    # a range the file fixed (Range.widen false) never does. A new study's default; one stored before keeps False.
+    widen: bool = True
     # False: the study file left data.image_size to the backbone's default (image_size_for); a study stored under
     # the name then keeps its own size (settle_image_size). A stored study's size is always its own. How the file
     # was written, not what the study is: not stored, not compared.
@@ -206,6 +219,9 @@ class StudyConfig:
     # False: the study file left data.rare_kept to its default ("drawn"); a study stored under the name then keeps
     # its own (settle_rare_kept). Like image_size_given: not stored, not compared.
     rare_kept_given: bool = field(default=True, compare=False)
+    # False: the study file left [search] widen to its default; a study stored under the name then keeps its own
+    # (settle_widen: one stored before widening existed does not widen). Not stored, not compared.
+    widen_given: bool = field(default=True, compare=False)
     # [tracking] mlflow: an MLflow tracking URI the study's runs are logged to as they end. Where a copy goes, not
     # what the study is: not stored, not compared.
     mlflow: str | None = field(default=None, compare=False)
@@ -244,10 +260,14 @@ class StudyConfig:
                            threads=self.threads or DEFAULT_THREADS)
 
     def to_dict(self) -> dict[str, Any]:
-        """The study as stored: every field but image_size_given, strategy_given and rare_kept_given, which say how
-        its file was written, and mlflow, where copies of its runs go."""
+        """The study as stored: every field but image_size_given, strategy_given, rare_kept_given and widen_given,
+        which say how its file was written, and mlflow, where copies of its runs go."""
         stored = dataclasses.asdict(self)
-        del stored["image_size_given"], stored["strategy_given"], stored["rare_kept_given"], stored["mlflow"]
+        del stored["image_size_given"], stored["strategy_given"], stored["rare_kept_given"], stored["widen_given"]
+        del stored["mlflow"]
+        for space in stored["search"].values():  # a range says widen only where the file fixed it
+            if space.get("widen") is True:
+                del space["widen"]
         return stored
 
     @classmethod
@@ -266,7 +286,8 @@ class StudyConfig:
                                     for f in dataclasses.fields(Budget)}),
                    description=raw.get("description", ""), threads=raw.get("threads"),
                    strategy=raw.get("strategy", "gp"), objectives=tuple(raw.get("objectives") or ()),
-                   constraints=tuple(raw.get("constraints") or ()), epoch_prefixes=raw.get("epoch_prefixes", False))
+                   constraints=tuple(raw.get("constraints") or ()), epoch_prefixes=raw.get("epoch_prefixes", False),
+                   widen=raw.get("widen", ADDED_LATER["widen"]))
 
     def settle_image_size(self, stored_size: int | None) -> StudyConfig:
         """The study at the image size its trials train with: the file's, else the size the study stored under its
@@ -298,6 +319,14 @@ class StudyConfig:
             return self
         return dataclasses.replace(self, data=dataclasses.replace(self.data, rare_kept=stored))
 
+    def settle_widen(self, stored: bool | None) -> StudyConfig:
+        """The study with whether its ranges widen: the file's [search] widen, else that of the study stored under its
+        name (`stored`: one stored before widening existed keeps searching the ranges it was stored with), else
+        (None: not stored) on."""
+        if self.widen_given or stored is None or stored == self.widen:
+            return self
+        return dataclasses.replace(self, widen=stored)
+
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
         study (NOT_IDENTITY: the budget may grow, the description be reworded) and those with a rule of their
@@ -325,7 +354,9 @@ class StudyConfig:
 
 def _space(raw: dict[str, Any]) -> Range | Choice:
     """A stored search space: {"values": [...]} or {"low", "high", "log"}."""
-    return Choice(tuple(raw["values"])) if "values" in raw else Range(raw["low"], raw["high"], raw.get("log", False))
+    if "values" in raw:
+        return Choice(tuple(raw["values"]))
+    return Range(raw["low"], raw["high"], raw.get("log", False), raw.get("widen", True))
 
 
 def _with_new_params(method_name: str, fixed: dict[str, Value], search: dict[str, Any]) -> dict[str, Value]:
@@ -436,19 +467,22 @@ def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice 
         if len(values) < 2:
             fields.fail(where, "values must be a list of at least two different choices")
         return Choice(values)
-    if keys in ({"low", "high"}, {"low", "high", "log"}):
+    if keys <= {"low", "high", "log", "widen"} and {"low", "high"} <= keys:
         if hparam.kind not in ("float", "int"):
             fields.fail(where, f"a {hparam.kind} parameter is searched with values = [...], not a range")
         log = spec.get("log", False)
         if not isinstance(log, bool):
             fields.fail(where, "log must be true or false")
+        widen = spec.get("widen", True)
+        if not isinstance(widen, bool):
+            fields.fail(where, "widen must be true or false")
         if log and isinstance(spec["low"], (int, float)) and spec["low"] <= 0:
             fields.fail(where, f"a log-scale range must start above 0, got low {spec['low']}")
         low, high = coerce(spec["low"], "low"), coerce(spec["high"], "high")
         if not low < high:
             fields.fail(where, f"low {low} must be below high {high}")
-        return Range(low, high, log)
-    fields.fail(where, "expected a value, {low = .., high = .. [, log = true]} or {values = [..]}, "
+        return Range(low, high, log, widen)
+    fields.fail(where, "expected a value, {low = .., high = .. [, log = true, widen = false]} or {values = [..]}, "
                        f"got keys {', '.join(sorted(keys)) or 'none'}")
 
 
@@ -530,6 +564,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     if strategy not in STRATEGIES:
         search_fields.fail("search.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     epoch_prefixes = search_fields.take("epoch_prefixes", bool, False)
+    widen_given = "widen" in search_fields.table
+    widen = search_fields.take("widen", bool, True)
     search_fields.done()
 
     tracking = _Fields(source, "tracking", top.take("tracking", dict, {}))
@@ -544,6 +580,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
         if not 1 <= getattr(budget, key) <= MAX_TRIALS:
             budget_fields.fail(f"budget.{key}", f"must be between 1 and {MAX_TRIALS}, got {getattr(budget, key)} "
                                                 f"({TRIALS_BOUND_REASON})")
+    if not 0 <= budget.widen_trials <= MAX_TRIALS:
+        budget_fields.fail("budget.widen_trials", f"must be between 0 and {MAX_TRIALS}, got {budget.widen_trials}")
     if not 1 <= budget.seeds_per_trial <= MAX_SEEDS_PER_TRIAL:
         budget_fields.fail("budget.seeds_per_trial", f"must be between 1 and {MAX_SEEDS_PER_TRIAL}, got "
                                                      f"{budget.seeds_per_trial} (each seed trains the network again)")
@@ -556,9 +594,9 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                        fixed=fixed, search=search, objective=objective, seed=seed,
                        search_seed=search_seed, budget=budget,
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
-                       constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes,
+                       constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes, widen=widen,
                        image_size_given=image_size_given, strategy_given=strategy_given,
-                       rare_kept_given=rare_kept_given, mlflow=mlflow)
+                       rare_kept_given=rare_kept_given, widen_given=widen_given, mlflow=mlflow)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}

@@ -10,8 +10,8 @@ that a database written by an earlier version is upgraded to (see upgrade.py).
 from pipeline.store.database import DEFAULT_DB, Store, database_url, shown_database, sqlite_file
 from pipeline.store.lock import LOCK_STALE_SECONDS, DatabaseBusy, LockLost, StudyLock, is_busy
 from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
-                                    TrialRecord, TrialStatus, best_trial, model_pick, picked_trial, trials_completed,
-                                    trials_ran)
+                                    TrialRecord, TrialStatus, Widening, best_trial, model_pick, picked_trial,
+                                    trial_budget, trials_completed, trials_ran)
 from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import SchemaUpgraded
 
@@ -19,4 +19,4 @@ __all__ = ["best_trial", "CampaignRecord", "create_missing_tables", "database_ur
            "epochs", "EvaluationRecord", "evaluations", "ImportanceRecord", "is_busy", "LOCK_STALE_SECONDS",
            "LockLost", "model_pick", "ParameterShare", "picked_trial", "SchemaUpgraded", "shown_database",
            "sqlite_file", "Store", "studies", "study_locks", "StudyLock", "StudyRecord", "TrialRecord", "TrialStatus",
-           "trials", "trials_completed", "trials_ran"]
+           "trial_budget", "trials", "trials_completed", "trials_ran", "Widening"]

@@ -25,9 +25,10 @@ from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
+from pipeline.params import Range
 from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare,
-                                    StoredMetrics, StudyRecord, TrialRecord, TrialStatus, seed_runs_read)
-from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials
+                                    StoredMetrics, StudyRecord, TrialRecord, TrialStatus, Widening, seed_runs_read)
+from pipeline.store.schema import campaigns, epochs, evaluations, importance, studies, trials, widenings
 from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.spec.study_config import StudyConfig
 
@@ -251,6 +252,26 @@ class Store:
             per_class={split: (getattr(epoch, split) or {}).get("per_class_accuracy") for split in ("val", "test")},
             started_at=now(), ended_at=now(), prefix_of=source.trial_index))
 
+    @staticmethod
+    def add_widenings(connection: sa.Connection, study_id: int, moved: list[Widening]) -> None:
+        """Store the ends of a study's ranges that widened, in the caller's transaction, which widens Ax's search
+        space too (Searcher.widen)."""
+        connection.execute(widenings.insert(), [
+            {"study_id": study_id, "parameter": w.parameter, "side": w.side, "low_before": w.before.low,
+             "high_before": w.before.high, "low_after": w.after.low, "high_after": w.after.high, "log": w.after.log,
+             "after_trial": w.after_trial, "best_trial": w.best_trial, "value": w.value, "created_at": now()}
+            for w in moved])
+
+    def widenings(self, study_id: int) -> list[Widening]:
+        """The ends of the study's ranges that widened, in order; none in a database from before widening."""
+        if not sa.inspect(self.engine).has_table(widenings.name):  # readers create no table
+            return []
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(widenings).where(widenings.c.study_id == study_id)
+                                      .order_by(widenings.c.id)).all()
+        return [Widening(r.parameter, r.side, Range(r.low_before, r.high_before, r.log),
+                         Range(r.low_after, r.high_after, r.log), r.after_trial, r.best_trial, r.value) for r in rows]
+
     def save_predictions(self, study_id: int, predictions: dict[int, dict[str, float]],
                          lock: StudyLock | None = None) -> None:
         """Store the study's GP's prediction for each completed trial (by Ax index), replacing earlier ones: a
@@ -402,6 +423,8 @@ class Store:
             connection.execute(epochs.delete().where(epochs.c.trial_id.in_(its_trials)))
             if sa.inspect(connection).has_table(importance.name):  # a database from before importance has none
                 connection.execute(importance.delete().where(importance.c.study_id == study_id))
+            if sa.inspect(connection).has_table(widenings.name):  # nor one from before widening
+                connection.execute(widenings.delete().where(widenings.c.study_id == study_id))
             if sa.inspect(connection).has_table(evaluations.name):  # a database from before evaluations has none
                 connection.execute(evaluations.delete().where(evaluations.c.study_id == study_id))
             connection.execute(trials.delete().where(trials.c.study_id == study_id))

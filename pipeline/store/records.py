@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.spec.campaign_config import Evaluation, pair_of
 from pipeline.config import RunSettings
-from pipeline.params import Value
+from pipeline.params import Range, Value
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.training.result import RUN_FACTS, SeedRun, metrics_column
 
@@ -55,6 +55,37 @@ class StudyRecord:
     fingerprint: str
     study: StudyConfig
     created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Widening:
+    """One end of a study's searched range moved outward because its best trial sat on it (pipeline/search/bounds.py),
+    as stored in rt_widenings."""
+
+    parameter: str
+    side: str  # "lower" or "upper"
+    before: Range
+    after: Range
+    after_trial: int  # the trials that had run when it widened
+    best_trial: int  # Ax's index of the best trial, which sat on the end
+    value: float  # that trial's value of the parameter
+
+    def text(self) -> str:
+        """The sentence reports show: `lr_head widened from [0.01, 0.2] to [0.01, 0.8] after 6 trials: ...`."""
+        return (f"{self.parameter} widened from {span(self.before)} to {span(self.after)} after {self.after_trial} "
+                f"trials: the best, trial {self.best_trial}, sat on the {self.side} bound ({self.value:.4g})")
+
+    def to_dict(self) -> dict[str, object]:
+        """In the JSON reports: the ranges as [low, high]."""
+        return {"parameter": self.parameter, "side": self.side, "after_trial": self.after_trial,
+                "best_trial": self.best_trial, "value": self.value,
+                "before": [self.before.low, self.before.high], "after": [self.after.low, self.after.high],
+                "log": self.after.log}
+
+
+def span(space: Range) -> str:
+    """A range as reports write it: [0.01, 0.2]."""
+    return f"[{space.low:g}, {space.high:g}]"
 
 
 @dataclass(frozen=True)
@@ -162,6 +193,12 @@ class TrialRecord:
     def origin(self) -> str:
         """How the trial came to be, for reports: "" for a trained one, "prefix of trial K" for a prefix."""
         return "" if self.prefix_of is None else f"prefix of trial {self.prefix_of}"
+
+
+def trial_budget(study: StudyConfig, widened: bool, trials: int | None = None) -> int:
+    """The trials a study runs to: `trials` (a run's --trials) or its budget, plus budget.widen_trials once one of
+    its ranges has widened."""
+    return (trials or study.budget.trials) + (study.budget.widen_trials if widened else 0)
 
 
 def trials_ran(trials: list[TrialRecord]) -> int:

@@ -13,10 +13,10 @@ import sqlalchemy as sa
 # Alembic revisions, oldest first, with the tool version whose layout each one is. A database written by
 # 0.1.0 has the rt_ tables and no version table: it is at the baseline.
 BASELINE = "0001_baseline"
-HEAD = "0007_epoch_prefixes"
+HEAD = "0008_widenings"
 VERSIONS = {BASELINE: "0.1.0", "0002_normalised_studies": "0.2.0", "0003_campaigns": "0.3.0",
             "0004_trial_seeds_and_predictions": "0.4.0", "0005_importance": "0.5.0", "0006_epoch_metrics": "0.5.0",
-            HEAD: "0.6.0"}
+            "0007_epoch_prefixes": "0.6.0", HEAD: "0.11.0"}
 VERSION_TABLE = "rt_schema_version"
 
 metadata = sa.MetaData()
@@ -101,6 +101,26 @@ importance = sa.Table(
     sa.Column("computed_at", sa.DateTime, nullable=False),
 )
 
+# Each end of a study's searched range that widened because its best trial sat on it (pipeline/search/bounds.py), in
+# order: the study searches its file's ranges with these applied. Written in the transaction that widens Ax's search
+# space, so the two agree after a kill at any moment.
+widenings = sa.Table(
+    "rt_widenings", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
+    sa.Column("parameter", sa.String(200), nullable=False),
+    sa.Column("side", sa.String(8), nullable=False),  # lower | upper
+    sa.Column("low_before", sa.Float, nullable=False),
+    sa.Column("high_before", sa.Float, nullable=False),
+    sa.Column("low_after", sa.Float, nullable=False),
+    sa.Column("high_after", sa.Float, nullable=False),
+    sa.Column("log", sa.Boolean, nullable=False),
+    sa.Column("after_trial", sa.Integer, nullable=False),  # trials that had run to an end when it widened
+    sa.Column("best_trial", sa.Integer, nullable=False),  # Ax's index of the best trial, on the end
+    sa.Column("value", sa.Float, nullable=False),  # that trial's value of the parameter
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
 study_locks = sa.Table(
     "rt_study_locks", metadata,
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), primary_key=True),  # one holder per study
@@ -137,7 +157,7 @@ schema_version = sa.Table(
 
 # Tables a database from before them may lack: readers read it without them.
 OPTIONAL = (evaluations.name, study_locks.name, schema_version.name, campaigns.name, campaign_locks.name,
-            importance.name)
+            importance.name, widenings.name)
 # Columns a database from before them may lack: readers read such rows with the column empty.
 OPTIONAL_COLUMNS = (f"{trials.name}.seed_runs", f"{trials.name}.predicted", f"{trials.name}.prefix_of",
                     f"{epochs.name}.val", f"{epochs.name}.test", f"{evaluations.name}.epochs")
