@@ -52,9 +52,9 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
 
 
 def test_the_end_of_run_and_the_report_say_a_best_value_on_a_bound_of_its_range(tmp_path, cli):
-    """T searched over [1, 2]: whichever value wins sits on a bound."""
+    """T searched over [1, 2], a range the file fixes: whichever value wins sits on a bound, which stays."""
     db = tmp_path / "runs.db"
-    params = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 2 }'
+    params = 'epochs = 1\nperturb = "feature"\nT = { low = 1, high = 2, widen = false }'
     code, out, err = cli("run", str(study_file(tmp_path, "edge", params=params, trials=2)), "--db", str(db),
                          "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
