@@ -214,7 +214,8 @@ def methods() -> None:
     """List the training methods and their hyper-parameters.
 
     Each part of a method (loss, sampler, mixer, generator, weights) with the hyper-parameters it takes, their
-    defaults, valid values and study ranges."""
+    defaults, valid values, study ranges and which ends of a range a study may widen (soft ends: see
+    docs/guide/study-files.md, "Ranges that widen")."""
     sections = [("every method: the shared trainer", TRAINING_PARAMS)]
     sections += [(f"{family} {part.name}: {part.source}", part.params)
                  for family, registry in FAMILIES.items() for part in registry.values()]
@@ -226,11 +227,12 @@ def methods() -> None:
             _print_block(title, params)
         else:
             table = Table(title=title, title_justify="left")
-            for column in ("parameter", "default", "valid", "study range"):
+            for column in COLUMNS:
                 table.add_column(column, no_wrap=True)
             table.add_column("meaning", overflow="fold")
             for p in params:
-                table.add_row(p.name, _default_text(p.default), _valid_text(p), _search_text(p.search), p.help)
+                table.add_row(p.name, _default_text(p.default), _valid_text(p), _search_text(p.search),
+                              _widens_text(p), p.help)
             stdout.print(table)
     cited = " ".join(title + " " + " ".join(p.help for p in params) for title, params in sections)
     stdout.print("Papers named above:", style="bold", highlight=False)
@@ -243,15 +245,16 @@ def methods() -> None:
 
 
 MEANING_WIDTH = 30  # the least room the table's meaning column gets; narrower terminals get one block per part
+COLUMNS = ("parameter", "default", "valid", "study range", "widens")
 
 
 def _table_width(params: list[HParam]) -> int:
     """How wide the parameters table must be for its meaning column to get MEANING_WIDTH: the four columns
     that never wrap at their widest, and a border and a space either side of every column."""
     widest = [max(len(text) for text in texts) for texts in zip(
-        *((p.name, _default_text(p.default), _valid_text(p), _search_text(p.search)) for p in params),
-        ("parameter", "default", "valid", "study range"))]
-    return sum(widest) + MEANING_WIDTH + 3 * 5 + 1
+        *((p.name, _default_text(p.default), _valid_text(p), _search_text(p.search), _widens_text(p))
+          for p in params), COLUMNS)]
+    return sum(widest) + MEANING_WIDTH + 3 * (len(COLUMNS) + 1) + 1
 
 
 def _print_block(title: str, params: list[HParam]) -> None:
@@ -259,14 +262,24 @@ def _print_block(title: str, params: list[HParam]) -> None:
     default, valid values and study range, and its meaning under it; Rich wraps long lines between words."""
     stdout.print(title, style="bold", markup=False, highlight=False)
     for p in params:
-        stdout.print(Padding(Text(f"{p.name} = {p.default}  (valid {_valid_text(p)}; study {_search_text(p.search)})"),
-                             (0, 0, 0, 2), expand=False))
+        stdout.print(Padding(Text(f"{p.name} = {p.default}  (valid {_valid_text(p)}; study {_search_text(p.search)}; "
+                                  f"widens {_widens_text(p)})"), (0, 0, 0, 2), expand=False))
         stdout.print(Padding(Text(p.help, style="dim"), (0, 0, 0, 6), expand=False))
 
 
 def _default_text(value: object) -> str:
     """A default as a person reads it: 0.0313725 for 8/255, not 0.03137254901960784."""
     return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _widens_text(p: HParam) -> str:
+    """Which ends of a study range may widen (both, lower, upper or no), and how far at most where that is not the
+    valid values: `upper to 0.9`."""
+    if not p.soft:
+        return "no"
+    if not p.limit:
+        return p.soft
+    return f"{p.soft} to {p.widen_limit.high:g}" if p.soft == "upper" else f"{p.soft} in {p.limit}"
 
 
 def _valid_text(p: HParam) -> str:
