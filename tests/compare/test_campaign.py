@@ -576,3 +576,29 @@ def test_the_runs_warn_of_a_class_never_right_a_collapsed_run_and_runs_near_chan
     assert "cb's run on pair 3 scored 35.0 on balanced accuracy" in collapsed.text
     assert found["near_chance"].method == "cb" and "1 of 5 runs" in found["near_chance"].text
     assert not any(w.method == "erm" for w in found.values())
+
+
+def test_the_verdict_says_which_ranges_each_methods_search_widened(tmp_path, cli):
+    """Learning rates declared far below the best: the studies widen them, and the verdict's cost table, its reading
+    and its JSON say so, from the stored widenings; every method's study had the same allowance."""
+    text = (CAMPAIGN.replace('methods = ["ls", "cb"]', 'methods = ["cb"]')
+            .replace("low = 0.01, high = 0.2", "low = 0.001, high = 0.002")
+            .replace("trials = 2\ninitial = 2", "trials = 3\ninitial = 1\nwiden_trials = 1")
+            .replace("seeds = 3\nmax_seeds = 3", "seeds = 2\nmax_seeds = 2"))
+    db = tmp_path / "c.db"
+    code, _, err = cli("compare", str(campaign_file(tmp_path, text=text)), "--db", str(db), "--device", "cpu",
+                       "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    stored = rows(db, "select s.name, w.parameter, w.low_before, w.high_before, w.low_after, w.high_after "
+                      "from rt_widenings w join rt_studies s on s.id = w.study_id order by w.id")
+    assert stored and {name for name, *_ in stored} <= {"trio.erm", "trio.cb"}
+    shown = robust_tune("report", "--verdict", "trio", "--db", str(db), "--format", "json")
+    tables = {t["title"].split(":")[0]: t for t in json.loads(shown.stdout)}
+    cost = {r["method"]: r for r in tables["Campaign trio"]["rows"]}
+    said = [(w["study"], w["parameter"], *w["before"], *w["after"]) for r in cost.values() for w in r["widenings"]]
+    assert sorted(said) == sorted(stored)
+    for method, record in cost.items():  # the allowance counted where the study widened
+        assert record["budget"] == 3 + any(name == f"trio.{method}" for name, *_ in stored)
+    assert any("lr_head widened from [0.001, 0.002]" in note for note in tables["Campaign trio"]["notes"])
+    verdict = tables["Verdict of campaign trio"]
+    assert any("Widened where the search's best sat on a bound: " in note for note in verdict["notes"])
