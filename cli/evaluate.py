@@ -18,7 +18,7 @@ from cli.render import print_image_line, print_line, print_tables, print_upgrade
 from pipeline.config import TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
-from pipeline.params import Choice, parse_assignment
+from pipeline.params import Choice, Range, parse_assignment
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.report.tables import percent
 
@@ -223,9 +223,11 @@ def _goal_lines(stored: StudyConfig) -> list[str]:
     return lines
 
 
-def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> str:
+def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig,
+                searched: dict[str, Range | Choice]) -> str:
     """The best configuration as a study file: the study's data, network and method, every parameter fixed at
-    the trial's value (a searched one with the study's range beside it, to search around it again)."""
+    the trial's value (a searched one with the range it was last searched over beside it, `searched`: as widened,
+    to search around it again)."""
     stored = study.study
     objective = stored.objective
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
@@ -238,7 +240,7 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
     lines += ["", "[model]", f"backbone = {_toml_value(config.backbone)}", f"weights = {_toml_value(config.weights)}",
               "", "[method]", f"name = {_toml_value(config.method)}", "", "[params]"]
     for name, value in config.params.items():
-        space = stored.search.get(name)
+        space = searched.get(name)
         if space is None:
             lines.append(f"{name} = {_toml_value(value)}")
         elif isinstance(space, Choice):
@@ -246,10 +248,11 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
                          f"{{ values = [{', '.join(_toml_value(v) for v in space.values)}] }}")
         else:
             log = ", log = true" if space.log else ""
+            fixed = "" if space.widen else ", widen = false"
             lines.append(f"{name} = {_toml_value(value)}  # searched: "
-                         f"{{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log} }}")
+                         f"{{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log}{fixed} }}")
     lines += ["", "[search]", f"strategy = {_toml_value(stored.strategy)}",
-              f"epoch_prefixes = {_toml_value(stored.epoch_prefixes)}"]
+              f"epoch_prefixes = {_toml_value(stored.epoch_prefixes)}", f"widen = {_toml_value(stored.widen)}"]
     lines += ["", "[budget]"] + [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.budget).items()]
     return "\n".join(lines) + "\n"
 
@@ -282,4 +285,7 @@ def best(
                           "constraints": list(record.study.constraints), "metrics": chosen.metrics,
                           "train": {k: v for k, v in config.to_dict().items() if k != "device"}}, indent=2))
     else:
-        print(_study_toml(record, chosen, config), end="")
+        from pipeline.search.bounds import searched_ranges
+
+        searched = searched_ranges(record.study.search, store.widenings(record.id))
+        print(_study_toml(record, chosen, config, searched), end="")

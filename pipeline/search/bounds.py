@@ -76,13 +76,22 @@ def widened(space: Range, side: str, limit: Interval, integer: bool = False) -> 
         new = min(target, (space.high + edge) / 2 if is_open and target >= edge else edge)
         if integer:
             new = math.floor(new) if new < edge or not is_open else math.ceil(new - 1)
+        new = new if integer else _tidy(new, limit)
         return None if new <= space.high else Range(space.low, new, space.log, space.widen)
     target = space.low / WIDEN_FACTOR if space.log else space.low - (space.high - space.low)
     edge, is_open = limit.low, limit.low_open
     new = max(target, (space.low + edge) / 2 if is_open and target <= edge else edge)
     if integer:
         new = math.ceil(new) if new > edge or not is_open else math.floor(new + 1)
+    new = new if integer else _tidy(new, limit)
     return None if new >= space.low else Range(new, space.high, space.log, space.widen)
+
+
+def _tidy(value: float, limit: Interval) -> float:
+    """`value` at 6 significant digits (0.064, not the 0.06399999999999999 of 0.004 x 4 x 4), where that stays
+    within `limit`."""
+    tidy = float(f"{value:.6g}")
+    return tidy if tidy in limit else value
 
 
 def widenings(search: Mapping[str, Range | Choice], declared: Mapping[str, HParam], best: Mapping[str, Value],
