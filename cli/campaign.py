@@ -112,8 +112,8 @@ class CampaignView:
         elif self.together and (view := self.together.get(event.name if isinstance(event, StudyStarted)
                                                           else getattr(event, "study", ""))) is not None:
             line = view.on_event(event)
-            if line and not isinstance(event, StudyStarted):
-                line = f"{view.name}: {line}"
+            if line and not isinstance(event, StudyStarted):  # each line names its study (widenings come several)
+                line = "\n".join(f"{view.name}: {part}" for part in line.splitlines())
             if line:
                 print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
