@@ -44,7 +44,7 @@ def test_methods_fits_the_width_and_cuts_no_word(width):
     text = " ".join(re.sub(r"[│┃]", " ", done.stdout).split())
     assert "robustness: batches are drawn from softmax(beta" in text  # the meaning is there, not cut
     if width == 80:  # one block per part: a parameter's name, default and range on a line
-        assert "  beta = 10.0  (valid (0, inf); study [0.1, 1000] log)" in lines
+        assert "  beta = 10.0  (valid (0, inf); study [0.1, 1000] log; widens both)" in lines
 
 
 def _dataset(counts: dict[str, list[int]], names: list[str]) -> SimpleNamespace:
