@@ -416,7 +416,7 @@ class StudyLoop:
         before a widening makes the same one when it resumes."""
         allowance = 0 if self.widened else self.study.budget.widen_trials
         if (not self.study.widen or self.study.multi_objective  # a Pareto front has no one best to follow
-                or self.ran + len(self.running) >= self.summary.budget + allowance):  # no trial left to go there
+                or self.ran + len(self.running) + len(self.requeued) >= self.summary.budget + allowance):  # none left
             return
         top = best_trial(self.stored, trials)
         if top is None:
