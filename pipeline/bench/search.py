@@ -47,7 +47,7 @@ STRATEGY_NOTES = {
 }
 WIDEN = "+widen"  # a strategy's suffix: widen the ranges as a study does (see the module's docstring)
 # Measured before, or too slow to measure at the default size (docs/design/search.md): run when named.
-ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds")
+ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds", "gp-trust", "gp-margin")
 # The model's pick is the study's own GP (surrogate.fit_gp: the gp's) whatever proposed the trials: taken for these.
 MODEL_PICKS = ("gp", "gp-2seeds")
 
