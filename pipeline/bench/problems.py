@@ -16,6 +16,15 @@ spaces whose true (noise-free) value is known, observed with the noise real tria
   8), so over [0.003, 1] it lies on the head's upper bound and inside the backbone's range. The problems
   whose best lies inside the box are hws's: a strategy that wins by proposing on the bounds wins the cut
   box and loses those.
+- `digits-erm-outside-replay`: the same truth (over the table's box, and at its nearest point of the box beyond it:
+  the network trains as well at a head rate of 2 to 8), searched over the campaign's range [0.01, 0.2], and judged
+  against the best anywhere: the best lies outside the declared box, so it rewards a search that widens its range.
+- `cliff-synthetic`: both learning rates (log, [0.001, 1]) and hws's beta; the value rises with the head's rate
+  toward a cliff (where it lies depends on the backbone's rate), past which training diverges (the trial fails);
+  the best lies inside the box, just before the cliff.
+
+Each problem declares its parameters as the methods do (pipeline/params.py: which ends of a range are soft), so
+the benchmark can widen a range as a study does (pipeline/bench/search.py, `+widen`).
 
 Values are balanced validation accuracies (the digits studies' objective), higher is better.
 """
@@ -25,13 +34,13 @@ import csv
 import functools
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pipeline.params import Choice, Range
+from pipeline.params import Choice, HParam, Range
 
 REPLAY_TABLE = Path(__file__).resolve().parent / "replay" / "digits-hws.csv"
 ERM_REPLAY_TABLE = REPLAY_TABLE.with_name("digits-erm.csv")
@@ -49,16 +58,29 @@ class Problem:
     kinds: dict[str, str]
     truth: Callable[[dict[str, Any]], float]
     observe: Callable[[dict[str, Any], np.random.Generator], float | None]
-    best: float  # the largest true value (over a dense sample of the space)
+    best: float  # the largest true value (over a dense sample of the space, or of the truth's own box)
+    # The parameters as the methods declare them (which ends of a range are soft, how far they may widen)
+    declared: Mapping[str, HParam] = field(default_factory=dict)
 
-    def unit(self, parameters: dict[str, Any]) -> np.ndarray:
-        """A configuration as a point of the unit cube (log-scaled ranges on their log, booleans 0/1)."""
-        return np.array([_to_unit(space, parameters[name]) for name, space in self.search.items()])
+    def unit(self, parameters: dict[str, Any], search: Mapping[str, Range | Choice] | None = None) -> np.ndarray:
+        """A configuration as a point of the unit cube of `search` (default: the problem's; log-scaled ranges on
+        their log, booleans 0/1)."""
+        return np.array([_to_unit(space, parameters[name]) for name, space in (search or self.search).items()])
 
-    def on_edge(self, parameters: dict[str, Any], tolerance: float = 0.01) -> bool:
-        """Whether a range parameter lies within `tolerance` (of its range) of a bound."""
-        return any(min(u, 1 - u) <= tolerance for (name, space), u in zip(self.search.items(), self.unit(parameters))
+    def on_edge(self, parameters: dict[str, Any], tolerance: float = 0.01,
+                search: Mapping[str, Range | Choice] | None = None) -> bool:
+        """Whether a range parameter lies within `tolerance` (of its range) of a bound of `search` (default: the
+        problem's box; a widened one when the search widened it)."""
+        search = search or self.search
+        return any(min(u, 1 - u) <= tolerance for (name, space), u in zip(search.items(), self.unit(parameters, search))
                    if isinstance(space, Range))
+
+
+def declared(method: str) -> dict[str, HParam]:
+    """The parameters `method` declares (with the shared trainer's learning rates), by name."""
+    from pipeline.methods import parse_method
+
+    return {p.name: p for p in parse_method(method).params}
 
 
 def _to_unit(space: Range | Choice, value: Any) -> float:
@@ -109,7 +131,7 @@ def gils_synthetic(noise_sd: float) -> Problem:
             + 0.2 * _bump(u, (0.8, 0.8, 0.2, 0.3), (0.3, 0.3, 0.4, 0.4))
 
     return Problem("gils-synthetic", "GI-LS's space (alpha, T, eta, epochs), a smooth function", search, kinds,
-                   truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds))
+                   truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds), declared("gils"))
 
 
 def hws_synthetic(noise_sd: float) -> Problem:
@@ -126,7 +148,42 @@ def hws_synthetic(noise_sd: float) -> Problem:
         return 0.75 + rise - collapse + (0.02 if parameters["importance_sampling"] else 0.0)
 
     return Problem("hws-synthetic", "hws's space (log beta, importance sampling), a smooth function", search,
-                   kinds, truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds))
+                   kinds, truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds), declared("hws"))
+
+
+CLIFF_SPACE = {"lr_head": Range(0.001, 1.0, log=True), "lr_backbone": Range(0.001, 1.0, log=True),
+               "beta": Range(0.1, 1000.0, log=True)}
+
+
+def cliff_synthetic(noise_sd: float) -> Problem:
+    """Both learning rates and hws's beta: the value rises with the head's learning rate toward a cliff, past which
+    training diverges (the trial fails, its true value is chance); a larger backbone rate brings the cliff nearer.
+    The best lies inside the box, just before the cliff (a head rate just under 0.2 at a backbone rate of 0.016)."""
+    search = CLIFF_SPACE
+    kinds = {"lr_head": "float", "lr_backbone": "float", "beta": "float"}
+
+    def cliff(parameters: dict[str, Any]) -> float:
+        """Where the cliff lies in the head's rate (its position in the box, log scale)."""
+        return 0.75 - 0.15 * (_to_unit(search["lr_backbone"], parameters["lr_backbone"]) - 0.5)
+
+    def truth(parameters: dict[str, Any]) -> float:
+        head, backbone, beta = (_to_unit(search[k], parameters[k]) for k in search)
+        edge = cliff(parameters)
+        if head >= edge:
+            return CHANCE
+        return (0.5 + 0.25 * math.exp(-0.5 * ((head - edge) / 0.25) ** 2)
+                + 0.1 * math.exp(-0.5 * ((backbone - 0.4) / 0.3) ** 2)
+                + 0.07 * math.exp(-0.5 * ((beta - 0.45) / 0.2) ** 2))
+
+    def observe(parameters: dict[str, Any], rng: np.random.Generator) -> float | None:
+        noise = rng.normal(0.0, noise_sd)  # drawn either way, so a failure does not shift the later draws
+        if _to_unit(search["lr_head"], parameters["lr_head"]) >= cliff(parameters):
+            return None
+        return float(np.clip(truth(parameters) + noise, 0.0, 1.0))
+
+    return Problem("cliff-synthetic", "both learning rates and beta: the value rises toward a learning rate past "
+                   "which training diverges (failed trials); the best inside, just before the cliff", search, kinds,
+                   truth, observe, _best_of(truth, search, kinds), declared("hws"))
 
 
 @dataclass(frozen=True)
@@ -222,16 +279,19 @@ def digits_hws_replay(table: ReplayTable) -> Problem:
 
 
 def replay_problem(table: ReplayTable, name: str, description: str,
-                   search: dict[str, Range | Choice] | None = None) -> Problem:
+                   search: dict[str, Range | Choice] | None = None, method: str = "",
+                   best_anywhere: bool = False) -> Problem:
     """A problem replayed from `table` (see the module's docstring), over the table's box or over `search`, a box
-    inside it (the surrogate is fitted on the whole table either way)."""
+    inside it (the surrogate is fitted on the whole table either way); a point beyond the table's box takes the
+    value of the box's nearest point. `method` declares the parameters (default: hws's for the hws table, ERM's
+    for the other); `best_anywhere`: the best is the table box's, not `search`'s."""
     predict = fit_surrogate(table.points, table.means)
     deviations = table.values - np.nanmean(table.values, axis=1, keepdims=True)
     seeds = table.values.shape[1]
     inflate = math.sqrt(seeds / (seeds - 1)) if seeds > 1 else 1.0  # deviations from a sample mean run small
 
     def unit(parameters: dict[str, Any]) -> np.ndarray:
-        return np.array([_to_unit(table.search[k], parameters[k]) for k in table.search])
+        return np.clip([_to_unit(table.search[k], parameters[k]) for k in table.search], 0.0, 1.0)
 
     def truth(parameters: dict[str, Any]) -> float:
         return float(predict(unit(parameters))[0])
@@ -245,7 +305,9 @@ def replay_problem(table: ReplayTable, name: str, description: str,
         return float(np.clip(truth(parameters) + inflate * deviations[nearest, seed], 0.0, 1.0))
 
     search = search or table.search
-    return Problem(name, description, search, table.kinds, truth, observe, _best_of(truth, search, table.kinds, 5_000))
+    best = _best_of(truth, table.search if best_anywhere else search, table.kinds, 5_000)
+    return Problem(name, description, search, table.kinds, truth, observe, best,
+                   declared(method or ("hws" if "beta" in table.search else "erm")))
 
 
 def problems(names: tuple[str, ...] = ()) -> list[Problem]:
@@ -262,6 +324,11 @@ def problems(names: tuple[str, ...] = ()) -> list[Problem]:
         built["digits-erm-cut-replay"] = lambda: replay_problem(
             read_replay(ERM_REPLAY_TABLE), "digits-erm-cut-replay",
             "the same over the campaign's range [0.01, 0.2], which cuts the best off", ERM_CUT_SPACE)
+        built["digits-erm-outside-replay"] = lambda: replay_problem(
+            read_replay(ERM_REPLAY_TABLE), "digits-erm-outside-replay",
+            "the same searched over [0.01, 0.2], judged against the best over [0.003, 1], which lies outside",
+            ERM_CUT_SPACE, best_anywhere=True)
+    built["cliff-synthetic"] = lambda: cliff_synthetic(noise)
     return [build() for name, build in built.items() if not names or name in names]
 
 
@@ -271,4 +338,5 @@ def available_problems() -> tuple[str, ...]:
                  and ("erm" not in name or ERM_REPLAY_TABLE.is_file()))
 
 
-PROBLEMS = ("gils-synthetic", "hws-synthetic", "digits-hws-replay", "digits-erm-replay", "digits-erm-cut-replay")
+PROBLEMS = ("gils-synthetic", "hws-synthetic", "digits-hws-replay", "digits-erm-replay", "digits-erm-cut-replay",
+            "digits-erm-outside-replay", "cliff-synthetic")

@@ -10,6 +10,10 @@ Strategies: the tool's own Ax generation strategies (pipeline/search/ax.py: "gp"
 "random"; the same objects a study uses), and Optuna's TPE with its defaults ("tpe") when Optuna is
 installed; on request also Ax's default GP that winsorises ("gp-winsorized") and the GP told the mean and
 standard error of two training seeds per proposal at the same total training ("gp-2seeds").
+
+A strategy named with the suffix WIDEN ("gp+widen", "random+widen") widens its search space as a study does: after
+every told trial, each soft end of a range (the problem's declared parameters) that the best observed trial sits on
+is widened at once (search/bounds.widenings) and Ax searches the wider space from the next proposal on.
 Import this module only after `quiet_libraries`.
 """
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any, Callable
 import numpy as np
 
 from pipeline.bench.problems import Problem, problems
+from pipeline.params import Choice, Range
+from pipeline.search.bounds import Widening
 
 STRATEGY_NOTES = {
     "gp": "Sobol, then the Gaussian process (ARD Matern-5/2, unclipped results)",
@@ -31,14 +37,17 @@ STRATEGY_NOTES = {
     "gp-power": "gp on power-transformed results (Yeo-Johnson)",
     "gp-centre": "gp with the centre of the box as the first trial",
     "gp-rbf-power-centre": "gp-rbf, power transform, centre first",
+    "gp-trust": "gp with the acquisition optimised in a box of half each range around the best trial",
+    "gp-margin": "gp with the acquisition kept 5% inside the bounds the best trial has not reached",
     "gp-winsorized": "the gp on results winsorised as Ax does by default",
     "gp-2seeds": "the gp told the mean and standard error of 2 training seeds per proposal (half the proposals)",
     "sobol": "a scrambled Sobol sequence",
     "random": "uniform random search",
     "tpe": "Optuna's TPE sampler, its defaults",
 }
+WIDEN = "+widen"  # a strategy's suffix: widen the ranges as a study does (see the module's docstring)
 # Measured before, or too slow to measure at the default size (docs/design/search.md): run when named.
-ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds")
+ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds", "gp-trust", "gp-margin")
 # The model's pick is the study's own GP (surrogate.fit_gp: the gp's) whatever proposed the trials: taken for these.
 MODEL_PICKS = ("gp", "gp-2seeds")
 
@@ -47,6 +56,22 @@ def optuna_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("optuna") is not None
+
+
+def base_strategy(strategy: str) -> str:
+    """The strategy without its WIDEN suffix."""
+    return strategy.removesuffix(WIDEN)
+
+
+def known_strategy(strategy: str) -> bool:
+    """Whether `strategy` is one of STRATEGY_NOTES, or one of the tool's own with WIDEN (TPE searches a fixed box)."""
+    base = base_strategy(strategy)
+    return base in STRATEGY_NOTES and (base == strategy or base not in ("tpe", "gp-2seeds"))
+
+
+def strategy_order(strategy: str) -> tuple[int, bool]:
+    """Where `strategy` comes in the tables: as its base strategy, just after it when it widens."""
+    return list(STRATEGY_NOTES).index(base_strategy(strategy)), strategy.endswith(WIDEN)
 
 
 def strategies(with_tpe: bool | None = None) -> tuple[str, ...]:
@@ -65,7 +90,8 @@ class SearchRun:
     trainings_per_trial: int
     observed: list[float | None] = field(default_factory=list)  # per proposal (a mean over its seeds)
     truths: list[float] = field(default_factory=list)  # per proposal
-    on_edge: list[bool] = field(default_factory=list)  # per proposal after the initial ones
+    on_edge: list[bool] = field(default_factory=list)  # per proposal after the initial ones, in the box searched then
+    widened: list[tuple[int, str, str]] = field(default_factory=list)  # (after trial, parameter, side) per widening
     proposal_seconds: list[float] = field(default_factory=list)
     model_picks: dict[int, int] = field(default_factory=dict)  # trainings -> index of the model's pick
 
@@ -93,17 +119,24 @@ class AxSearch:
         self.client.configure_experiment(parameters=range_and_choice_configs(problem.search, problem.kinds),
                                          name=f"{problem.name}-{strategy}-{seed}")
         self.client.configure_optimization(objective="value")
-        base = "gp" if strategy in ("gp-winsorized", "gp-2seeds") else strategy
-        self.client.set_generation_strategy(generation_strategy(initial, seed, base,
-                                                                winsorize=strategy == "gp-winsorized"))
+        base = base_strategy(strategy)
+        self.client.set_generation_strategy(generation_strategy(
+            initial, seed, "gp" if base in ("gp-winsorized", "gp-2seeds") else base, winsorize=base == "gp-winsorized"))
         self.index: int | None = None
+        self.problem, self.widens = problem, strategy.endswith(WIDEN)
+        self.search: dict[str, Range | Choice] = dict(problem.search)  # the box searched now
+        self.parameters: dict[int, dict[str, Any]] = {}
+        self.observed: dict[int, float] = {}  # Ax's trial index -> the value told
 
     def ask(self) -> dict[str, Any]:
         proposals = self.client.get_next_trials(max_trials=1)
         self.index, parameters = next(iter(proposals.items()))
+        self.parameters[self.index] = dict(parameters)
         return dict(parameters)
 
-    def tell(self, values: list[float | None]) -> None:
+    def tell(self, values: list[float | None]) -> list[Widening]:
+        """Tell Ax how the trial ended; with WIDEN, then widen the soft ends the best trial sits on (returned)."""
+        assert self.index is not None
         done = [v for v in values if v is not None]
         if not done:
             self.client.mark_trial_abandoned(trial_index=self.index)
@@ -112,6 +145,25 @@ class AxSearch:
         else:  # the mean and its standard error, as a study with seeds_per_trial tells Ax
             sem = float(np.std(done, ddof=1) / math.sqrt(len(done))) if len(done) > 1 else 0.0
             self.client.complete_trial(trial_index=self.index, raw_data={"value": (float(np.mean(done)), sem)})
+        if done:
+            self.observed[self.index] = float(np.mean(done))
+        return self.widen() if self.widens else []
+
+    def widen(self) -> list[Widening]:
+        """As a study does after every recorded trial: each soft end of a range the best observed trial sits on,
+        widened at once (bounds.widenings), and Ax's search space with it."""
+        from pipeline.search.ax import widen_search_space
+        from pipeline.search.bounds import searched_ranges, widenings
+
+        if not self.observed:
+            return []
+        best = max(self.observed, key=lambda index: (self.observed[index], -index))  # the earlier of equals
+        moved = widenings(self.search, self.problem.declared, self.parameters[best], best, len(self.parameters))
+        if moved:
+            self.search = searched_ranges(self.search, moved)
+            widen_search_space(self.client._experiment, {w.parameter: self.search[w.parameter] for w in moved
+                                                         if isinstance(self.search[w.parameter], Range)})
+        return moved
 
     def model_pick(self) -> int | None:
         """Index (in trial order) of the tried configuration with the best posterior mean of the study's GP."""
@@ -143,12 +195,13 @@ class TpeSearch:
         self.trial = self.study.ask(self.distributions)
         return dict(self.trial.params)
 
-    def tell(self, values: list[float | None]) -> None:
+    def tell(self, values: list[float | None]) -> list[Widening]:
         done = [v for v in values if v is not None]
         if done:
             self.study.tell(self.trial, float(np.mean(done)))
         else:
             self.study.tell(self.trial, state=self.optuna.trial.TrialState.FAIL)
+        return []
 
     def model_pick(self) -> int | None:
         return None
@@ -177,13 +230,13 @@ def run_search(problem: Problem, strategy: str, seed: int, trainings: int, initi
         parameters = searcher.ask()
         run.proposal_seconds.append(time.perf_counter() - tick)
         if count * per_trial > initial:  # the same slice of every strategy: random search's gives the base rate
-            run.on_edge.append(problem.on_edge(parameters))
+            run.on_edge.append(problem.on_edge(parameters, search=getattr(searcher, "search", None)))
         values = [problem.observe(parameters, noise) for _ in range(per_trial)]
-        searcher.tell(values)
+        run.widened += [(count, w.parameter, w.side) for w in searcher.tell(values)]
         done = [v for v in values if v is not None]
         run.observed.append(float(np.mean(done)) if done else None)
         run.truths.append(problem.truth(parameters))
-        if strategy in MODEL_PICKS and count * per_trial in checkpoints and count * per_trial > initial:
+        if base_strategy(strategy) in MODEL_PICKS and count * per_trial in checkpoints and count * per_trial > initial:
             pick = searcher.model_pick()
             if pick is not None:
                 run.model_picks[count * per_trial] = pick
@@ -203,12 +256,13 @@ class Summary:
     edge_share: float | None  # share of proposals after the initial ones with a range parameter on a bound
     proposal_ms: float  # median time of one proposal
     best: float  # the problem's best true value
+    widened: float | None = None  # with WIDEN: share of seeds whose search widened a range
 
 
 def summarise(runs: list[SearchRun], checkpoints: tuple[int, ...], best: dict[str, float]) -> list[Summary]:
     """Quartiles of the true value of each strategy's recommendation, per problem, and against random search."""
     summaries = []
-    keys = sorted({(r.problem, r.strategy) for r in runs}, key=lambda k: (k[0], list(STRATEGY_NOTES).index(k[1])))
+    keys = sorted({(r.problem, r.strategy) for r in runs}, key=lambda k: (k[0], strategy_order(k[1])))
     for problem, strategy in keys:
         mine = sorted((r for r in runs if (r.problem, r.strategy) == (problem, strategy)), key=lambda r: r.seed)
         random = {r.seed: r for r in runs if (r.problem, r.strategy) == (problem, "random")}
@@ -229,7 +283,9 @@ def summarise(runs: list[SearchRun], checkpoints: tuple[int, ...], best: dict[st
             summaries.append(Summary(problem, strategy, pick, len(mine), quartiles, beats,
                                      float(np.mean(edges)) if edges else None,
                                      1000 * float(np.median([s for r in mine for s in r.proposal_seconds])),
-                                     best[problem]))
+                                     best[problem],
+                                     float(np.mean([bool(r.widened) for r in mine])) if strategy.endswith(WIDEN)
+                                     else None))
     return summaries
 
 

@@ -5,11 +5,14 @@ Generation strategy as the GI-LS paper used it (`gp`): seeded Sobol initialisati
 SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here). The
 other GP strategies (study_config.STRATEGIES) change one thing each or several: BoTorch's current
 default kernel and priors (`rbf`), learned input warping (`warp`), the Yeo-Johnson power transform of
-the results (`power`), the centre of the box as the first trial (`centre`).
+the results (`power`), the centre of the box as the first trial (`centre`), and two that keep the
+acquisition off the bounds of the box: a trust region around the best trial (`trust`) and a margin
+inside each bound the best trial is not on (`margin`).
 Import this module only after `quiet_libraries` has routed Ax's output to a log file.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from contextlib import contextmanager
 from io import StringIO
@@ -32,9 +35,12 @@ from ax.generation_strategy.generation_node import GenerationNode, GenerationSte
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials
+from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from ax.generators.torch.botorch_modular.kernels import DefaultMaternKernel
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import ModelConfig
+from ax.core.search_space import SearchSpaceDigest
+from ax.storage.botorch_modular_registry import register_acquisition
 from ax.storage.sqa_store import db as ax_db
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import Warp
@@ -84,11 +90,83 @@ GP_TRANSFORMS = [t for t in MBM_X_trans + Y_trans if t is not Winsorize]
 POWER_TRANSFORMS = [t for t in MBM_X_trans] + [Derelativize, PowerTransformY, StandardizeY]
 
 
+TRUST_SIDE = 0.5  # `trust`: the side of the box around the best trial, as a share of each range (in its scale)
+MARGIN = 0.05  # `margin`: how far inside each bound (a share of its range) the acquisition stays
+
+
+class BoxedAcquisition(Acquisition):
+    """Ax's acquisition (log noisy expected improvement on the study's GP), optimised over a box inside the search
+    space that `box` draws around the best trial so far; the whole space when there is none (several objectives,
+    no data). Only continuous parameters are boxed: a choice keeps all its values."""
+
+    def incumbent(self) -> Any:
+        """The best observed point (the GP's inputs, in Ax's transformed space) of the one objective, or None."""
+        import torch
+
+        weights = self._full_objective_weights  # objectives x outcomes (a vector in older Ax)
+        if weights.dim() == 2:
+            if weights.shape[0] != 1:
+                return None
+            weights = weights[0]
+        targets = torch.nonzero(weights).flatten().tolist()
+        if len(targets) != 1:
+            return None
+        column = 0
+        for dataset in self.surrogate.training_data:
+            width = dataset.Y.shape[-1]
+            if column <= targets[0] < column + width and len(dataset.Y):
+                values = dataset.Y[..., targets[0] - column] * torch.sign(weights[targets[0]])
+                return dataset.X[int(torch.argmax(values))]
+            column += width
+        return None
+
+    def box(self, unit: list[float], continuous: list[bool]) -> list[tuple[float, float]]:
+        """The box to search, in the unit cube, given the best trial's point `unit` there."""
+        return [(0.0, 1.0)] * len(unit)
+
+    def optimize(self, n: int, search_space_digest: SearchSpaceDigest, *args: Any, **kwargs: Any) -> Any:
+        best = self.incumbent()
+        ssd = search_space_digest
+        if best is not None:
+            discrete = set(ssd.discrete_choices) | set(ssd.categorical_features) | set(ssd.task_features) | set(
+                ssd.fidelity_features)
+            continuous = [i not in discrete and high > low for i, (low, high) in enumerate(ssd.bounds)]
+            unit = [(float(x) - low) / (high - low) if keep else 0.0
+                    for x, (low, high), keep in zip(best.tolist(), ssd.bounds, continuous)]
+            bounds = [(low + (high - low) * a, low + (high - low) * b) if keep else (low, high)
+                      for (low, high), (a, b), keep in zip(ssd.bounds, self.box(unit, continuous), continuous)]
+            ssd = dataclasses.replace(ssd, bounds=bounds)
+        return super().optimize(n, ssd, *args, **kwargs)
+
+
+class TrustRegionAcquisition(BoxedAcquisition):
+    """`trust`: the acquisition optimised within a box of side TRUST_SIDE (of each range) centred on the best trial,
+    clipped to the search space (a fixed trust region, as TuRBO draws one around its incumbent)."""
+
+    def box(self, unit: list[float], continuous: list[bool]) -> list[tuple[float, float]]:
+        half = TRUST_SIDE / 2
+        return [(max(0.0, u - half), min(1.0, u + half)) for u in unit]
+
+
+class MarginAcquisition(BoxedAcquisition):
+    """`margin`: the acquisition optimised inside [MARGIN, 1 - MARGIN] of each range, except at an end the best
+    trial lies within MARGIN of: a bound is searched once the best trial has come to it."""
+
+    def box(self, unit: list[float], continuous: list[bool]) -> list[tuple[float, float]]:
+        reach = MARGIN + 1e-6
+        return [(0.0 if u <= reach else MARGIN, 1.0 if u >= 1 - reach else 1 - MARGIN) for u in unit]
+
+
+register_acquisition(TrustRegionAcquisition)  # so that Ax's storage writes and reads the strategies that name them
+register_acquisition(MarginAcquisition)
+
+
 def gp_generator_kwargs(winsorize: bool = False, options: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Ax's BoTorch generator for a GP strategy: the SingleTaskGP with an ARD Matern-5/2 kernel, or with
     BoTorch's own default (`rbf`: RBF, dimension-scaled log-normal lengthscale priors), with learned input
     warping (`warp`: a Kumaraswamy CDF per input); fitted on the objectives and constrained metrics alone, on
-    unclipped results unless `winsorize`, power-transformed with `power`."""
+    unclipped results unless `winsorize`, power-transformed with `power`; its acquisition optimised in a box around
+    the best trial with `trust`, or off the bounds the best trial is not on with `margin`."""
     config: dict[str, Any] = {"botorch_model_class": SingleTaskGP}
     if "rbf" not in options:
         config.update(covar_module_class=DefaultMaternKernel, covar_module_options={"nu": 2.5})
@@ -97,6 +175,10 @@ def gp_generator_kwargs(winsorize: bool = False, options: frozenset[str] = froze
     name = "SingleTaskGP_" + ("RBF" if "rbf" in options else "Matern52") + ("_Warp" if "warp" in options else "")
     kwargs: dict[str, Any] = {"surrogate_spec": SurrogateSpec(model_configs=[ModelConfig(**config, name=name)]),
                               "fit_tracking_metrics": False}  # metrics nothing ranks on are not modelled
+    if "trust" in options:
+        kwargs["acquisition_class"] = TrustRegionAcquisition
+    elif "margin" in options:
+        kwargs["acquisition_class"] = MarginAcquisition
     if "power" in options:
         kwargs["transforms"] = POWER_TRANSFORMS
     elif not winsorize:
@@ -134,7 +216,7 @@ def centred_strategy(initial_trials: int, seed: int, options: frozenset[str]) ->
 def gp_node_name(options: frozenset[str]) -> str:
     """A GP strategy's name in Ax's records, e.g. GP_Matern52 or GP_RBF+Warp+Power."""
     return "+".join(["GP_RBF" if "rbf" in options else "GP_Matern52"]
-                    + [o.capitalize() for o in ("warp", "power") if o in options])
+                    + [o.capitalize() for o in ("warp", "power", "trust", "margin") if o in options])
 
 
 def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
@@ -236,7 +318,9 @@ def new_client(study: StudyConfig, url: str) -> Client:
 
 def widen_search_space(experiment: Experiment, ranges: Mapping[str, Range]) -> None:
     """Give `experiment`'s range parameters the (wider) bounds of `ranges` and store its search space (inside
-    `ax_writes_through`: in that transaction). The trials already run stay inside, so the model keeps them all."""
+    `ax_writes_through`: in that transaction) when Ax's storage holds the experiment (an experiment of a client
+    without storage, as the search benchmark's, is widened in memory only). The trials already run stay inside,
+    so the model keeps them all."""
     from ax.storage.sqa_store.save import save_experiment
 
     space = experiment.search_space.clone()
@@ -245,7 +329,8 @@ def widen_search_space(experiment: Experiment, ranges: Mapping[str, Range]) -> N
         to = int if parameter.parameter_type.name == "INT" else float
         parameter.update_range(lower=to(bounds.low), upper=to(bounds.high))  # type: ignore[attr-defined]
     experiment.search_space = space
-    save_experiment(experiment)
+    if experiment.db_id is not None:
+        save_experiment(experiment)
 
 
 def has_experiment(name: str) -> bool:

@@ -73,6 +73,8 @@ GP_OPTIONS = {
     "warp": "learned input warping (a Kumaraswamy CDF per input, BoTorch's Warp)",
     "power": "the results power-transformed (Yeo-Johnson, Ax's PowerTransformY) before the GP sees them",
     "centre": "the centre of the box as the first of the initial trials (as Ax's own default does)",
+    "trust": "the acquisition optimised in a box of half each range around the best trial (a fixed trust region)",
+    "margin": "the acquisition kept 5% of each range inside the bounds, except a bound the best trial has reached",
 }
 STRATEGIES = {
     "gp": "seeded Sobol for the first budget.initial trials, then a Gaussian process (ARD Matern-5/2) proposes",
@@ -81,6 +83,8 @@ STRATEGIES = {
     "gp-power": "gp on power-transformed results",
     "gp-centre": "gp with the centre of the box as the first trial",
     "gp-rbf-power-centre": "gp with BoTorch's default kernel, power-transformed results and the centre first",
+    "gp-trust": "gp with the acquisition optimised in a box around the best trial (a trust region)",
+    "gp-margin": "gp with the acquisition kept off the bounds the best trial has not reached",
     "sobol": "a seeded, scrambled Sobol sequence for every trial (no model)",
     "random": "configurations drawn uniformly (log-uniformly on a log scale), seeded (no model)",
 }
