@@ -37,7 +37,7 @@ def test_the_search_benchmarks_picture_of_every_strategy_stays_inside_its_canvas
     from pipeline.report.plots import search_picture
     from pipeline.bench.search import search_benchmark, strategies
 
-    _, summaries, checkpoints = search_benchmark(("hws-synthetic", "gils-synthetic"), tuple(strategies()), 2, 4, 2,
+    _, summaries, checkpoints = search_benchmark(("hws-synthetic", "gils-synthetic"), tuple(strategies()), 1, 4, 2,
                                                  1, log_file)
     picture = search_picture(summaries, checkpoints)
     assert len({s.strategy for s in summaries}) == len(strategies())
