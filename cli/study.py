@@ -201,7 +201,7 @@ def run(
     from pipeline.search.parallel import trial_runner
     from pipeline.report.study_tables import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, TrialStatus, shown_database
-    from pipeline.search.study import StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
+    from pipeline.search.study import RangesWidened, StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
     from pipeline.search.trial import dataset_for
 
     study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
@@ -236,7 +236,9 @@ def run(
                 export_trial(event)
                 if isinstance(event, SchemaUpgraded):
                     print_upgrade(event.message)
-                view.on_event(event)
+                line = view.on_event(event)
+                if line and isinstance(event, RangesWidened):  # above the live table, where it stays
+                    print_line(stderr, line, markup=False, highlight=False)
 
             with ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4, transient=True):
                 summary = run_study(study, db, device, trials, log_file, on_live_event, **parallel)
