@@ -16,12 +16,15 @@ def problem(tmp_path_factory):
     return replay_problem()
 
 
+SEEDS = (0,)  # one search seed: the rules checked hold seed by seed
+
+
 @pytest.fixture(scope="module")
 def runs(problem):
     from pipeline.bench.prefixes import VARIANTS, run_variant
 
     return {(variant, seed): run_variant(problem, variant, seed, budget=40, initial=3, min_epochs=2)
-            for variant in VARIANTS for seed in (0, 1)}
+            for variant in VARIANTS for seed in SEEDS}
 
 
 def test_the_truth_of_a_configuration_is_reproducible_and_grows_nowhere_past_one(problem):
@@ -35,7 +38,7 @@ def test_the_truth_of_a_configuration_is_reproducible_and_grows_nowhere_past_one
 
 
 def test_prefixes_tell_ax_more_observations_than_trials(runs):
-    for seed in (0, 1):
+    for seed in SEEDS:
         for variant in ("prefix", "both"):
             run = runs[variant, seed]
             assert run.observations[-1] > run.trials
@@ -43,7 +46,7 @@ def test_prefixes_tell_ax_more_observations_than_trials(runs):
 
 
 def test_stopping_trains_fewer_epochs_per_trial_than_plain_from_the_same_seed(runs):
-    for seed in (0, 1):
+    for seed in SEEDS:
         plain, stop = runs["plain", seed], runs["stop", seed]
         assert plain.trained == plain.proposed
         assert all(t <= p for t, p in zip(stop.trained, stop.proposed)) and stop.trained != stop.proposed
