@@ -120,7 +120,7 @@ class BoxedAcquisition(Acquisition):
             column += width
         return None
 
-    def box(self, unit: list[float], continuous: list[bool]) -> list[tuple[float, float]]:
+    def box(self, unit: list[float]) -> list[tuple[float, float]]:
         """The box to search, in the unit cube, given the best trial's point `unit` there."""
         return [(0.0, 1.0)] * len(unit)
 
@@ -134,7 +134,7 @@ class BoxedAcquisition(Acquisition):
             unit = [(float(x) - low) / (high - low) if keep else 0.0
                     for x, (low, high), keep in zip(best.tolist(), ssd.bounds, continuous)]
             bounds = [(low + (high - low) * a, low + (high - low) * b) if keep else (low, high)
-                      for (low, high), (a, b), keep in zip(ssd.bounds, self.box(unit, continuous), continuous)]
+                      for (low, high), (a, b), keep in zip(ssd.bounds, self.box(unit), continuous)]
             ssd = dataclasses.replace(ssd, bounds=bounds)
         return super().optimize(n, ssd, *args, **kwargs)
 
@@ -143,7 +143,7 @@ class TrustRegionAcquisition(BoxedAcquisition):
     """`trust`: the acquisition optimised within a box of side TRUST_SIDE (of each range) centred on the best trial,
     clipped to the search space (a fixed trust region, as TuRBO draws one around its incumbent)."""
 
-    def box(self, unit: list[float], continuous: list[bool]) -> list[tuple[float, float]]:
+    def box(self, unit: list[float]) -> list[tuple[float, float]]:
         half = TRUST_SIDE / 2
         return [(max(0.0, u - half), min(1.0, u + half)) for u in unit]
 
@@ -152,7 +152,7 @@ class MarginAcquisition(BoxedAcquisition):
     """`margin`: the acquisition optimised inside [MARGIN, 1 - MARGIN] of each range, except at an end the best
     trial lies within MARGIN of: a bound is searched once the best trial has come to it."""
 
-    def box(self, unit: list[float], continuous: list[bool]) -> list[tuple[float, float]]:
+    def box(self, unit: list[float]) -> list[tuple[float, float]]:
         reach = MARGIN + 1e-6
         return [(0.0 if u <= reach else MARGIN, 1.0 if u >= 1 - reach else 1 - MARGIN) for u in unit]
 

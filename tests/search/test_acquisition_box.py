@@ -12,14 +12,14 @@ from pipeline.search.ax import MARGIN, TRUST_SIDE, MarginAcquisition, TrustRegio
 
 
 def test_the_trust_region_is_a_box_of_fixed_side_around_the_best_trial_clipped_to_the_space():
-    box = TrustRegionAcquisition.box(object.__new__(TrustRegionAcquisition), [0.5, 0.1, 1.0], [True] * 3)
+    box = TrustRegionAcquisition.box(object.__new__(TrustRegionAcquisition), [0.5, 0.1, 1.0])
     half = TRUST_SIDE / 2
     assert box == [pytest.approx((0.5 - half, 0.5 + half)), (0.0, pytest.approx(0.1 + half)),
                    (pytest.approx(1.0 - half), 1.0)]
 
 
 def test_the_margin_opens_only_the_ends_the_best_trial_has_come_to():
-    box = MarginAcquisition.box(object.__new__(MarginAcquisition), [0.5, MARGIN, 0.99], [True] * 3)
+    box = MarginAcquisition.box(object.__new__(MarginAcquisition), [0.5, MARGIN, 0.99])
     assert box == [(MARGIN, 1 - MARGIN), (0.0, 1 - MARGIN), (MARGIN, 1.0)]
 
 
