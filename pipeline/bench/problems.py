@@ -80,7 +80,7 @@ def declared(method: str) -> dict[str, HParam]:
     """The parameters `method` declares (with the shared trainer's learning rates), by name."""
     from pipeline.methods import parse_method
 
-    return {p.name: p for p in parse_method(method).params}
+    return parse_method(method).declared
 
 
 def _to_unit(space: Range | Choice, value: Any) -> float:

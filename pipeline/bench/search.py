@@ -161,8 +161,7 @@ class AxSearch:
         moved = widenings(self.search, self.problem.declared, self.parameters[best], best, len(self.parameters))
         if moved:
             self.search = searched_ranges(self.search, moved)
-            widen_search_space(self.client._experiment, {w.parameter: self.search[w.parameter] for w in moved
-                                                         if isinstance(self.search[w.parameter], Range)})
+            widen_search_space(self.client._experiment, {w.parameter: w.after for w in moved})
         return moved
 
     def model_pick(self) -> int | None:

@@ -161,7 +161,7 @@ def parse_variant(text: str, best: dict[str, Value], given: dict[str, str]) -> V
     values, then its own over both."""
     method_text, *assignments = (part.strip() for part in text.split(":"))
     method = parse_method(method_text)
-    declared = {p.name: p for p in method.params}
+    declared = method.declared
     own: dict[str, Value] = {}
     for assignment in assignments:
         name, sep, raw = (part.strip() for part in assignment.partition("="))
@@ -188,7 +188,7 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
     """`NAME=V1,V2,...` -> the parameter and its values, each checked against the method's declaration."""
     name, sep, values = text.partition("=")
     name = name.strip()
-    declared = {p.name: p for p in parse_method(method_name).params}
+    declared = parse_method(method_name).declared
     if not sep or not values.strip():
         raise UserError(f"malformed --vary {text!r}: expected NAME=V1,V2,..., e.g. gamma=0.000999,0.001001")
     if name not in declared:

@@ -54,6 +54,11 @@ class Method:
         """Every hyper-parameter this method takes: the trainer's, then each part's."""
         return TRAINING_PARAMS + tuple(p for part in self.parts for p in PARTS[part].params)
 
+    @property
+    def declared(self) -> dict[str, HParam]:
+        """`params` by name."""
+        return {p.name: p for p in self.params}
+
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Value]:
         """Validated parameter values with defaults filled in; a generator that another follows in the
         chain gets the parameter values it declares it then needs."""

@@ -86,7 +86,6 @@ class StudySummary:
     early_stopped: int = 0  # trials stopped early by this call (counted in `completed` too)
     prefixes: int = 0  # epoch prefixes told to Ax by this call
     start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
-    widenings: list[Widening] = field(default_factory=list)  # ranges widened by this call
 
 
 def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:
@@ -274,8 +273,8 @@ def new_loop(store: Store, stored: StudyRecord, study: StudyConfig, lock: StudyL
     from pipeline.search.ax import Searcher  # after quiet_libraries: importing Ax prints otherwise
 
     return StudyLoop(study, store, stored, Searcher(study, store.url, lock), lock,
-                     StudySummary(study.name, 0, 0, trial_budget(study, bool(store.widenings(stored.id)), trials),
-                                  log_file=str(log_path)), on_event, device, precision)
+                     StudySummary(study.name, 0, 0, trials or study.budget.trials, log_file=str(log_path)),
+                     on_event, device, precision)
 
 
 class StudyLoop:
@@ -297,7 +296,9 @@ class StudyLoop:
         self.ran = trials_ran(stored_trials)
         self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
         self.widened = store.widenings(stored.id)
+        summary.budget = trial_budget(study, bool(self.widened), summary.budget)  # with its allowance once widened
         self.search = searched_ranges(study.search, self.widened)  # the ranges searched now
+        self.declared = parse_method(study.method).declared  # which ends of each range may widen
         self.widen(stored_trials)  # stopped after a trial was told and before its widening
         self.failures_in_a_row, last_error = trailing_failures(stored_trials)
         if self.failures_in_a_row >= study.budget.max_failures and self.ran < summary.budget:
@@ -403,10 +404,11 @@ class StudyLoop:
             self.ran += 1
             self.count(status, error)
         self.summary.storage_seconds += time.perf_counter() - tick
-        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(), prefixes, stopped_at,
-                                 self.study.name))
-        if status in (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED) and self.study.widen:
-            self.widen(self.store.trials(self.stored.id))
+        trials = self.store.trials(self.stored.id)
+        self.on_event(TrialEnded(outcome.trial_index, status, objective, error, self.best(trials), prefixes,
+                                 stopped_at, self.study.name))
+        if status in (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED):
+            self.widen(trials)
 
     def widen(self, trials: list[TrialRecord]) -> None:
         """With [search] widen: each soft end of a range that the best trial so far sits on moves outward
@@ -421,8 +423,7 @@ class StudyLoop:
         top = best_trial(self.stored, trials)
         if top is None:
             return
-        declared = {p.name: p for p in parse_method(self.study.method).params}
-        moved = widenings(self.search, declared, top.parameters, top.trial_index, self.ran)
+        moved = widenings(self.search, self.declared, top.parameters, top.trial_index, self.ran)
         if not moved:
             return
 
@@ -434,8 +435,7 @@ class StudyLoop:
         self.searcher.widen({w.parameter: w.after for w in moved}, store_them)
         self.summary.budget += allowance
         self.widened += moved
-        self.summary.widenings += moved
-        self.search = searched_ranges(self.study.search, self.widened)
+        self.search = searched_ranges(self.search, moved)
         self.on_event(RangesWidened(tuple(moved), self.summary.budget, self.study.name))
 
     def tell_prefixes(self, trial: TrialRecord, trials: list[TrialRecord]) -> int:
@@ -512,7 +512,8 @@ class StudyLoop:
             self.store.save_importance(self.stored.id, importance, lock=self.lock)
         self.summary.proposal_seconds += time.perf_counter() - tick
 
-    def best(self) -> tuple[float, int, dict[str, Any]] | None:
-        """The best completed trial so far by the report's rule: (objective, trial index, parameters)."""
-        top = best_trial(self.stored, self.store.trials(self.stored.id))
+    def best(self, trials: list[TrialRecord] | None = None) -> tuple[float, int, dict[str, Any]] | None:
+        """The best completed trial so far by the report's rule, among `trials` (the study's, read when not given):
+        (objective, trial index, parameters)."""
+        top = best_trial(self.stored, self.store.trials(self.stored.id) if trials is None else trials)
         return None if top is None else (top.metrics[self.study.objective], top.trial_index, top.parameters)

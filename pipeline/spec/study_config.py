@@ -539,7 +539,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
         method_fields.fail("method.name", str(error))
 
     params = _Fields(source, "params", top.take("params", dict, {}))
-    declared = {p.name: p for p in method.params}
+    declared = method.declared
     for key in params.table:
         if key not in declared:
             params.fail(f"params.{key}", f"unknown parameter for method {method.name}; known: {', '.join(declared)}")
