@@ -13,11 +13,12 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu,
-                         Wide, Workers)
+from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
+                         TrialsPerGpu, Wide, Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, clock, live_export
 from pipeline.spec.campaign_config import APART, REFERENCE, SEED_STRIDE
+from pipeline.config import DEFAULT_TRIALS_PER_GPU
 from pipeline.errors import ServerLost
 from pipeline.library_logs import check_log_file
 
@@ -105,6 +106,8 @@ class CampaignView:
             self.evaluation.name_study = True
             print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, StudiesStarted):
+            for view in self.together.values():
+                view.slots = event.capacity
             print_line(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
                        highlight=False)
         elif isinstance(event, StudyFinished):
@@ -166,7 +169,7 @@ def compare(
              "in the verdict); default: the file's `replicates`, else 1.")] = None,
     workers: Workers = None,
     scheduler: Scheduler = None,
-    trials_per_gpu: TrialsPerGpu = 1,
+    trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
     mlflow: Mlflow = None,
     log_file: LogFile = DEFAULT_LOG_FILE,
     set_: Annotated[Optional[list[str]], typer.Option(
@@ -195,6 +198,7 @@ def compare(
     check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates, list(set_ or []))
     check_precision(precision)
+    workers = chosen_workers(ctx, workers, scheduler)
     if workers is not None or scheduler is not None:
         check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
     if scheduler:

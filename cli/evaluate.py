@@ -12,10 +12,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
-from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Precision, Scheduler, Threads, TrialsPerGpu, Wide,
-                         Workers, chosen_format)
+from cli.options import (DEFAULT_LOG_FILE, chosen_format, chosen_workers, Db, Device, LogFile, Precision, Scheduler,
+                         Threads, TrialsPerGpu, typed, Wide, Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
-from pipeline.config import TrainConfig, check_precision
+from pipeline.config import DEFAULT_TRIALS_PER_GPU, TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
 from pipeline.params import Choice, Range, parse_assignment
@@ -113,7 +113,7 @@ def evaluate(
     threads: Threads = None,
     workers: Workers = None,
     scheduler: Scheduler = None,
-    trials_per_gpu: TrialsPerGpu = 1,
+    trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
     log_file: LogFile = DEFAULT_LOG_FILE,
     wide: Wide = False,
 ) -> None:
@@ -125,8 +125,8 @@ def evaluate(
     from pipeline.store import Store, shown_database
 
     if drop is not None:
-        if (against or param or vary or resplit or workers is not None or scheduler or threads is not None
-                or trial is not None):
+        if (against or param or vary or resplit or threads is not None or trial is not None
+                or any(typed(ctx, name) for name in ("workers", "scheduler"))):  # not from the environment
             raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
         _drop(study, db, drop, yes)
         return
@@ -140,6 +140,7 @@ def evaluate(
     print_image_line(plan.study.study.data)  # the study's, as stored
     from pipeline.search.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
 
+    workers = chosen_workers(ctx, workers, scheduler)
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     store = Store(db)  # upgrades a database written by an earlier version
     print_upgrade(store.upgraded)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.config import DEFAULT_DB, MAX_THREADS
+from pipeline.config import DEFAULT_DB, MAX_THREADS, WORKER_MEMORY_GIB
 from pipeline.errors import UserError
 
 Db = Annotated[Optional[str], typer.Option(
@@ -40,13 +40,16 @@ def chosen_format(format_: str, known: tuple[str, ...], alias: str | None = None
         raise UserError(f"unknown format {format_!r}; known: {', '.join(known)}")
     return alias or format_
 Workers = Annotated[Optional[int], typer.Option(
-    help="Train this many trials (or re-training runs) at once, on a Dask cluster of as many worker processes on this "
-         "machine.")]
+    envvar="ROBUST_TUNE_WORKERS",
+    help="Trials (or re-training runs) that train at once, each in a worker process of a Dask cluster on this "
+         "machine with the study's torch threads (1), so the numbers do not depend on the count. Default: one "
+         f"per CPU core (at most one per {WORKER_MEMORY_GIB} GiB of free memory), or --trials-per-gpu on each "
+         "GPU; 1 trains in this process, one at a time.")]
 Scheduler = Annotated[Optional[str], typer.Option(
     envvar="ROBUST_TUNE_SCHEDULER",
     help="Train on an existing Dask cluster: its scheduler's address, e.g. tcp://10.0.0.5:8786.")]
 TrialsPerGpu = Annotated[int, typer.Option(
-    help="With --workers on a machine with GPUs: how many trials (or runs) share one GPU.")]
+    help="On a machine with GPUs: how many trials (or runs) share one GPU, each in its own worker.")]
 LogFile = Annotated[Path, typer.Option(help="Where Ax's, Dask's and other libraries' messages go.")]
 DEFAULT_LOG_FILE = Path("runs/robust-tune.log")
 
@@ -57,3 +60,16 @@ Rounds = Annotated[int, typer.Option(min=1, help="Timed rounds; the median is re
 Initial = Annotated[int, typer.Option(min=1, help="Sobol trials before the GP in each search.")]
 Processes = Annotated[int, typer.Option(min=1, max=256, help="Searches at once, each in its own process.")]
 PlotForce = Annotated[bool, typer.Option("--force", help="Replace an existing --plot file.")]
+
+
+def typed(ctx: typer.Context, option: str) -> bool:
+    """Whether `option` was given on the command line (not its environment variable, not its default)."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(option) == ParameterSource.COMMANDLINE
+
+
+def chosen_workers(ctx: typer.Context, workers: int | None, scheduler: str | None) -> int | None:
+    """--workers, unless it comes from ROBUST_TUNE_WORKERS while --scheduler names a cluster: the command line's
+    choice wins over the environment's."""
+    return None if scheduler and not typed(ctx, "workers") else workers

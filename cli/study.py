@@ -15,10 +15,11 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept, resume_command
-from cli.options import (DEFAULT_LOG_FILE, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads, TrialsPerGpu,
-                         Wide, Workers)
+from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
+                         TrialsPerGpu, Wide, Workers)
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr,
                         stdout, terminal_width)
+from pipeline.config import DEFAULT_TRIALS_PER_GPU
 from pipeline.errors import ServerLost, UserError
 from pipeline.report.formats import FORMATS, check_extension, output_format
 from pipeline.library_logs import check_log_file
@@ -49,12 +50,12 @@ class StudyView:
     terminal. A trial is named by its index everywhere (as in the tables); `k of N` is progress.
     Several trials run at once on parallel workers: each has its line (worker, epoch, clock)."""
 
-    def __init__(self, fixed_epochs: int | None = None) -> None:
+    def __init__(self, fixed_epochs: int | None = None, slots: int = 1) -> None:
         self.fixed_epochs = fixed_epochs  # a study that does not search epochs trains this many
         self.name, self.budget, self.ran = "", 0, 0
         self.started = time.monotonic()
         self.running: dict[int, dict[str, Any]] = {}  # index -> k, parameters, started, worker, epoch
-        self.slots = 1  # the most trials seen running at once
+        self.slots = slots  # trials that train at once (on workers, one more may wait for a free one)
         self.ended_seconds: list[float] = []  # of trials that ended in this run
         self.best = ""
         self.rows: list[tuple[str, str, str, str, str]] = []
@@ -69,13 +70,17 @@ class StudyView:
             return "?"
         mean = sum(self.ended_seconds) / len(self.ended_seconds)
         now = time.monotonic()
-        running = sum(min(now - trial["started"], mean) for trial in self.running.values())
+        running = sum(min(now - trial["started"], mean) for trial in self.running.values()
+                      if trial["worker"] or self.slots == 1)  # not one that waits for a worker
         return "~" + clock(max(0.0, (mean * (self.budget - self.ran) - running) / self.slots))
 
     def status_line(self) -> Text:
         now = time.monotonic()
         line = f"study {self.name}: elapsed {clock(now - self.started)}, left {self.eta()}"
         for index, trial in sorted(self.running.items()):
+            if self.slots > 1 and not trial["worker"]:  # proposed while the others train: starts on the next free one
+                line += f"\ntrial {index} ({trial['k']} of {self.budget}) waits for a free worker"
+                continue
             where = f" on worker {trial['worker']}" if trial["worker"] else ""
             epoch = f", epoch {trial['epoch']}/{trial['epochs']}" if trial["epoch"] else ""
             line += (f"\ntrial {index} ({trial['k']} of {self.budget}){where}{epoch}, running "
@@ -124,7 +129,6 @@ class StudyView:
             self.running[event.trial_index] = dict(
                 k=event.number, parameters=event.parameters, started=time.monotonic(), worker="", epoch=0,
                 epochs=event.parameters.get("epochs", self.fixed_epochs))
-            self.slots = max(self.slots, len(self.running))
             self.bars.reset(self.epochs, total=event.parameters.get("epochs", self.fixed_epochs), status="")
             self.bars.reset(self.batches, total=None)
         elif isinstance(event, TrialRunning) and event.trial_index in self.running:
@@ -183,7 +187,7 @@ def run(
     log_file: LogFile = DEFAULT_LOG_FILE,
     workers: Workers = None,
     scheduler: Scheduler = None,
-    trials_per_gpu: TrialsPerGpu = 1,
+    trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
     mlflow: Mlflow = None,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it.
@@ -202,13 +206,16 @@ def run(
     from pipeline.report.study_tables import best_table, model_pick_table, pareto_tables
     from pipeline.store import SchemaUpgraded, Store, TrialStatus, shown_database
     from pipeline.search.study import RangesWidened, StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
-    from pipeline.search.trial import dataset_for
+    from pipeline.search.trial import InProcessRunner, dataset_for
 
     study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
     live = live_export(db, mlflow or study.mlflow)
+    workers = chosen_workers(ctx, workers, scheduler)
+    runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
+    in_process = isinstance(runner, InProcessRunner)
 
     with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
-        data = dataset_for(study.data, "cpu" if workers or scheduler else device)  # trials in this process reuse it
+        data = dataset_for(study.data, device if in_process else "cpu")  # trials in this process reuse it
     split_lines = [line for line in [image_line(study.data)] if line] + ["examples per split and class:",
                                                                           *data.split_summary(terminal_width(stderr))]
 
@@ -224,8 +231,7 @@ def run(
         if live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
             live.study(study.name)
 
-    view = StudyView(study.fixed.get("epochs"))
-    runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
+    view = StudyView(study.fixed.get("epochs"), runner.capacity)
     parallel = dict(runner=runner, precision=precision)
     resume = resume_command(ctx, {"db": shown_database})
     try:
@@ -264,7 +270,7 @@ def run(
     except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
         raise ServerLost(f"{lost}; {_stopped_trials(study.name, sorted(view.running))}; resume with {resume} "
                          "once it is back") from None
-    overhead = summary.proposal_seconds + summary.storage_seconds
+    overhead, (idle, span) = summary.proposal_seconds + summary.storage_seconds, summary.idle()
     if not summary.new_trials and not summary.stopped:
         stdout.print(f"study {summary.name} already has its {summary.budget} trials; "
                      "--trials N runs more. Nothing was changed.")
@@ -273,10 +279,9 @@ def run(
                      + (f" ({summary.early_stopped} stopped early)" if summary.early_stopped else "")
                      + f", {summary.failed} failed"
                      + (f", {summary.prefixes} epoch prefixes told to Ax" if summary.prefixes else "")
-                     + f", in {summary.seconds:.1f} s; proposing and storing took {overhead:.1f} s "
-                     f"({100 * overhead / max(summary.seconds, 1e-9):.1f}%)"
-                     + (f"; trials began training {sum(summary.start_delays) / len(summary.start_delays):.2f} s "
-                        "after they were stored, on average" if workers or scheduler else "")
+                     + f", in {summary.seconds:.1f} s" + ("" if in_process else f" on {runner.capacity} workers")
+                     + f"; proposing and storing took {overhead:.1f} s; from the first trial's start to the last "
+                     f"one's end, {span:.1f} s, no trial trained for {idle:.1f} s ({100 * idle / max(span, 1e-9):.0f}%)"
                      + f". Library messages: {summary.log_file}")
     if live is not None:
         live.study(study.name)  # a study resumed or finished before: what MLflow lacks of it

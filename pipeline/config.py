@@ -34,6 +34,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # quickstart trial takes 1.4x as long as on 2 threads, but with the cores shared 2 threads took twice as long
 # as 1 (measured in docs/design/performance.md). A study created with more threads keeps them.
 DEFAULT_THREADS = 1
+DEFAULT_TRIALS_PER_GPU = 2  # trials sharing one GPU by default: most of 4's gain (docs/design/performance.md)
+WORKER_MEMORY_GIB = 2  # free memory per default local worker: its libraries, its copy of the data set and a trial
 # Where the database lives when no --db, ROBUST_TUNE_DB or study says otherwise (a SQLite file).
 DEFAULT_DB = "runs/robust-tune.db"
 MAX_THREADS = 1024

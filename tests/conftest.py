@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 os.environ["ROBUST_TUNE_OFFLINE"] = "1"  # tests never download; weights come from files they create
+# The suite trains in its own processes, one trial at a time, unless a test asks for workers; the tests of the
+# default (a worker per core) clear it.
+os.environ["ROBUST_TUNE_WORKERS"] = "1"
 
 import pytest
 import torch

@@ -121,11 +121,11 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
     try:
         runners["in this process"] = started("in this process", InProcessRunner())
         for n in sorted({1, *workers}):  # the tool's clusters first, spawned before the plain one sets Dask's environ
-            runners[f"--workers {n}"] = started(f"--workers {n}", DaskRunner("cpu", log_file, workers=n))
+            runners[f"{n} Dask worker(s)"] = started(f"{n} Dask worker(s)", DaskRunner("cpu", log_file, workers=n))
         runners["plain Dask worker"] = started("plain Dask worker", PlainDaskRunner("cpu", log_file, workers=1))
         for n in sorted(set(workers) - {1}):  # every worker's first trial imports the libraries and loads the data
-            report(f"warming --workers {n}")
-            run_all(runners[f"--workers {n}"], jobs(epochs, threads, n))
+            report(f"warming {n} Dask worker(s)")
+            run_all(runners[f"{n} Dask worker(s)"], jobs(epochs, threads, n))
         seen: dict[int, dict[str, Any]] = {}  # each trial's metrics as the first arm gave them
 
         def agrees(outcomes: dict[int, Outcome]) -> bool:
@@ -133,7 +133,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
 
         same = True
         seconds: dict[str, list[tuple[float, float]]] = {name: [] for name in
-                                                         ("in this process", "--workers 1", "plain Dask worker")}
+                                                         ("in this process", "1 Dask worker(s)", "plain Dask worker")}
         for round_ in range(rounds + 1):
             for name in seconds:
                 report(f"one trial, round {round_}/{rounds}: {name}")
@@ -142,7 +142,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 if round_:
                     seconds[name].append((outcomes[0].result.train_seconds, wall))
         hourly: dict[str, list[float]] = {name: [] for name in ("in this process",
-                                                                *(f"--workers {n}" for n in workers))}
+                                                                *(f"{n} Dask worker(s)" for n in workers))}
         own: dict[str, list[float]] = {name: [] for name in hourly}  # each trial's train_seconds
         for round_ in range(1, rounds + 1):
             for name in hourly:

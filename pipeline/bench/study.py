@@ -82,7 +82,7 @@ def study_benchmark(device: str = "auto", workers: tuple[int, ...] = (2, 4, 8), 
 
             start = time.perf_counter()
             summary = run_study(study, db=str(root / f"study-{n}.db"), device=device, log_file=root / "study.log",
-                                on_event=on_event, runner=trial_runner(n or None, trials_per_gpu=max(n, 1),
+                                on_event=on_event, runner=trial_runner(n or 1, trials_per_gpu=max(n, 1),
                                                                        device=device, log_file=str(root / "study.log"),
                                                                        oversubscribe=True))
             timings.append(StudyTiming(n, time.perf_counter() - start, summary.completed, summary.failed))

@@ -283,6 +283,10 @@ class _Shared:
     def capacity(self) -> int:
         return self.runner.capacity
 
+    @property
+    def ahead(self) -> int:
+        return self.runner.ahead
+
     def __enter__(self) -> _Shared:
         if not self.entered:
             self.stack.enter_context(self.runner)

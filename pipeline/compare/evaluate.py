@@ -449,7 +449,7 @@ def _train_together(trainings: list[_Training], precision: str, runner: TrialRun
 
     with runner or InProcessRunner() as active:
         while waiting or running:
-            while waiting and len(running) < active.capacity:
+            while waiting and len(running) < active.capacity + active.ahead:
                 training, job = waiting.pop(0)
                 active.submit(job)
                 running[(job.study.name, job.trial_index)] = job

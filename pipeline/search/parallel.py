@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import DEFAULT_TRIALS_PER_GPU, WORKER_MEMORY_GIB
 from pipeline.errors import ServerLost, UserError
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialJob, TrialRunner, TrialRunning, \
     trial_outcome
@@ -22,6 +23,9 @@ EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
 
 
 MAX_TRIALS_PER_GPU = 32
+# Trials proposed beyond the ones training, waiting on the cluster for the next free worker: the search proposes
+# while trials train, and a worker that ends a trial starts the next at once instead of waiting for Ax.
+AHEAD = 1
 
 # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
 # system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
@@ -46,20 +50,36 @@ def max_workers(device: str, trials_per_gpu: int) -> tuple[int, str]:
     return cores, f"one trial per CPU core, and this machine has {cores}; use --scheduler for a larger cluster"
 
 
+def default_workers(device: str = "auto", trials_per_gpu: int = DEFAULT_TRIALS_PER_GPU) -> tuple[int, str]:
+    """How many trials train at once when --workers is not given, and why: `trials_per_gpu` per GPU; else one per
+    CPU core, at most one per WORKER_MEMORY_GIB of free memory (each worker holds its own copy of the data)."""
+    import psutil
+    import torch
+
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    if gpus:
+        return gpus * trials_per_gpu, f"{trials_per_gpu} trial(s) on each of {gpus} GPU(s)"
+    cores = usable_cores()
+    by_memory = max(1, int(psutil.virtual_memory().available / 2**30 // WORKER_MEMORY_GIB))
+    if by_memory < cores:
+        return by_memory, f"one per {WORKER_MEMORY_GIB} GiB of free memory ({cores} cores)"
+    return cores, f"one per CPU core ({cores})"
+
+
 def check_options(workers: int | None, scheduler: str | None, trials_per_gpu: int, device: str = "auto",
                   oversubscribe: bool = False) -> None:
     """Refuse bad parallel options in one line, before anything is loaded or stored; more local workers than
     the machine runs at once only with `oversubscribe` (a benchmark of trials sharing the device)."""
-    from distributed.comm import parse_address, parse_host_port
-
     if workers is not None and workers < 1:
-        raise UserError(f"--workers must be 1 or more, not {workers} (leave it out to run trials one at a time)")
+        raise UserError(f"--workers must be 1 or more, not {workers} (1 trains in this process, one trial at a time)")
     if not 1 <= trials_per_gpu <= MAX_TRIALS_PER_GPU:
         raise UserError(f"--trials-per-gpu must be between 1 and {MAX_TRIALS_PER_GPU}, not {trials_per_gpu} "
                         "(more trials than that do not fit one GPU's memory)")
     if workers is not None and scheduler:
         raise UserError("give --workers (a cluster on this machine) or --scheduler (an existing one), not both")
     if scheduler is not None:
+        from distributed.comm import parse_address, parse_host_port
+
         try:
             protocol, location = parse_address(scheduler, strict=True)
             host, port = parse_host_port(location)
@@ -142,24 +162,30 @@ def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
                        silence_logs=False)
 
 
-def trial_runner(workers: int | None = None, scheduler: str | None = None, trials_per_gpu: int = 1,
-                 device: str = "auto", log_file: str = "runs/robust-tune.log",
-                 oversubscribe: bool = False) -> TrialRunner:
-    """Where a study's trials train: this process, a local Dask cluster of `workers` processes, or the
-    cluster at `scheduler`; bad options are a UserError here, before anything is loaded or stored."""
-    if workers is None and scheduler is None:
-        return InProcessRunner()
+def trial_runner(workers: int | None = None, scheduler: str | None = None,
+                 trials_per_gpu: int = DEFAULT_TRIALS_PER_GPU, device: str = "auto",
+                 log_file: str = "runs/robust-tune.log", oversubscribe: bool = False) -> TrialRunner:
+    """Where a study's trials train: the cluster at `scheduler`; else a local Dask cluster of `workers` processes
+    (default: `default_workers`); this process where that is one. Bad options are a UserError here, before anything
+    is loaded or stored."""
     check_options(workers, scheduler, trials_per_gpu, device, oversubscribe)
     if scheduler:
         check_scheduler_reachable(scheduler)
-    return DaskRunner(device, log_file, workers, scheduler, trials_per_gpu)
+        return DaskRunner(device, log_file, None, scheduler, trials_per_gpu)
+    workers = workers or default_workers(device, trials_per_gpu)[0]
+    if workers == 1:
+        return InProcessRunner()
+    return DaskRunner(device, log_file, workers, None, trials_per_gpu)
 
 
 class DaskRunner:
-    """Up to `capacity` trials at once on Dask workers: submit one, wait until some end."""
+    """Up to `capacity` trials at once on Dask workers, and `ahead` more waiting for the first free one: submit one,
+    wait until some end."""
+
+    ahead = AHEAD
 
     def __init__(self, device: str, log_file: str, workers: int | None = None, scheduler: str | None = None,
-                 trials_per_gpu: int = 1) -> None:
+                 trials_per_gpu: int = DEFAULT_TRIALS_PER_GPU) -> None:
         self.device, self.log_file = device, log_file
         self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
         self.futures: dict[Any, TrialJob] = {}  # future -> its job
@@ -175,7 +201,10 @@ class DaskRunner:
         quiet_libraries(self.log_file)  # again, now that distributed has attached its own stderr handler
         # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
         # the study marks the trial interrupted and runs its parameters again, as after a killed run.
+        # The scheduler keeps a trial proposed ahead until a worker is free, rather than queuing it behind a running
+        # one on a busy worker while another worker idles.
         dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                         "distributed.scheduler.worker-saturation": 1.0,
                          "distributed.nanny.pre-spawn-environ.DASK_LOGGING": repr(worker_logging(self.log_file)),
                          **WORKER_MALLOC})
         self.cluster = None
@@ -196,13 +225,22 @@ class DaskRunner:
                 signal.signal(signal.SIGINT, previous)
             self.client = Client(self.cluster)
             self.capacity = self.workers
+            # The search's own arithmetic here (Ax's model) gets the cores the workers leave: on a machine they fill,
+            # one thread, so that it does not make their trials wait on oversubscribed cores.
+            import torch
+
+            self.threads_before = torch.get_num_threads()
+            torch.set_num_threads(max(1, usable_cores() - self.workers))
         self.client.subscribe_topic(EVENTS, lambda event: self.events.put(event[1]))
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.client.close()
         if self.cluster is not None:
+            import torch
+
             self.cluster.close()
+            torch.set_num_threads(self.threads_before)
 
     def submit(self, job: TrialJob) -> None:
         self.check_connected()

@@ -99,7 +99,7 @@ class _Together:
         """Submit trials while the runner has room, each time from the study with the fewest running (then the one
         whose turn came longest ago) that may start one; returns the studies whose searcher waits for a result."""
         waiting: set[str] = set()
-        while sum(len(loop.running) for loop in active) < self.runner.capacity:
+        while sum(len(loop.running) for loop in active) < self.runner.capacity + self.runner.ahead:
             ready = [loop for loop in active if loop.study.name not in waiting and loop.has_room(self.runner)]
             if not ready:
                 break

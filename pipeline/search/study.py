@@ -85,7 +85,18 @@ class StudySummary:
     new_trials: list[int] = field(default_factory=list)
     early_stopped: int = 0  # trials stopped early by this call (counted in `completed` too)
     prefixes: int = 0  # epoch prefixes told to Ax by this call
-    start_delays: list[float] = field(default_factory=list)  # seconds from a trial's row to its training
+    spans: list[tuple[float, float]] = field(default_factory=list)  # when each trial of this call trained (time.time)
+
+    def idle(self) -> tuple[float, float]:
+        """Seconds in which no trial trained, between this call's first trial's start and its last one's end (the
+        search's proposals and storage that did not overlap training, and the waits for them), and that interval."""
+        if not self.spans:
+            return 0.0, 0.0
+        idle = 0.0
+        reached = first = min(start for start, _ in self.spans)
+        for start, end in sorted(self.spans):
+            idle, reached = idle + max(0.0, start - reached), max(reached, end)
+        return idle, reached - first
 
 
 def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:
@@ -107,7 +118,8 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
 
     Our rows are written before Ax is told, so a trial still pending in Ax is: completed or failed
     in our table (killed before Ax was told: tell Ax from the stored record), or running,
-    interrupted or absent there (killed during the trial, or before its row: run it again)."""
+    interrupted or absent there (killed during the trial, or before its row: run it again). An interrupted trial
+    that an earlier run stopped before running it again (no later trial has its parameters) runs again too."""
     store.interrupt_running_trials(study_id, INTERRUPTED, lock=lock)
     rows = {t.trial_index: t for t in store.trials(study_id)}
     requeued = []
@@ -122,7 +134,14 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
         else:
             searcher.mark_failed(index, INTERRUPTED)
             requeued.append(index)
-    return requeued
+    again = [searcher.parameters(index) for index in requeued]
+    for row in sorted(rows.values(), key=lambda row: row.trial_index):
+        if (row.status == TrialStatus.INTERRUPTED and row.trial_index not in requeued and row.parameters not in again
+                and not any(later.trial_index > row.trial_index and later.parameters == row.parameters
+                            for later in rows.values())):
+            requeued.append(row.trial_index)
+            again.append(row.parameters)
+    return sorted(requeued)
 
 
 def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
@@ -294,7 +313,7 @@ class StudyLoop:
         for trial in stored_trials:  # trained, and stopped before its prefixes were told
             self.tell_prefixes(trial, stored_trials)
         self.ran = trials_ran(stored_trials)
-        self.running: dict[int, tuple[int, float]] = {}  # Ax's trial index -> (our row, when it was stored)
+        self.running: dict[int, int] = {}  # Ax's trial index -> our row
         self.widened = store.widenings(stored.id)
         summary.budget = trial_budget(study, bool(self.widened), summary.budget)  # with its allowance once widened
         self.search = searched_ranges(study.search, self.widened)  # the ranges searched now
@@ -306,7 +325,8 @@ class StudyLoop:
 
     def started(self) -> None:
         self.on_event(StudyStarted(self.study.name, self.ran, self.summary.budget, self.ran > 0 or bool(self.requeued),
-                                   [self.searcher.parameters(index) for index in self.requeued]))
+                                   [self.searcher.parameters(index)  # those the budget still has room for
+                                    for index in self.requeued[:max(0, self.summary.budget - self.ran)]]))
 
     def run(self, runner: TrialRunner) -> None:
         self.started()
@@ -327,9 +347,10 @@ class StudyLoop:
         self.on_event(event)
 
     def has_room(self, runner: TrialRunner) -> bool:
-        """Whether another trial may start: the budget not reached, the runner not full, nothing stopped us."""
+        """Whether another trial may start: the budget not reached, the runner not full (its places and the trials
+        that wait for one: `TrialRunner.ahead`), nothing stopped us."""
         return (not self.summary.stopped and self.ran + len(self.running) < self.summary.budget
-                and len(self.running) < runner.capacity)
+                and len(self.running) < runner.capacity + runner.ahead)
 
     def ask(self) -> TrialJob | None:
         """The next trial, stored as running: an interrupted configuration first, else Ax's proposal;
@@ -351,7 +372,7 @@ class StudyLoop:
         self.lock.check()
         row = self.store.start_trial(self.stored.id, index, parameters, self.study.seed, proposal_seconds,
                                      lock=self.lock)
-        self.running[index] = (row, time.time())
+        self.running[index] = row
         self.summary.storage_seconds += time.perf_counter() - tick
         self.summary.new_trials.append(index)
         self.on_event(TrialStarted(index, self.ran + len(self.running), self.summary.budget, parameters,
@@ -371,9 +392,9 @@ class StudyLoop:
 
     def record(self, outcome: Outcome) -> None:
         """Store how a trial ended, then tell Ax (in that order: see `reconcile`)."""
-        row, stored_at = self.running.pop(outcome.trial_index)
+        row = self.running.pop(outcome.trial_index)
         if outcome.started is not None:
-            self.summary.start_delays.append(max(0.0, outcome.started - stored_at))
+            self.summary.spans.append((outcome.started, time.time()))
         tick = time.perf_counter()
         self.lock.check()
         prefixes, stopped_at = 0, None  # epoch prefixes told, and where early stopping ended the trial

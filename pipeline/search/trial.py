@@ -116,12 +116,13 @@ def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
 
 
 class TrialRunner(Protocol):
-    """Where a study's trials train: up to `capacity` at once; `submit` hands one over, `wait` returns
-    the outcomes of those that ended (at least one), passing progress events on meanwhile. Several studies
-    may share one runner (a campaign's, pipeline/search/studies.py): each outcome and progress event names
-    its job's study."""
+    """Where a study's trials train: up to `capacity` at once, and `ahead` more submitted to wait for the first
+    free place (proposed while the others train); `submit` hands one over, `wait` returns the outcomes of those
+    that ended (at least one), passing progress events on meanwhile. Several studies may share one runner (a
+    campaign's, pipeline/search/studies.py): each outcome and progress event names its job's study."""
 
     capacity: int
+    ahead: int
 
     def __enter__(self) -> TrialRunner: ...
 
@@ -135,7 +136,7 @@ class TrialRunner(Protocol):
 class InProcessRunner:
     """One trial at a time, trained in this process when the study loop waits for it."""
 
-    capacity = 1
+    capacity, ahead = 1, 0
 
     def __init__(self) -> None:
         self.queued: TrialJob | None = None

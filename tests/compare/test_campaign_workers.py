@@ -8,10 +8,12 @@ import tempfile
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from pipeline.compare.campaign import CampaignTogether, run_campaign
 from pipeline.compare.evaluate import RunEnded
 from pipeline.compare.verdict import take_verdict
-from pipeline.search.parallel import trial_runner
+from pipeline.search.parallel import trial_runner, usable_cores
 from pipeline.search.study import TrialEnded
 from pipeline.search.studies import StudiesStarted
 from pipeline.search.trial import TrialRunning
@@ -65,13 +67,13 @@ def test_two_workers_search_both_studies_at_once_and_reach_the_sequential_verdic
 
 
 def compare(path: Path, db: Path, kill_at: str | None) -> subprocess.CompletedProcess:
-    """`compare --workers 2` in its own process group, killed at `kill_at`; its worker processes, orphaned by a
-    kill, are killed with it."""
-    env = {**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1",
+    """`compare` as a user types it, on its default workers (one per core), in its own process group, killed at
+    `kill_at`; its worker processes, orphaned by a kill, are killed with it."""
+    env = {**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1", "ROBUST_TUNE_WORKERS": "",
            **({"ROBUST_TUNE_KILL_AT": kill_at} if kill_at else {})}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:  # files: no pipe to fill
         process = subprocess.Popen([ROBUST_TUNE, "compare", str(path), "--db", str(db), "--device", "cpu",
-                                    "--log-file", str(db.with_suffix(".log")), "--workers", "2"], stdout=out,
+                                    "--log-file", str(db.with_suffix(".log"))], stdout=out,
                                    stderr=err, text=True, start_new_session=True, env=env, preexec_fn=default_sigint)
         try:
             process.wait(timeout=300)
@@ -84,7 +86,9 @@ def compare(path: Path, db: Path, kill_at: str | None) -> subprocess.CompletedPr
         return subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read())
 
 
-def test_a_campaign_on_workers_killed_in_its_searches_and_in_its_re_training_resumes_without_a_duplicate(tmp_path):
+@pytest.mark.skipif(usable_cores() < 2, reason="the default is one worker per core")
+def test_a_campaign_on_its_default_workers_killed_in_its_searches_and_in_its_re_training_resumes_without_a_duplicate(
+        tmp_path):
     path, db = tmp_path / "pair.toml", tmp_path / "c.db"
     path.write_text(TWO_TASKS)
     done = [compare(path, db, kill_at) for kill_at in ("after-tell", "after-evaluation-1", None)]

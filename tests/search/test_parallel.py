@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pipeline.config import DEFAULT_THREADS
-from pipeline.search.parallel import trial_runner, worker_devices
+from pipeline.search.parallel import DaskRunner, trial_runner, worker_devices
 from pipeline.store import Store
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
@@ -209,25 +209,27 @@ def test_the_scheduler_killed_mid_trial_is_one_line_leaves_nothing_running_and_a
     assert process.returncode == 1 and "Traceback" not in err, err
     *progress, last = err.strip().splitlines()  # the study's start, then one line saying why it stopped
     assert progress[0] == "examples per split and class:" and progress[4:] == ["study orphan: budget 2 trials"], err
-    assert last == (f"error: lost the Dask scheduler at {address} (the client's connection to it closed); trial 0 of "
-                    f"study orphan was stopped and will run again first; resume with robust-tune run {path} --db {db} "
-                    f"--device cpu --log-file {db.with_suffix('.log')} --scheduler {address} once it is back"), err
-    (parameters,), = rows(db, "select parameters from rt_trials where status = 'interrupted'")
-    assert rows(db, "select status from rt_trials") == [("interrupted",)]  # at once: nothing left running
+    # Trial 0 trained on the one worker, trial 1 (proposed meanwhile) waited for it.
+    assert last == (f"error: lost the Dask scheduler at {address} (the client's connection to it closed); trials 0, 1 "
+                    f"of study orphan were stopped and will run again first; resume with robust-tune run {path} --db "
+                    f"{db} --device cpu --log-file {db.with_suffix('.log')} --scheduler {address} once it is back"), err
+    parameters = rows(db, "select parameters from rt_trials where status = 'interrupted' order by trial_index")
+    assert rows(db, "select status from rt_trials") == [("interrupted",)] * 2  # at once: nothing left running
     assert rows(db, "select * from rt_study_locks") == []
 
     code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 0 and "2 trial(s) completed" in out, err
-    assert "1 interrupted trial(s) run again" in err
+    assert "2 interrupted trial(s) run again" in err
     stored = rows(db, "select trial_index, status, parameters from rt_trials order by trial_index")
-    assert [(i, status) for i, status, _ in stored] == [(0, "interrupted"), (1, "completed"), (2, "completed")]
-    assert stored[1][2] == parameters and stored[2][2] != parameters  # run again first, once
+    assert [(i, status) for i, status, _ in stored] == [(0, "interrupted"), (1, "interrupted"), (2, "completed"),
+                                                        (3, "completed")]
+    assert [(p,) for _, _, p in stored[2:]] == parameters  # run again first, once each
 
 
 def test_a_local_worker_starts_with_glibcs_malloc_settings_not_the_nannys(monkeypatch, tmp_path):
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in a worker's environment, which halved a small-CNN trial's speed.
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    with trial_runner(workers=1, device="cpu", log_file=str(tmp_path / "ax.log")) as runner:
+    with DaskRunner("cpu", str(tmp_path / "ax.log"), workers=1) as runner:
         workers = runner.client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     assert list(workers.values()) == [None]
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ  # nor written into this process's environment by the nanny

@@ -1,0 +1,119 @@
+"""Without --workers, `run` and `evaluate` train on a worker per core (a real Dask LocalCluster, real processes, a
+real SQLite file): trials at once, the budget exact, the numbers of one at a time, Ctrl-C and SIGKILL resumed without
+a lost or duplicated trial. `compare`'s default is killed and resumed in tests/compare/test_campaign_workers.py."""
+import os
+import shutil
+import signal
+import time
+from itertools import combinations
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.search import parallel
+from pipeline.search.parallel import DaskRunner, default_workers, trial_runner, usable_cores
+from pipeline.search.trial import InProcessRunner
+from helpers import robust_tune, rows, start_run, study_file
+
+DEFAULT = {"ROBUST_TUNE_WORKERS": ""}  # the suite's one-at-a-time setting cleared: the tool's own default
+# ERM, one epoch: cheap trials, so that the search's proposals are a large share of the study, as on small data.
+ERM = "epochs = 1\nlr_backbone = 0.05\nmomentum = 0.0\nlr_head = { low = 0.02, high = 0.1 }"
+SLOW = ERM.replace("epochs = 1", "epochs = 3")  # long enough to be stopped in the middle of a trial
+needs_two_cores = pytest.mark.skipif(usable_cores() < 2, reason="the default is one worker per core")
+
+
+def test_the_default_is_a_worker_per_core_at_most_one_per_two_gib_free_and_trials_per_gpu_on_each_gpu(monkeypatch):
+    import psutil
+    import torch
+
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 16)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=64 * 2**30))
+    assert default_workers("cpu") == (16, "one per CPU core (16)")  # a workstation
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=9 * 2**30))
+    assert default_workers("cpu") == (4, "one per 2 GiB of free memory (16 cores)")  # a laptop short of memory
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert default_workers("auto", 2)[0] == 4 and default_workers("cpu")[0] == 4  # a GPU machine; --device cpu
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 1)
+    assert isinstance(trial_runner(None, device="cpu"), InProcessRunner)  # one core: no cluster to start
+    assert isinstance(trial_runner(1, device="cpu"), InProcessRunner)  # --workers 1: this process
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    runner = trial_runner(None, device="cpu")
+    assert isinstance(runner, DaskRunner) and (runner.workers, runner.ahead) == (2, 1)
+
+
+def spans(db: Path) -> list[tuple[float, float]]:
+    """When each trial trained: (start, end) in seconds."""
+    from datetime import datetime
+
+    return [(datetime.fromisoformat(a).timestamp(), datetime.fromisoformat(b).timestamp())
+            for a, b in rows(db, "select started_at, ended_at from rt_trials where status = 'completed'")]
+
+
+@needs_two_cores
+def test_run_without_workers_trains_trials_at_once_ends_its_budget_exactly_and_gives_the_numbers_of_one_at_a_time(
+        tmp_path):
+    path, db = study_file(tmp_path, "cores", "erm", params=ERM, trials=5), tmp_path / "runs.db"
+    done = robust_tune("run", str(path), "--db", str(db), "--device", "cpu", env=DEFAULT)
+    assert done.returncode == 0, done.stderr
+    assert "on worker 0" in done.stderr and "on worker 1" in done.stderr
+    assert "in the run process" not in done.stdout and "on 2 workers; proposing" in " ".join(done.stdout.split())
+    assert rows(db, "select status, count(*), count(distinct parameters) from rt_trials group by status") == [
+        ("completed", 5, 5)]
+    assert any(a0 < b1 and a1 < b0 for (a0, b0), (a1, b1) in combinations(spans(db), 2))  # two trained at once
+
+    alone = tmp_path / "alone.db"
+    done = robust_tune("run", str(path), "--db", str(alone), "--device", "cpu", "--trials", "2", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "on worker" not in done.stderr  # --workers 1: trained in the run process
+    # Sobol's points, and the same numbers for them bit for bit: every trial trains on the study's one thread.
+    query = ("select trial_index, parameters, json_remove(metrics, '$.train_seconds'), per_class from rt_trials "
+             "where trial_index < 2")
+    assert rows(alone, query) == rows(db, query)
+
+
+@needs_two_cores
+def test_a_default_run_stopped_by_ctrl_c_then_killed_resumes_to_its_exact_budget_without_a_duplicate(tmp_path):
+    path, db = study_file(tmp_path, "stops", "erm", params=SLOW, trials=4), tmp_path / "runs.db"
+    path.write_text(path.read_text().replace("initial = 2", "initial = 4"))  # Sobol's: none waits for a result
+    process = start_run(path, db, env=DEFAULT)
+    while len(rows(db, "select 1 from rt_trials where status = 'running'")) < 3:  # two on workers, one waiting
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert "trials 0, 1, 2 of study stops were stopped and will run again first; resume with robust-tune run" in \
+        " ".join(err.split())
+    assert rows(db, "select count(*) from rt_trials where status = 'running'") == [(0,)]
+
+    # Killed while it runs the first of them again (Ax has the new trial, our table not yet): the other two were
+    # still to run again, and the next run must know it from the table, as Ax has them failed since this run.
+    again = start_run(path, db, env={**DEFAULT, "ROBUST_TUNE_KILL_AT": "after-ask"})
+    again.communicate(timeout=120)
+    assert again.returncode == -signal.SIGKILL
+    os.killpg(again.pid, signal.SIGKILL)  # its orphaned workers
+
+    last = start_run(path, db, env=DEFAULT)
+    _, err = last.communicate(timeout=300)
+    assert last.returncode == 0, err
+    completed = rows(db, "select parameters from rt_trials where status = 'completed'")
+    assert len(completed) == 4 and len(set(completed)) == 4  # the budget exactly, no configuration twice
+    assert {status for status, in rows(db, "select status from rt_trials")} <= {"completed", "interrupted"}
+    interrupted = rows(db, "select parameters from rt_trials where status = 'interrupted'")
+    assert len(interrupted) == 3 and set(interrupted) <= set(completed)  # each stopped trial ran again, once
+
+
+@needs_two_cores
+def test_evaluate_without_workers_stores_the_numbers_of_one_at_a_time(tmp_path):
+    path, db = study_file(tmp_path, "again", "erm", params=ERM, trials=2), tmp_path / "runs.db"
+    assert robust_tune("run", str(path), "--db", str(db), "--device", "cpu").returncode == 0  # the suite's: one
+    shutil.copy(db, tmp_path / "alone.db")
+    for copy, extra in ((db, ()), (tmp_path / "alone.db", ("--workers", "1"))):
+        done = robust_tune("evaluate", "again", "--seeds", "3", "--db", str(copy), "--device", "cpu", *extra,
+                           env=DEFAULT)
+        assert done.returncode == 0, done.stderr
+    query = ("select variant, seed, json_remove(metrics, '$.train_seconds'), per_class from rt_evaluations "
+             "order by variant, seed")
+    assert len(rows(db, query)) == 3 and rows(db, query) == rows(tmp_path / "alone.db", query)
