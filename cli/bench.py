@@ -1,5 +1,5 @@
-"""`robust-tune bench steps|study|search|prefixes|parallel|startup|verdict`: the tool measured here and now, one
-benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
+"""`robust-tune bench steps|study|search|prefixes|parallel|workers|startup|verdict`: the tool measured here and now,
+one benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
 mode flags (`bench --search ...`) still run their subcommand, with a note naming the new form."""
 from __future__ import annotations
 
@@ -271,6 +271,25 @@ def bench_parallel(
     _print_parallel(epochs, threads, rounds, trials, tuple(workers or (1, 2)), _markdown(format_, markdown))
 
 
+@bench_app.command("workers")
+def bench_workers(
+    file: Annotated[Path, typer.Argument(help="A study or campaign file, e.g. studies/digits-campaign.toml.")],
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", metavar="KEY=VALUE", help="Override a field of the file, as run and compare do (repeat).")] = None,
+    device: Device = "cpu",
+    rounds: Annotated[int, typer.Option(min=1, help="Runs of each arm, the order alternating.")] = 1,
+    format_: BenchFormat = "table",
+) -> None:
+    """Time a study or campaign on the default workers against --workers 1.
+
+    Runs the file as `run` or `compare` would, into a fresh database each time (removed afterwards): on the
+    default workers (one per core) and one trial at a time in this process, side by side; prints each wall time,
+    their ratio, and whether the default's trials trained at once, kept each budget exactly and never trained a
+    configuration twice."""
+
+    _print_workers(file, tuple(set_ or ()), device, rounds, _markdown(format_, False))
+
+
 @bench_app.command("startup")
 def bench_startup(
     rounds: Rounds = 5,
@@ -306,6 +325,32 @@ def _print_study(device: str, workers: tuple[int, ...], trials: int, image_size:
     _print_results([ReportTable(f"{trials}-trial GI-LS study, MT-Defect-sized ({image_size} px), ResNet18",
                                 ["trials", "wall (s)", "speed-up", "completed", "failed"], rows,
                                 [f"Measured on {machine()}."])], markdown)
+
+
+def _print_workers(file: Path, overrides: tuple[str, ...], device: str, rounds: int, markdown: bool) -> None:
+    """The workers benchmark's table: a row per round and arm, the ratio on the default's rows."""
+    import os
+
+    from pipeline.bench.steps import machine
+    from pipeline.bench.workers import workers_benchmark
+
+    with stderr.status("measuring") as status:
+        results = workers_benchmark(file, overrides, device, rounds, report=lambda message: status.update(message))
+    rows = []
+    for number, (default, one) in enumerate(results, start=1):
+        for arm in (default, one):
+            rows.append([str(number), f"default, {arm.workers}" if arm is default else "--workers 1",
+                         f"{arm.seconds:.0f}", f"{one.seconds / arm.seconds:.2f}x", f"{arm.search_seconds:.0f}",
+                         f"{arm.trials}/{arm.runs}", f"{100 * arm.idle:.0f}%",
+                         "yes" if arm.overlapped else "no", "yes" if arm.exact and arm.distinct else "NO"])
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    _print_results([ReportTable(
+        f"{file.name}: the default workers against one at a time",
+        ["round", "arm", "wall s", "ratio", "search s", "trials/runs", "idle", "overlap", "exact"], rows,
+        [f"Measured on {machine()}, load average {load} at the end. default, N: N trials at once; ratio: "
+         "--workers 1's wall time over the arm's; search: the searches' part; runs: a campaign's re-training runs; "
+         "idle: of the time from the first trial's start to the last one's end, the share in which no trial "
+         "trained; exact: every study ran exactly its budget and no configuration twice."])], markdown)
 
 
 def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers: tuple[int, ...],

@@ -1,4 +1,5 @@
-"""The fault battery: SIGKILL `robust-tune run`, `run --workers 2` (the run process, or one of its Dask workers),
+"""The fault battery: SIGKILL `robust-tune run --workers 1`, `run` on its default workers (the run process), one Dask
+worker of `run --workers 2`,
 `evaluate` and `compare` at random moments, resume each time, and count what a kill cost the store: completed
 trials or runs lost, duplicated, left running (stuck) after the resume, and budgets miscounted. Then the
 concurrency cases: two runs of one study at once, run and evaluate of one study at once, a delete during a run,
@@ -6,7 +7,7 @@ reads while a run writes, and two studies run at once into one SQLite file.
 
     python tools/fault_battery.py --kills 10 --seed 0
 
-With `--pauses N` it runs the pause battery instead: N SIGSTOPs of `run`, `run --workers 2` and `compare` (at a
+With `--pauses N` it runs the pause battery instead: N SIGSTOPs of `run --workers 1`, `run` and `compare` (at a
 random moment of training, inside a write transaction, or just after a trial ended, while Ax tells and proposes),
 held past the lock's stale time while a second process of the same command starts, the first continued at a
 random moment (while the second runs, or after it ended); per case, who finished, the exit codes, tracebacks
@@ -83,7 +84,8 @@ def completed(state: dict[str, list[tuple]]) -> list[tuple]:
 
 def launch(command: list[str], folder: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+                            start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "ROBUST_TUNE_WORKERS": "", **(env or {})})
 
 
 def kill_group(process: subprocess.Popen, whole_group: bool) -> None:
@@ -104,8 +106,8 @@ def battery(kind: str, kills: int, rng: random.Random) -> dict[str, int]:
     db = folder / "battery.db"
     base = ["--db", str(db), "--device", "cpu", "--log-file", str(folder / "log.txt")]
     run = [ROBUST_TUNE, "run", "battery.toml", *base]
-    if kind == "run-workers":
-        run += ["--workers", "2"]
+    if kind == "run":
+        run += ["--workers", "1"]  # one process; "run-workers" is the default, a worker per core
     if kind == "evaluate":  # the study is run to its end first; the kills land in the re-training
         subprocess.run(run, cwd=folder, check=True, capture_output=True)
     command = [ROBUST_TUNE, "evaluate", "battery", "--seeds", str(SEEDS), "--against", "erm,ls,cb", *base] \
@@ -325,7 +327,7 @@ def pause_case(kind: str, rng: random.Random) -> dict:
         names = [f"battery.{method}" for method in CAMPAIGN_METHODS]
     else:
         (folder / "battery.toml").write_text(PAUSE_STUDY)
-        command = [ROBUST_TUNE, "run", "battery.toml"] + (["--workers", "2"] if kind == "run-workers" else [])
+        command = [ROBUST_TUNE, "run", "battery.toml"] + (["--workers", "1"] if kind == "run" else [])
         names = ["battery"]
     command += ["--db", str(db), "--device", "cpu", "--log-file", str(folder / "log.txt")]
     env = {"ROBUST_TUNE_LOCK_STALE_SECONDS": str(PAUSE_STALE)}
@@ -440,7 +442,8 @@ def pause_table(cases: list[dict]) -> None:
     print("\n| command paused | pauses | inside a write | both alive | finished by first / second / resume | "
           "exit codes (first, second) | tracebacks | duplicates | budgets exact | Ax agrees |")
     print("|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
-    names = {"run": "`run`", "run-workers": "`run --workers 2`", "compare": "`compare` (2 methods and ERM)"}
+    names = {"run": "`run --workers 1`", "run-workers": "`run` (a worker per core)",
+             "compare": "`compare` (2 methods and ERM)"}
     for kind in PAUSE_KINDS:
         landed = [c for c in cases if c["kind"] == kind and c["paused"]]
         if not landed:
@@ -485,7 +488,7 @@ def main() -> None:
     cases = concurrency()
     print("\n| command | kills landed | lost | duplicated | stuck | budget miscounted | resume failed |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    names = {"run": "`run`", "run-workers": "`run --workers 2` (the run process)",
+    names = {"run": "`run --workers 1`", "run-workers": "`run` on a worker per core (the run process)",
              "evaluate": f"`evaluate --seeds {SEEDS} --against erm,ls,cb`",
              "worker": "`run --workers 2` (one Dask worker)", "compare": "`compare` (3 methods)"}
     for kind, f in results.items():
