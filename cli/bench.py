@@ -349,8 +349,8 @@ def _print_workers(file: Path, overrides: tuple[str, ...], device: str, rounds: 
         ["round", "arm", "wall s", "ratio", "search s", "trials/runs", "idle", "overlap", "exact"], rows,
         [f"Measured on {machine()}, load average {load} at the end. default, N: N trials at once; ratio: "
          "--workers 1's wall time over the arm's; search: the searches' part; runs: a campaign's re-training runs; "
-         "idle: of the time from the first trial's start to the last one's end, the share in which no trial "
-         "trained; exact: every study ran exactly its budget and no configuration twice."])], markdown)
+         "idle: of the searches' wall time (start-up included), the share in which no trial trained; "
+         "exact: every study ran exactly its budget and no configuration twice."])], markdown)
 
 
 def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers: tuple[int, ...],

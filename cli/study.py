@@ -192,7 +192,8 @@ def run(
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it.
 
-    Completed trials are kept."""
+    Completed trials are kept. Trials train at once, one per CPU core (or --trials-per-gpu per GPU) unless
+    --workers says otherwise; the search proposes the next while they train."""
     from pipeline.spec.study_config import check_trials, load_study
 
     check_trials(trials)

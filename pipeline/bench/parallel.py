@@ -114,6 +114,8 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
         report(f"starting {name}")
         tick = time.perf_counter()
         runner.__enter__()
+        if isinstance(runner, DaskRunner):
+            runner.start()  # a local cluster starts with its first trial otherwise
         starts[name] = time.perf_counter() - tick
         return runner
 

@@ -29,7 +29,7 @@ class WorkersTiming:
     exact: bool  # every study ran exactly its budget
     distinct: bool  # no configuration trained twice within a study
     overlapped: bool  # some two trials trained at the same time
-    idle: float  # share of the time from the first trial's start to the last one's end in which no trial trained
+    idle: float  # share of the searches' wall time (start-up included) in which no trial trained
 
 
 def is_campaign(path: Path) -> bool:
@@ -50,15 +50,12 @@ def trial_spans(db: Path) -> list[tuple[float, float]]:
     return [(datetime.fromisoformat(a).timestamp(), datetime.fromisoformat(b).timestamp()) for a, b in found]
 
 
-def idle_share(spans: list[tuple[float, float]]) -> float:
-    """The share of [first start, last end] in which none of `spans` was running."""
-    if not spans:
-        return 0.0
-    idle = 0.0
-    reached = first = min(start for start, _ in spans)
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """How long at least one of `spans` was running."""
+    busy, reached = 0.0, float("-inf")
     for start, end in sorted(spans):
-        idle, reached = idle + max(0.0, start - reached), max(reached, end)
-    return idle / max(reached - first, 1e-9)
+        busy, reached = busy + max(0.0, end - max(start, reached)), max(reached, end)
+    return busy
 
 
 def budgets_kept(db: Path) -> tuple[bool, bool]:
@@ -96,7 +93,7 @@ def run_arm(path: Path, overrides: list[str], workers: int | None, folder: Path,
     overlapped = any(a0 < b1 and a1 < b0 for i, (a0, b0) in enumerate(spans) for a1, b1 in spans[i + 1:])
     exact, distinct = budgets_kept(db)
     return WorkersTiming(runner.capacity, seconds, search, trials, runs, exact, distinct, overlapped,
-                         idle_share(spans))
+                         max(0.0, 1 - busy_seconds(spans) / search))
 
 
 def workers_benchmark(path: Path, overrides: tuple[str, ...] = (), device: str = "cpu", rounds: int = 1,

@@ -207,35 +207,45 @@ class DaskRunner:
                          "distributed.scheduler.worker-saturation": 1.0,
                          "distributed.nanny.pre-spawn-environ.DASK_LOGGING": repr(worker_logging(self.log_file)),
                          **WORKER_MALLOC})
-        self.cluster = None
+        self.cluster, self.client = None, None
         if self.scheduler:
             try:
                 self.client = Client(self.scheduler, timeout="20s")
             except (OSError, TimeoutError) as error:
                 raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {error}") from None
             self.capacity = max(1, sum(self.client.nthreads().values()))
+            self.client.subscribe_topic(EVENTS, lambda event: self.events.put(event[1]))
         else:
-            # A nanny copies its workers' environment into this process's, and an existing variable wins over the
-            # config: an earlier cluster's logging (another log file) would otherwise be this one's too.
-            os.environ.pop("DASK_LOGGING", None)
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
-            try:
-                self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
-            finally:
-                signal.signal(signal.SIGINT, previous)
-            self.client = Client(self.cluster)
-            self.capacity = self.workers
-            # The search's own arithmetic here (Ax's model) gets the cores the workers leave: on a machine they fill,
-            # one thread, so that it does not make their trials wait on oversubscribed cores.
-            import torch
+            self.capacity = self.workers  # the cluster starts with the first trial: a study with none to run
+        return self                      # starts no process
 
-            self.threads_before = torch.get_num_threads()
-            torch.set_num_threads(max(1, usable_cores() - self.workers))
+    def start(self) -> Any:
+        """The client, the local cluster started first if it is not yet."""
+        if self.client is not None:
+            return self.client
+        from distributed import Client
+
+        # A nanny copies its workers' environment into this process's, and an existing variable wins over the
+        # config: an earlier cluster's logging (another log file) would otherwise be this one's too.
+        os.environ.pop("DASK_LOGGING", None)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
+        try:
+            self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        self.client = Client(self.cluster)
         self.client.subscribe_topic(EVENTS, lambda event: self.events.put(event[1]))
-        return self
+        # The search's own arithmetic here (Ax's model) gets the cores the workers leave: on a machine they fill,
+        # one thread, so that it does not make their trials wait on oversubscribed cores.
+        import torch
+
+        self.threads_before = torch.get_num_threads()
+        torch.set_num_threads(max(1, usable_cores() - self.workers))
+        return self.client
 
     def __exit__(self, *exc: object) -> None:
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
         if self.cluster is not None:
             import torch
 
@@ -243,8 +253,9 @@ class DaskRunner:
             torch.set_num_threads(self.threads_before)
 
     def submit(self, job: TrialJob) -> None:
+        client = self.start()
         self.check_connected()
-        future = self.client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
+        future = client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
         self.futures[future] = job
 
     def check_connected(self) -> None:

@@ -3,16 +3,16 @@ and with --workers 1, side by side, each into a fresh database; the table says t
 and kept the budget exactly."""
 import pytest
 
-from pipeline.bench.workers import idle_share
+from pipeline.bench.workers import busy_seconds
 from pipeline.search.parallel import usable_cores
 from helpers import robust_tune, study_file
 
 ERM = "epochs = 1\nlr_backbone = 0.05\nmomentum = 0.0\nlr_head = { low = 0.02, high = 0.1 }"
 
 
-def test_the_idle_share_is_the_time_no_span_covers():
-    assert idle_share([(0, 4), (1, 2), (6, 10)]) == pytest.approx(0.2)  # 4 to 6 of 0 to 10
-    assert idle_share([(0, 5), (5, 10)]) == 0.0 and idle_share([]) == 0.0
+def test_the_busy_time_is_what_the_union_of_the_spans_covers():
+    assert busy_seconds([(6, 10), (0, 4), (1, 2), (3, 5)]) == pytest.approx(9)  # 0 to 5 and 6 to 10
+    assert busy_seconds([(0, 5), (5, 10)]) == 10 and busy_seconds([]) == 0
 
 
 @pytest.mark.skipif(usable_cores() < 2, reason="the default is one worker per core")

@@ -148,7 +148,7 @@ def test_a_local_workers_library_messages_go_to_the_log_file(tmp_path, capfd):
     lands in the study's log file, marked as a worker's, and not on the terminal the workers share."""
     log = tmp_path / "runs.log"
     with trial_runner(2, None, 1, "cpu", str(log)) as runner:
-        runner.client.run(lambda: __import__("logging").getLogger("distributed.worker").error("lost the scheduler"))
+        runner.start().run(lambda: __import__("logging").getLogger("distributed.worker").error("lost the scheduler"))
     assert log.read_text().count("ERROR distributed.worker (a worker): lost the scheduler") == 2
     assert "lost the scheduler" not in capfd.readouterr().err
 
@@ -230,7 +230,7 @@ def test_a_local_worker_starts_with_glibcs_malloc_settings_not_the_nannys(monkey
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in a worker's environment, which halved a small-CNN trial's speed.
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     with DaskRunner("cpu", str(tmp_path / "ax.log"), workers=1) as runner:
-        workers = runner.client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        workers = runner.start().run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     assert list(workers.values()) == [None]
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ  # nor written into this process's environment by the nanny
 
