@@ -280,7 +280,7 @@ def bench_workers(
     rounds: Annotated[int, typer.Option(min=1, help="Runs of each arm, the order alternating.")] = 1,
     format_: BenchFormat = "table",
 ) -> None:
-    """Time a study or campaign on the default workers against --workers 1.
+    """Time the default workers against --workers 1.
 
     Runs the file as `run` or `compare` would, into a fresh database each time (removed afterwards): on the
     default workers (one per core) and one trial at a time in this process, side by side; prints each wall time,

@@ -120,6 +120,15 @@ def start_run(path: Path, db: Path, *extra: str, env: dict[str, str] | None = No
                             env={**os.environ, **(env or {})}, preexec_fn=default_sigint)
 
 
+def kill_orphans(process: subprocess.Popen) -> None:
+    """SIGKILL what is left of a killed command's process group (its Dask workers), if anything is: a local
+    cluster starts only with the first trial."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def default_sigint() -> None:
     """Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT from its parent (the test
     process may have ignored it while it started Dask workers), and Python then keeps ignoring it."""

@@ -1,7 +1,6 @@
 """Without --workers, `run` and `evaluate` train on a worker per core (a real Dask LocalCluster, real processes, a
 real SQLite file): trials at once, the budget exact, the numbers of one at a time, Ctrl-C and SIGKILL resumed without
 a lost or duplicated trial. `compare`'s default is killed and resumed in tests/compare/test_campaign_workers.py."""
-import os
 import shutil
 import signal
 import time
@@ -14,7 +13,7 @@ import pytest
 from pipeline.search import parallel
 from pipeline.search.parallel import DaskRunner, default_workers, trial_runner, usable_cores
 from pipeline.search.trial import InProcessRunner
-from helpers import robust_tune, rows, start_run, study_file
+from helpers import kill_orphans, robust_tune, rows, start_run, study_file
 
 DEFAULT = {"ROBUST_TUNE_WORKERS": ""}  # the suite's one-at-a-time setting cleared: the tool's own default
 # ERM, one epoch: cheap trials, so that the search's proposals are a large share of the study, as on small data.
@@ -93,7 +92,7 @@ def test_a_default_run_stopped_by_ctrl_c_then_killed_resumes_to_its_exact_budget
     again = start_run(path, db, env={**DEFAULT, "ROBUST_TUNE_KILL_AT": "after-ask"})
     again.communicate(timeout=120)
     assert again.returncode == -signal.SIGKILL
-    os.killpg(again.pid, signal.SIGKILL)  # its orphaned workers
+    kill_orphans(again)  # its orphaned workers, if it had started them
 
     last = start_run(path, db, env=DEFAULT)
     _, err = last.communicate(timeout=300)

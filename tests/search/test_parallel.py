@@ -17,7 +17,7 @@ from pipeline.store import Store
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
 from pipeline.training.trainer import torch_threads
-from helpers import study_file, FAST, rows, start_run
+from helpers import study_file, FAST, kill_orphans, rows, start_run
 from conftest import free_port
 
 # Long enough to be killed in the middle: the kills follow a poll of the trials' rows, and a worker's trial
@@ -113,7 +113,7 @@ def test_the_run_process_killed_and_started_again_completes_the_budget_with_no_d
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    os.killpg(process.pid, signal.SIGKILL)  # its orphaned worker processes, which can no longer report
+    kill_orphans(process)  # its orphaned worker processes, which can no longer report
     again = start_run(path, db, "--workers", "2")
     _, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
