@@ -16,6 +16,7 @@ OWN_OPTIONS = {
     "prefixes": {"--variant", "--seeds", "--budget", "--initial", "--min-epochs", "--processes", "--plot",
                  "--force", "--format"},
     "parallel": {"--workers", "--trials", "--epochs", "--threads", "--rounds", "--format"},
+    "runs": {"--runs", "--threads", "--epochs", "--device", "--rounds", "--format"},
     "startup": {"--rounds", "--db", "--format"},
     "verdict": {"--from", "--db", "--campaigns", "--seed", "--truth", "--methods", "--replicates", "--seeds",
                 "--seeds-per-round", "--max-seeds", "--primary", "--smallest-effect", "--level", "--test-images",
