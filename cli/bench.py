@@ -1,5 +1,5 @@
-"""`robust-tune bench steps|study|search|prefixes|parallel|workers|startup|verdict`: the tool measured here and now,
-one benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
+"""`robust-tune bench steps|study|search|prefixes|parallel|workers|runs|startup|verdict`: the tool measured here and
+now, one benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
 mode flags (`bench --search ...`) still run their subcommand, with a note naming the new form."""
 from __future__ import annotations
 
@@ -288,6 +288,25 @@ def bench_workers(
     configuration twice."""
 
     _print_workers(file, tuple(set_ or ()), device, rounds, _markdown(format_, False))
+@bench_app.command("runs")
+def bench_runs(
+    runs: Annotated[Optional[list[int]], typer.Option(
+        metavar="N", min=1, max=256, help="Runs of one configuration, seeds 0..N-1 (repeat; default 4 and 8).")]
+    = None,
+    threads: Annotated[Optional[list[int]], typer.Option(
+        metavar="T", min=1, max=64, help="torch's CPU threads (repeat; default 1 and 2).")] = None,
+    epochs: Annotated[int, typer.Option(min=1, help="Each run's epochs.")] = 3,
+    device: Device = "auto",
+    rounds: Rounds = 3,
+    format_: BenchFormat = "table",
+    markdown: MarkdownAlias = False,
+) -> None:
+    """Time several runs of one configuration trained at once against one at a time.
+
+    Runs per hour of N ERM runs (the small CNN on the digits) through the trainer one after another and as one
+    batched model over the seeds, side by side in one process, and the largest difference between the two arms'
+    numbers."""
+    _print_runs(tuple(runs or (4, 8)), tuple(threads or (1, 2)), epochs, device, rounds, _markdown(format_, markdown))
 
 
 @bench_app.command("startup")
@@ -380,6 +399,24 @@ def _print_parallel(epochs: int, threads: int, rounds: int, trials: int, workers
                        [[line.arm, f"{line.start_seconds:.1f}", f"{line.trials_per_hour:.0f}", f"{line.ratio:.2f}x",
                          f"{line.trial_seconds:.2f}"] for line in bench.throughput])
     _print_results([one, many], markdown)
+
+
+def _print_runs(runs: tuple[int, ...], threads: tuple[int, ...], epochs: int, device: str, rounds: int,
+                markdown: bool) -> None:
+    """The several-runs benchmark's table: runs per hour of each arm, their ratio and the largest differences."""
+    from pipeline.bench.runs import benchmark, machine
+
+    with stderr.status("measuring") as status:
+        rows = benchmark(runs, threads, epochs, rounds, device, report=lambda message: status.update(message))
+    _print_results([ReportTable(
+        f"Runs per hour, ERM, small CNN on the digits, {epochs} epoch(s)",
+        ["runs", "threads", "one at a time", "batched", "batched / one", "weights diff", "loss diff",
+         "metrics diff (points)"],
+        [[str(row.runs), str(row.threads), f"{row.one_at_a_time_per_hour:.0f}", f"{row.batched_per_hour:.0f}",
+          f"{row.ratio:.2f}x", f"{row.weights:.1e}", f"{row.train_loss:.1e}", f"{row.accuracy_points:.2f}"]
+         for row in rows],
+        [f"Measured on {machine(device)}; medians of {rounds} rounds, the arms interleaved; each diff is the largest "
+         "over the seeds between the batched run and the same seed's run one at a time."])], markdown)
 
 
 def _print_startup(db: str, rounds: int, markdown: bool) -> None:

@@ -17,6 +17,7 @@ OWN_OPTIONS = {
                  "--force", "--format"},
     "parallel": {"--workers", "--trials", "--epochs", "--threads", "--rounds", "--format"},
     "workers": {"--set", "--device", "--rounds", "--format"},
+    "runs": {"--runs", "--threads", "--epochs", "--device", "--rounds", "--format"},
     "startup": {"--rounds", "--db", "--format"},
     "verdict": {"--from", "--db", "--campaigns", "--seed", "--truth", "--methods", "--replicates", "--seeds",
                 "--seeds-per-round", "--max-seeds", "--primary", "--smallest-effect", "--level", "--test-images",
