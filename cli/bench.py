@@ -301,7 +301,7 @@ def bench_runs(
     format_: BenchFormat = "table",
     markdown: MarkdownAlias = False,
 ) -> None:
-    """Time several runs of one configuration trained at once against one at a time.
+    """Time runs of one configuration batched against one at a time.
 
     Runs per hour of N ERM runs (the small CNN on the digits) through the trainer one after another and as one
     batched model over the seeds, side by side in one process, and the largest difference between the two arms'
