@@ -207,8 +207,9 @@ def bench_search(
         metavar="PROBLEM", help="Only this problem (repeat; default all).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option(
         metavar="STRATEGY", help="Only this strategy (repeat; default all but gp-warp, gp-centre, gp-winsorized, "
-                                 "gp-2seeds, gp-trust and gp-margin); with the suffix +widen (gp+widen), the search "
-                                 "widens a range whose soft end the best trial sits on, as a study does.")] = None,
+                                 "gp-2seeds, gp-trust, gp-margin, gp-fast and gp-fast2); with the suffix +widen "
+                                 "(gp+widen), the search widens a range whose soft end the best trial sits on, as a "
+                                 "study does.")] = None,
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="Search seeds per strategy and problem.")]
     = SEARCH_SEEDS,
     trials: Annotated[int, typer.Option(min=1, max=200, help="The trainings each search gets.")] = 20,

@@ -9,7 +9,8 @@ model's posterior mean among the tried ones. What counts is the recommendation's
 Strategies: the tool's own Ax generation strategies (pipeline/search/ax.py: "gp" and its variants, "sobol",
 "random"; the same objects a study uses), and Optuna's TPE with its defaults ("tpe") when Optuna is
 installed; on request also Ax's default GP that winsorises ("gp-winsorized") and the GP told the mean and
-standard error of two training seeds per proposal at the same total training ("gp-2seeds").
+standard error of two training seeds per proposal at the same total training ("gp-2seeds"), and the gp with its
+acquisition optimised from fewer starts and raw samples ("gp-fast", "gp-fast2"; docs/design/search.md, Proposal cost).
 
 A strategy named with the suffix WIDEN ("gp+widen", "random+widen") widens its search space as a study does: after
 every told trial, each soft end of a range (the problem's declared parameters) that the best observed trial sits on
