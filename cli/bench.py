@@ -207,8 +207,9 @@ def bench_search(
         metavar="PROBLEM", help="Only this problem (repeat; default all).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option(
         metavar="STRATEGY", help="Only this strategy (repeat; default all but gp-warp, gp-centre, gp-winsorized, "
-                                 "gp-2seeds, gp-trust and gp-margin); with the suffix +widen (gp+widen), the search "
-                                 "widens a range whose soft end the best trial sits on, as a study does.")] = None,
+                                 "gp-2seeds, gp-trust, gp-margin, gp-fast and gp-fast2); with the suffix +widen "
+                                 "(gp+widen), the search widens a range whose soft end the best trial sits on, as a "
+                                 "study does.")] = None,
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="Search seeds per strategy and problem.")]
     = SEARCH_SEEDS,
     trials: Annotated[int, typer.Option(min=1, max=200, help="The trainings each search gets.")] = 20,
@@ -527,6 +528,7 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
                    [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" + (
                        "" if s.widened is None else f" (widened {100 * s.widened:.0f}%)") for s in rows],
                      f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()]))
+    tables.append(_proposal_cost_table(proposals, initial))
     bases = {base_strategy(name) for name in proposals}
     note = (f"True value (%) of the configuration each strategy recommends after k trainings, median over {seeds} "
             "search seeds, and its interquartile range (IQR); (model): the tried configuration the GP "
@@ -549,6 +551,24 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
             table.add_row(*row)
         stdout.print(table)
     stdout.print(escape(note))
+
+
+def _proposal_cost_table(proposals: dict[str, list], initial: int) -> tuple[str, list[str], list[list[str]]]:
+    """Seconds per proposal after the initial ones (a GP's fit and acquisition), median per strategy and problem,
+    and each strategy's time as a multiple of gp's (geometric mean over the problems both ran): the ratio is what
+    compares on a machine shared with other work."""
+    problems = list(dict.fromkeys(s.problem for rows in proposals.values() for s in rows))
+    gp = {s.problem: s.model_seconds for s in proposals.get("gp", [])}
+
+    def ratio(rows: list) -> str:
+        logs = [math.log(s.model_seconds / gp[s.problem]) for s in rows
+                if gp.get(s.problem, 0) > 0 and s.model_seconds > 0]
+        return f"{math.exp(sum(logs) / len(logs)):.2f}" if logs else ""
+
+    rows = [[name, *[next((f"{s.model_seconds:.2f}" for s in mine if s.problem == p), "") for p in problems],
+             ratio(mine)] for name, mine in proposals.items()]
+    return (f"Seconds per proposal after the first {initial} trainings (median; side by side, so compare within a run)",
+            ["strategy", *problems, "ratio to gp"], rows)
 
 
 CAPTIONS = ("The best observed (what the best table shows):", "The GP's pick (what --pick model re-trains):",

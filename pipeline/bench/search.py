@@ -9,7 +9,8 @@ model's posterior mean among the tried ones. What counts is the recommendation's
 Strategies: the tool's own Ax generation strategies (pipeline/search/ax.py: "gp" and its variants, "sobol",
 "random"; the same objects a study uses), and Optuna's TPE with its defaults ("tpe") when Optuna is
 installed; on request also Ax's default GP that winsorises ("gp-winsorized") and the GP told the mean and
-standard error of two training seeds per proposal at the same total training ("gp-2seeds").
+standard error of two training seeds per proposal at the same total training ("gp-2seeds"), and the gp with its
+acquisition optimised from fewer starts and raw samples ("gp-fast", "gp-fast2"; docs/design/search.md, Proposal cost).
 
 A strategy named with the suffix WIDEN ("gp+widen", "random+widen") widens its search space as a study does: after
 every told trial, each soft end of a range (the problem's declared parameters) that the best observed trial sits on
@@ -39,6 +40,8 @@ STRATEGY_NOTES = {
     "gp-rbf-power-centre": "gp-rbf, power transform, centre first",
     "gp-trust": "gp with the acquisition optimised in a box of half each range around the best trial",
     "gp-margin": "gp with the acquisition kept 5% inside the bounds the best trial has not reached",
+    "gp-fast": "gp with its acquisition optimised from 5 starts, the best of 256 raw samples (Ax: 20 of 1,024)",
+    "gp-fast2": "gp with its acquisition optimised from 2 starts, the best of 64 raw samples",
     "gp-winsorized": "the gp on results winsorised as Ax does by default",
     "gp-2seeds": "the gp told the mean and standard error of 2 training seeds per proposal (half the proposals)",
     "sobol": "a scrambled Sobol sequence",
@@ -47,7 +50,11 @@ STRATEGY_NOTES = {
 }
 WIDEN = "+widen"  # a strategy's suffix: widen the ranges as a study does (see the module's docstring)
 # Measured before, or too slow to measure at the default size (docs/design/search.md): run when named.
-ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds", "gp-trust", "gp-margin")
+ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds", "gp-trust", "gp-margin", "gp-fast", "gp-fast2")
+# The benchmark's own variants of the study's gp: (strategy, winsorize, acquisition effort; None: the study's).
+BENCH_VARIANTS: dict[str, tuple[str, bool, str | None]] = {
+    "gp-winsorized": ("gp", True, None), "gp-2seeds": ("gp", False, None),
+    "gp-fast": ("gp", False, "fast"), "gp-fast2": ("gp", False, "fast2")}
 # The model's pick is the study's own GP (surrogate.fit_gp: the gp's) whatever proposed the trials: taken for these.
 MODEL_PICKS = ("gp", "gp-2seeds")
 
@@ -88,12 +95,18 @@ class SearchRun:
     strategy: str
     seed: int
     trainings_per_trial: int
+    initial: int = 0  # trainings proposed before the model (Sobol's)
     observed: list[float | None] = field(default_factory=list)  # per proposal (a mean over its seeds)
     truths: list[float] = field(default_factory=list)  # per proposal
     on_edge: list[bool] = field(default_factory=list)  # per proposal after the initial ones, in the box searched then
     widened: list[tuple[int, str, str]] = field(default_factory=list)  # (after trial, parameter, side) per widening
     proposal_seconds: list[float] = field(default_factory=list)
     model_picks: dict[int, int] = field(default_factory=dict)  # trainings -> index of the model's pick
+
+    def model_seconds(self) -> list[float]:
+        """The time of each proposal after the initial ones: the model's (a GP's fit and acquisition)."""
+        per_trial = self.trainings_per_trial
+        return [s for count, s in enumerate(self.proposal_seconds, 1) if count * per_trial > self.initial]
 
     def observed_pick(self, trainings: int) -> int | None:
         """Index of the best observed configuration among the first `trainings` trainings."""
@@ -120,8 +133,9 @@ class AxSearch:
                                          name=f"{problem.name}-{strategy}-{seed}")
         self.client.configure_optimization(objective="value")
         base = base_strategy(strategy)
+        study_strategy, winsorize, effort = BENCH_VARIANTS.get(base, (base, False, None))
         self.client.set_generation_strategy(generation_strategy(
-            initial, seed, "gp" if base in ("gp-winsorized", "gp-2seeds") else base, winsorize=base == "gp-winsorized"))
+            initial, seed, study_strategy, winsorize, effort))
         self.index: int | None = None
         self.problem, self.widens = problem, strategy.endswith(WIDEN)
         self.search: dict[str, Range | Choice] = dict(problem.search)  # the box searched now
@@ -223,7 +237,7 @@ def run_search(problem: Problem, strategy: str, seed: int, trainings: int, initi
     per_trial = 2 if strategy == "gp-2seeds" else 1
     searcher = (TpeSearch if strategy == "tpe" else AxSearch)(problem, strategy, seed, max(1, initial // per_trial))
     noise = np.random.default_rng([seed, sum(map(ord, problem.name))])
-    run = SearchRun(problem.name, strategy, seed, per_trial)
+    run = SearchRun(problem.name, strategy, seed, per_trial, initial)
     for count in range(1, trainings // per_trial + 1):
         tick = time.perf_counter()
         parameters = searcher.ask()
@@ -254,6 +268,7 @@ class Summary:
     beats_random: float | None  # share of seeds whose recommendation at the last checkpoint beats random's
     edge_share: float | None  # share of proposals after the initial ones with a range parameter on a bound
     proposal_ms: float  # median time of one proposal
+    model_seconds: float  # median time of one proposal after the initial ones (a GP's: fit and acquisition)
     best: float  # the problem's best true value
     widened: float | None = None  # with WIDEN: share of seeds whose search widened a range
 
@@ -282,6 +297,7 @@ def summarise(runs: list[SearchRun], checkpoints: tuple[int, ...], best: dict[st
             summaries.append(Summary(problem, strategy, pick, len(mine), quartiles, beats,
                                      float(np.mean(edges)) if edges else None,
                                      1000 * float(np.median([s for r in mine for s in r.proposal_seconds])),
+                                     float(np.median([s for r in mine for s in r.model_seconds()] or [math.nan])),
                                      best[problem],
                                      float(np.mean([bool(r.widened) for r in mine])) if strategy.endswith(WIDEN)
                                      else None))
@@ -309,10 +325,11 @@ def search_benchmark(problem_names: tuple[str, ...], strategy_names: tuple[str, 
                      report: Callable[[str], None] = lambda message: None
                      ) -> tuple[list[SearchRun], list[Summary], tuple[int, ...]]:
     """Every strategy from search seeds 0 .. seeds-1 on every problem at `trainings` trainings, the runs
-    spread over `processes` processes (one thread each; a run's result does not depend on where it ran)."""
+    spread over `processes` processes (one thread each; a run's result does not depend on where it ran). The
+    strategies take turns seed by seed, so that a machine busier at one time than another slows them alike."""
     checkpoints = tuple(k for k in (5, 10, 15, 20, 30, 40, 50) if k < trainings) + (trainings,)
     jobs = [(name, strategy, seed, trainings, initial, checkpoints, log_file) for name in problem_names
-            for strategy in strategy_names for seed in range(seeds)]
+            for seed in range(seeds) for strategy in strategy_names]
     runs = run_jobs(_run_job, jobs, processes, report, lambda job: f"{job[0]}, {job[1]}, seed {job[2]}")
     best = {name: _problem(name).best for name in problem_names}
     return runs, summarise(runs, checkpoints, best), checkpoints

@@ -94,6 +94,17 @@ TRUST_SIDE = 0.5  # `trust`: the side of the box around the best trial, as a sha
 MARGIN = 0.05  # `margin`: how far inside each bound (a share of its range) the acquisition stays
 
 
+# How hard the acquisition is optimised for one proposal: L-BFGS from `num_restarts` starting points, the best of
+# `raw_samples` quasi-random points (per value of a choice parameter, which Ax enumerates). "ax": Ax's own defaults
+# (20 restarts, 1,024 raw samples), left to Ax; the cheaper ones are measured in docs/design/search.md (Proposal cost).
+ACQUISITION_EFFORTS: dict[str, dict[str, int]] = {
+    "ax": {},
+    "fast": {"num_restarts": 5, "raw_samples": 256},
+    "fast2": {"num_restarts": 2, "raw_samples": 64},
+}
+ACQUISITION_EFFORT = "ax"  # what every GP strategy of a study uses
+
+
 class BoxedAcquisition(Acquisition):
     """Ax's acquisition (log noisy expected improvement on the study's GP), optimised over a box inside the search
     space that `box` draws around the best trial so far; the whole space when there is none (several objectives,
@@ -186,17 +197,28 @@ def gp_generator_kwargs(winsorize: bool = False, options: frozenset[str] = froze
     return kwargs
 
 
-def gp_step(winsorize: bool = False, options: frozenset[str] = frozenset()) -> GenerationStep:
-    """The study's Gaussian process step (see `gp_generator_kwargs`)."""
+def gp_gen_kwargs(effort: str | None = None) -> dict[str, Any]:
+    """What Ax's GP generator is given for each proposal: the acquisition optimiser's settings of `effort`
+    (ACQUISITION_EFFORTS; None: ACQUISITION_EFFORT, the study's)."""
+    settings = ACQUISITION_EFFORTS[effort or ACQUISITION_EFFORT]
+    return {"model_gen_options": {"optimizer_kwargs": dict(settings)}} if settings else {}
+
+
+def gp_step(winsorize: bool = False, options: frozenset[str] = frozenset(),
+            effort: str | None = None) -> GenerationStep:
+    """The study's Gaussian process step (see `gp_generator_kwargs`), its acquisition optimised with `effort`."""
     return GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True,
-                          generator_kwargs=gp_generator_kwargs(winsorize, options))
+                          generator_kwargs=gp_generator_kwargs(winsorize, options),
+                          generator_gen_kwargs=gp_gen_kwargs(effort))
 
 
-def centred_strategy(initial_trials: int, seed: int, options: frozenset[str]) -> GenerationStrategy:
+def centred_strategy(initial_trials: int, seed: int, options: frozenset[str],
+                     effort: str | None = None) -> GenerationStrategy:
     """The centre of the box first (Ax's current default start), then Sobol up to `initial_trials` in all, then
     the GP of `options`: Ax's node graph, as Ax's own default strategy builds it."""
     gp = GenerationNode(name="GP", should_deduplicate=True, generator_specs=[GeneratorSpec(
-        generator_enum=Generators.BOTORCH_MODULAR, generator_kwargs=gp_generator_kwargs(False, options))])
+        generator_enum=Generators.BOTORCH_MODULAR, generator_kwargs=gp_generator_kwargs(False, options),
+        generator_gen_kwargs=gp_gen_kwargs(effort))])
     sobol_trials = initial_trials - 1  # the centre is one of the initial trials
     nodes: list[GenerationNode] = [gp]
     if sobol_trials > 0:
@@ -219,11 +241,12 @@ def gp_node_name(options: frozenset[str]) -> str:
                     + [o.capitalize() for o in ("warp", "power", "trust", "margin") if o in options])
 
 
-def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
-                        winsorize: bool = False) -> GenerationStrategy:
+def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp", winsorize: bool = False,
+                        effort: str | None = None) -> GenerationStrategy:
     """The study's generation strategy (study_config.STRATEGIES): `gp` and the other GP strategies start with
     `initial_trials` seeded Sobol trials (the first of them the centre of the box with `centre`), then the
-    Gaussian process of `gp_generator_kwargs`; `sobol` and `random` propose every trial without a model.
+    Gaussian process of `gp_generator_kwargs`, its acquisition optimised with `effort` (ACQUISITION_EFFORTS);
+    `sobol` and `random` propose every trial without a model.
 
     Every step refuses to propose parameters already tried; a trial that raised is marked
     abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again, and so do an
@@ -236,13 +259,13 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp",
             generator=Generators.UNIFORM, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
     options = gp_options(strategy)
     if "centre" in options:
-        return centred_strategy(initial_trials, seed, options)
+        return centred_strategy(initial_trials, seed, options, effort)
     name = f"Sobol{initial_trials}+GP_Matern52" if strategy == "gp" else f"Sobol{initial_trials}+" + gp_node_name(
         options)
     return GenerationStrategy(name=name, nodes=[
         GenerationStep(generator=Generators.SOBOL, num_trials=initial_trials, min_trials_observed=initial_trials,
                        generator_kwargs={"seed": seed}, should_deduplicate=True),
-        gp_step(winsorize, options),
+        gp_step(winsorize, options, effort),
     ])
 
 
