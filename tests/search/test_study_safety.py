@@ -214,15 +214,19 @@ def test_a_delete_paused_while_another_process_took_the_study_over_deletes_nothi
     lock.release()
 
 
-def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it_ran_again(tmp_path):
+def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it_ran_again(tmp_path, monkeypatch):
     """An interrupted trial is failed in Ax and its parameters run again as a new trial under the same arm; Ax's
     own de-duplication leaves out the arms of failed trials, which would let a strategy propose those parameters
-    a third time. In a space of two points: both are proposed once, then the space is exhausted."""
+    a third time. In a space of two points: both are proposed once, then the space is exhausted. Sobol gives up
+    after 200 draws that were all tried already, not Ax's 10,000 (each draw of a two-point space lands on one of
+    the two, so an interrupted point left out of the de-duplication is drawn again within the first few)."""
     from pipeline.library_logs import quiet_libraries
     from pipeline.search.study import INTERRUPTED, create_study
 
     quiet_libraries(tmp_path / "ax.log")
     from pipeline.search.ax import Searcher
+
+    monkeypatch.setattr("ax.generators.random.base.DEFAULT_MAX_RS_DRAWS", 200)
 
     path = study_file(tmp_path, "two", params='epochs = 1\nperturb = "feature"\nalpha = 0.1\neta = 2.0\n'
                                               'T = { low = 1, high = 2 }', trials=4)
