@@ -2,9 +2,11 @@
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,16 +27,25 @@ def uninterrupted(tmp_path_factory) -> list[tuple[dict, dict]]:
     return completed_trials(tmp / "runs.db", "exact")
 
 
+@pytest.fixture(scope="module")
+def two_ran(tmp_path_factory) -> Path:
+    """The database of that study stopped after its two Sobol trials (the tests copy it before resuming it)."""
+    tmp = tmp_path_factory.mktemp("two-ran")
+    run_study(load_study(study_file(tmp, "exact", params=FAST, trials=4)), str(tmp / "runs.db"), "cpu", trials=2,
+              log_file=tmp / "ax.log")
+    return tmp / "runs.db"
+
+
 @pytest.mark.parametrize("point", ["after-ask", "after-record"])
 @pytest.mark.parametrize("ran", [0, 2], ids=["sobol", "gp"])
-def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, point, ran):
+def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, two_ran, point, ran):
     """Killed at a write in the Sobol phase (trial 0 of 2 initial) or in the Gaussian process's (trial 2),
     then resumed: the same proposals in the same order and the same results as a run that never stopped.
     Killed after Ax proposed and before our row, the proposal is run again, once, before anything new; killed
     after our record and before Ax was told, the trial is completed in Ax on resume without training again."""
     path, db = study_file(tmp_path, "exact", params=FAST, trials=4), tmp_path / "runs.db"
     if ran:
-        run_study(load_study(path), str(db), "cpu", trials=ran, log_file=tmp_path / "ax.log")
+        shutil.copyfile(two_ran, db)
     process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": point})
     process.communicate()
     assert process.returncode == -signal.SIGKILL
