@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
+from pipeline.store import lock as lock_module
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.params import Range
@@ -127,7 +128,9 @@ class Store:
         self.upgraded: str | None = None
         write = create if write is None else write
         try:
-            self.engine = sa.create_engine(self.url)
+            sqlite = sa.engine.make_url(self.url).get_backend_name() == "sqlite"  # its busy timeout: the lock wait
+            self.engine = sa.create_engine(self.url,
+                                           connect_args={"timeout": lock_module.LOCK_WAIT_MS / 1000} if sqlite else {})
             if not create and not sa.inspect(self.engine).has_table(studies.name):
                 raise UserError(f"{self.shown} holds no robust-tune studies; run a study first, or name one with --db")
             if write:

@@ -2,9 +2,11 @@
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,16 +27,25 @@ def uninterrupted(tmp_path_factory) -> list[tuple[dict, dict]]:
     return completed_trials(tmp / "runs.db", "exact")
 
 
+@pytest.fixture(scope="module")
+def two_ran(tmp_path_factory) -> Path:
+    """The database of that study stopped after its two Sobol trials (the tests copy it before resuming it)."""
+    tmp = tmp_path_factory.mktemp("two-ran")
+    run_study(load_study(study_file(tmp, "exact", params=FAST, trials=4)), str(tmp / "runs.db"), "cpu", trials=2,
+              log_file=tmp / "ax.log")
+    return tmp / "runs.db"
+
+
 @pytest.mark.parametrize("point", ["after-ask", "after-record"])
 @pytest.mark.parametrize("ran", [0, 2], ids=["sobol", "gp"])
-def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, point, ran):
+def test_a_killed_study_resumes_exactly(tmp_path, uninterrupted, two_ran, point, ran):
     """Killed at a write in the Sobol phase (trial 0 of 2 initial) or in the Gaussian process's (trial 2),
     then resumed: the same proposals in the same order and the same results as a run that never stopped.
     Killed after Ax proposed and before our row, the proposal is run again, once, before anything new; killed
     after our record and before Ax was told, the trial is completed in Ax on resume without training again."""
     path, db = study_file(tmp_path, "exact", params=FAST, trials=4), tmp_path / "runs.db"
     if ran:
-        run_study(load_study(path), str(db), "cpu", trials=ran, log_file=tmp_path / "ax.log")
+        shutil.copyfile(two_ran, db)
     process = start_run(path, db, env={"ROBUST_TUNE_KILL_AT": point})
     process.communicate()
     assert process.returncode == -signal.SIGKILL
@@ -214,15 +225,19 @@ def test_a_delete_paused_while_another_process_took_the_study_over_deletes_nothi
     lock.release()
 
 
-def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it_ran_again(tmp_path):
+def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it_ran_again(tmp_path, monkeypatch):
     """An interrupted trial is failed in Ax and its parameters run again as a new trial under the same arm; Ax's
     own de-duplication leaves out the arms of failed trials, which would let a strategy propose those parameters
-    a third time. In a space of two points: both are proposed once, then the space is exhausted."""
+    a third time. In a space of two points: both are proposed once, then the space is exhausted. Sobol gives up
+    after 200 draws that were all tried already, not Ax's 10,000 (each draw of a two-point space lands on one of
+    the two, so an interrupted point left out of the de-duplication is drawn again within the first few)."""
     from pipeline.library_logs import quiet_libraries
     from pipeline.search.study import INTERRUPTED, create_study
 
     quiet_libraries(tmp_path / "ax.log")
     from pipeline.search.ax import Searcher
+
+    monkeypatch.setattr("ax.generators.random.base.DEFAULT_MAX_RS_DRAWS", 200)
 
     path = study_file(tmp_path, "two", params='epochs = 1\nperturb = "feature"\nalpha = 0.1\neta = 2.0\n'
                                               'T = { low = 1, high = 2 }', trials=4)
