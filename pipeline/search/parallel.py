@@ -110,9 +110,10 @@ def check_scheduler_reachable(scheduler: str, timeout: float = 10.0) -> None:
                         "nothing was stored") from None
 
 
-def worker_devices(workers: int, trials_per_gpu: int, gpus: int) -> list[str | None]:
-    """CUDA_VISIBLE_DEVICES per local worker: `trials_per_gpu` workers share each GPU; None without GPUs."""
-    return [str(i // trials_per_gpu % gpus) if gpus else None for i in range(workers)]
+def worker_devices(workers: int, gpus: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES per local worker: the GPUs in turn, so that every GPU gets a worker before any gets a
+    second (--workers 4 on 4 GPUs: one each, whatever --trials-per-gpu allows); None without GPUs."""
+    return [str(i % gpus) if gpus else None for i in range(workers)]
 
 
 def train_on_worker(job: TrialJob) -> Outcome:
@@ -144,7 +145,7 @@ def worker_logging(log_file: str) -> dict[str, Any]:
                         for name in ("distributed", "tornado")}}
 
 
-def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
+def local_cluster(workers: int, device: str) -> Any:
     """A cluster of `workers` worker processes on this machine, one thread each, named 0..N-1: what
     LocalCluster builds, with each worker's own environment (its GPU; the libraries' share of the cores; torch
     computes each trial on the trial's own thread count, which the trainer sets)."""
@@ -154,7 +155,7 @@ def local_cluster(workers: int, device: str, trials_per_gpu: int) -> Any:
     threads = str(max(1, (os.cpu_count() or 1) // workers))
     gpus = torch.cuda.device_count() if device != "cpu" else 0
     specs = {}
-    for name, gpu in enumerate(worker_devices(workers, trials_per_gpu, gpus)):
+    for name, gpu in enumerate(worker_devices(workers, gpus)):
         env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} | ({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})
         specs[name] = {"cls": Nanny, "options": {"nthreads": 1, "name": name, "env": env, "host": "127.0.0.1"}}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": None, "host": "127.0.0.1"}}
@@ -230,7 +231,7 @@ class DaskRunner:
         os.environ.pop("DASK_LOGGING", None)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers inherit it: Ctrl-C is ours alone
         try:
-            self.cluster = local_cluster(self.workers, self.device, self.trials_per_gpu)
+            self.cluster = local_cluster(self.workers, self.device)
         finally:
             signal.signal(signal.SIGINT, previous)
         self.client = Client(self.cluster)

@@ -30,12 +30,27 @@ import sqlalchemy as sa
 from pipeline.errors import ServerLost, UserError
 from pipeline.store.schema import campaign_locks, study_locks
 
+
+
+def _env_number(name: str, default: float) -> float:
+    """A positive number from the environment variable `name`, else `default`; anything else is a one-line
+    UserError naming the variable."""
+    text = os.environ.get(name, "")
+    try:
+        value = float(text) if text else default
+        if not value > 0:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"{name} must be a positive number, not {text!r}") from None
+    return value
+
+
 # A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
-LOCK_STALE_SECONDS = float(os.environ.get("ROBUST_TUNE_LOCK_STALE_SECONDS", "120"))
+LOCK_STALE_SECONDS = _env_number("ROBUST_TUNE_LOCK_STALE_SECONDS", 120)
 # How long taking a lock waits for a row another transaction keeps locked on PostgreSQL (SQLite's wait is
 # the Store's busy timeout, the same), before saying the database is busy. ROBUST_TUNE_LOCK_WAIT_MS sets it
 # (the tests of a busy database wait less).
-LOCK_WAIT_MS = int(os.environ.get("ROBUST_TUNE_LOCK_WAIT_MS", "5000"))
+LOCK_WAIT_MS = int(_env_number("ROBUST_TUNE_LOCK_WAIT_MS", 5000))
 
 
 def now() -> dt.datetime:

@@ -166,9 +166,9 @@ def test_bad_parallel_options_exit_2_with_one_line_and_store_nothing(tmp_path, c
 
 
 def test_local_workers_share_gpus_by_trials_per_gpu():
-    assert worker_devices(4, 1, 2) == ["0", "1", "0", "1"]
-    assert worker_devices(4, 2, 2) == ["0", "0", "1", "1"]
-    assert worker_devices(2, 1, 0) == [None, None]
+    assert worker_devices(4, 2) == ["0", "1", "0", "1"]  # two trials on each of two GPUs
+    assert worker_devices(4, 4) == ["0", "1", "2", "3"]  # --workers 4 on 4 GPUs: one each, not two on two
+    assert worker_devices(2, 0) == [None, None]
 
 
 @pytest.fixture
