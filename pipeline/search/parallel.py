@@ -172,11 +172,11 @@ def trial_runner(workers: int | None = None, scheduler: str | None = None,
     check_options(workers, scheduler, trials_per_gpu, device, oversubscribe)
     if scheduler:
         check_scheduler_reachable(scheduler)
-        return DaskRunner(device, log_file, None, scheduler, trials_per_gpu)
+        return DaskRunner(device, log_file, None, scheduler)
     workers = workers or default_workers(device, trials_per_gpu)[0]
     if workers == 1:
         return InProcessRunner()
-    return DaskRunner(device, log_file, workers, None, trials_per_gpu)
+    return DaskRunner(device, log_file, workers)
 
 
 class DaskRunner:
@@ -185,10 +185,9 @@ class DaskRunner:
 
     ahead = AHEAD
 
-    def __init__(self, device: str, log_file: str, workers: int | None = None, scheduler: str | None = None,
-                 trials_per_gpu: int = DEFAULT_TRIALS_PER_GPU) -> None:
+    def __init__(self, device: str, log_file: str, workers: int | None = None, scheduler: str | None = None) -> None:
         self.device, self.log_file = device, log_file
-        self.workers, self.scheduler, self.trials_per_gpu = workers, scheduler, trials_per_gpu
+        self.workers, self.scheduler = workers, scheduler
         self.futures: dict[Any, TrialJob] = {}  # future -> its job
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
         self.capacity = 0
