@@ -107,7 +107,7 @@ class CampaignView:
             print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, StudiesStarted):
             for view in self.together.values():
-                view.slots = event.capacity
+                view.slots = max(1, event.capacity)
             print_line(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
                        highlight=False)
         elif isinstance(event, StudyFinished):

@@ -55,7 +55,7 @@ class StudyView:
         self.name, self.budget, self.ran = "", 0, 0
         self.started = time.monotonic()
         self.running: dict[int, dict[str, Any]] = {}  # index -> k, parameters, started, worker, epoch
-        self.slots = slots  # trials that train at once (on workers, one more may wait for a free one)
+        self.slots = max(1, slots)  # trials that train at once (on workers, one more may wait for a free one)
         self.ended_seconds: list[float] = []  # of trials that ended in this run
         self.best = ""
         self.rows: list[tuple[str, str, str, str, str]] = []

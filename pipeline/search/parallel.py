@@ -190,7 +190,7 @@ class DaskRunner:
         self.workers, self.scheduler = workers, scheduler
         self.futures: dict[Any, TrialJob] = {}  # future -> its job
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
-        self.capacity = 0
+        self.capacity = workers or 0  # a scheduler's: known once connected (__enter__)
 
     def __enter__(self) -> DaskRunner:
         import dask

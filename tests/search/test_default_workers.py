@@ -1,6 +1,8 @@
 """Without --workers, `run` and `evaluate` train on a worker per core (a real Dask LocalCluster, real processes, a
 real SQLite file): trials at once, the budget exact, the numbers of one at a time, Ctrl-C and SIGKILL resumed without
 a lost or duplicated trial. `compare`'s default is killed and resumed in tests/compare/test_campaign_workers.py."""
+import os
+import re
 import shutil
 import signal
 import time
@@ -116,3 +118,36 @@ def test_evaluate_without_workers_stores_the_numbers_of_one_at_a_time(tmp_path):
     query = ("select variant, seed, json_remove(metrics, '$.train_seconds'), per_class from rt_evaluations "
              "order by variant, seed")
     assert len(rows(db, query)) == 3 and rows(db, query) == rows(tmp_path / "alone.db", query)
+
+
+@needs_two_cores
+def test_a_default_run_on_a_terminal_shows_its_live_view_and_ends_with_its_trials(tmp_path):
+    """On a real terminal (a pseudo-terminal), where the live view is drawn: the view of trials on workers,
+    one of them waiting for a free worker, runs to its end."""
+    import pty
+    import subprocess
+
+    from helpers import ROBUST_TUNE
+
+    path = study_file(tmp_path, "seen", "erm", params=ERM, trials=3)
+    path.write_text(path.read_text().replace("initial = 2", "initial = 3"))  # the third proposed at once, waiting
+    leader, follower = pty.openpty()
+    env = {**os.environ, **DEFAULT, "COLUMNS": "80", "LINES": "40", "TERM": "xterm"}
+    done = subprocess.run([ROBUST_TUNE, "run", str(path), "--db", str(tmp_path / "runs.db"), "--device", "cpu",
+                           "--log-file", str(tmp_path / "ax.log")], stdin=follower, stdout=follower, stderr=follower,
+                          env=env, timeout=300)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end closed: everything was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    text = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace")).split())
+    assert done.returncode == 0 and "Traceback" not in text and "Error" not in text, text
+    assert "trial 2 (3 of 3) waits for a free worker" in text and "on worker 1" in text
+    assert "study seen: 3 trial(s) completed now" in text and "left ~" in text
