@@ -133,21 +133,22 @@ def test_a_default_run_on_a_terminal_shows_its_live_view_and_ends_with_its_trial
     path.write_text(path.read_text().replace("initial = 2", "initial = 3"))  # the third proposed at once, waiting
     leader, follower = pty.openpty()
     env = {**os.environ, **DEFAULT, "COLUMNS": "80", "LINES": "40", "TERM": "xterm"}
-    done = subprocess.run([ROBUST_TUNE, "run", str(path), "--db", str(tmp_path / "runs.db"), "--device", "cpu",
-                           "--log-file", str(tmp_path / "ax.log")], stdin=follower, stdout=follower, stderr=follower,
-                          env=env, timeout=300)
+    process = subprocess.Popen([ROBUST_TUNE, "run", str(path), "--db", str(tmp_path / "runs.db"), "--device", "cpu",
+                                "--log-file", str(tmp_path / "ax.log")], stdin=follower, stdout=follower,
+                               stderr=follower, env=env)
     os.close(follower)
     shown = b""
-    while True:
+    while True:  # read as it draws: a terminal's buffer is small, and a full one would stop the run
         try:
             chunk = os.read(leader, 65536)
-        except OSError:  # the terminal's other end closed: everything was read
+        except OSError:  # every process holding the terminal has ended: everything was read
             break
         if not chunk:
             break
         shown += chunk
     os.close(leader)
+    process.wait(timeout=60)
     text = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace")).split())
-    assert done.returncode == 0 and "Traceback" not in text and "Error" not in text, text
+    assert process.returncode == 0 and "Traceback" not in text and "Error" not in text, text
     assert "trial 2 (3 of 3) waits for a free worker" in text and "on worker 1" in text
     assert "study seen: 3 trial(s) completed now" in text and "left ~" in text
