@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pipeline.errors import UserError
 from pipeline.search.parallel import default_workers, trial_runner
+from pipeline.search.study import busy_seconds
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,6 @@ def trial_spans(db: Path) -> list[tuple[float, float]]:
         found = connection.execute("select started_at, ended_at from rt_trials where status in "
                                    "('completed', 'early_stopped', 'failed')").fetchall()
     return [(datetime.fromisoformat(a).timestamp(), datetime.fromisoformat(b).timestamp()) for a, b in found]
-
-
-def busy_seconds(spans: list[tuple[float, float]]) -> float:
-    """How long at least one of `spans` was running."""
-    busy, reached = 0.0, float("-inf")
-    for start, end in sorted(spans):
-        busy, reached = busy + max(0.0, end - max(start, reached)), max(reached, end)
-    return busy
 
 
 def budgets_kept(db: Path) -> tuple[bool, bool]:

@@ -92,11 +92,16 @@ class StudySummary:
         search's proposals and storage that did not overlap training, and the waits for them), and that interval."""
         if not self.spans:
             return 0.0, 0.0
-        idle = 0.0
-        reached = first = min(start for start, _ in self.spans)
-        for start, end in sorted(self.spans):
-            idle, reached = idle + max(0.0, start - reached), max(reached, end)
-        return idle, reached - first
+        interval = max(end for _, end in self.spans) - min(start for start, _ in self.spans)
+        return interval - busy_seconds(self.spans), interval
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """How long at least one of `spans` (start, end) was running: the length of their union."""
+    busy, reached = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        busy, reached = busy + max(0.0, end - max(start, reached)), max(reached, end)
+    return busy
 
 
 def _refuse_other_study(study: StudyConfig, differing: list[str]) -> None:

@@ -3,7 +3,7 @@ and with --workers 1, side by side, each into a fresh database; the table says t
 and kept the budget exactly."""
 import pytest
 
-from pipeline.bench.workers import busy_seconds
+from pipeline.search.study import busy_seconds
 from pipeline.search.parallel import usable_cores
 from helpers import robust_tune, study_file
 
