@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
 	@echo "set-up: robust-tune and its test extra (Ax, BoTorch, Dask, ...)"
 	$(PY) -m pip install --quiet -e '.[test]'
+# torchattacks only for the test that checks the tool's attacks against it, bit for bit; without its
+# dependencies: it pins requests~=2.25.1 (published advisories), and its attacks need only torch
+	$(PY) -m pip install --quiet --no-deps torchattacks==3.5.1
+# a venv made by 0.11.0 or earlier has autorank and baycomp, whose top-level package `tests` shadows the suite's
+	$(PY) -m pip uninstall --quiet --yes autorank baycomp 2>/dev/null || true
 	touch $(STAMP)
 	@echo "set-up: done"
 

@@ -2,12 +2,13 @@
 
 Per task, the verdict of a one-task campaign (pipeline/compare/verdict.py). Across tasks, per metric:
 - each method's mean rank over the tasks (rank 1 the best mean of its re-trained runs on the pairs every method ran
-  in that task), and the test autorank (Herbold 2020, following Demsar 2006) chooses for ranks: with three or more
-  methods the Friedman test and, where it rejects, the Nemenyi post-hoc with its critical difference (two methods
+  in that task), and Demsar's (2006) test for ranks as autorank (Herbold 2020) makes it: with three or more methods
+  the Friedman test (scipy's) and, where it rejects, the Nemenyi post-hoc with its critical difference (two methods
   differ where their mean ranks are further apart than that); with two, the Wilcoxon signed-rank test, two-sided
   (scipy's, exact where scipy computes it exactly; autorank's is one-sided in the direction of the larger median,
   which doubles its false-positive rate). As autorank requires, at least MIN_TASKS tasks: below that the ranks are
-  shown and no test is made, and the verdict says why;
+  shown and no test is made, and the verdict says why. autorank itself is no dependency: it brings baycomp, and both
+  install a top-level package named `tests` over anyone's own;
 - each method's difference to ERM, the mean over tasks of its per-task mean paired difference, with a 95%
   stratified-bootstrap interval (pairs resampled within each task), and the probability of improvement over ERM
   averaged over tasks (per task, the Mann-Whitney share of run pairs the method wins, ties half) with a stratified
@@ -16,14 +17,11 @@ Per task, the verdict of a one-task campaign (pipeline/compare/verdict.py). Acro
 - whether the order of the methods by expected best validation score (pipeline/compare/budget_curves.py) at the full
   budget is the one at half of it.
 
-autorank, scipy and numpy are imported inside the functions that use them: reading commands stay light.
+scipy, statsmodels and numpy are imported inside the functions that use them: reading commands stay light.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -46,7 +44,7 @@ class Ranking:
     methods: list[str]  # the methods ranked: those with runs in every task, best mean rank first
     scores: dict[str, dict[str, float]]  # task -> method -> mean of its runs on the pairs every method has there
     mean_ranks: dict[str, float]
-    test: str | None = None  # "friedman" (autorank's) or, for two methods, "wilcoxon"; None: no test (refusal: why)
+    test: str | None = None  # "friedman" or, for two methods, "wilcoxon"; None: no test (refusal: why)
     # Friedman's chi-square (scipy.stats.friedmanchisquare), or with two methods Wilcoxon's (scipy.stats.wilcoxon)
     statistic: float | None = None
     p_value: float | None = None
@@ -118,23 +116,19 @@ def rank_methods(metric: str, scores: Mapping[str, Mapping[str, float]], methods
                                "tested")
     if len(methods) == 2:
         return _two_methods(metric, plain, ranks, methods, alpha)
-    import pandas as pd
-    from autorank import autorank
+    import numpy as np
     from scipy.stats import friedmanchisquare
+    from statsmodels.stats.libqsturng import qsturng
 
-    frame = pd.DataFrame([[scores[t][m] for m in methods] for t in scores], columns=list(methods))
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # autorank prints its choice of test
-        warnings.simplefilter("ignore")  # and warns about small samples: the refusal above is the rule kept
-        result = autorank(frame, alpha=alpha, verbose=False, order="descending", force_mode="nonparametric")
-    ranks = {m: float(result.rankdf.loc[m, "meanrank"]) for m in methods} if "meanrank" in result.rankdf else ranks
-    ordered = sorted(methods, key=lambda m: ranks[m])
-    statistic = (float(friedmanchisquare(*[frame[m].to_numpy() for m in methods]).statistic)
-                 if result.omnibus == "friedman" else None)
-    cd = None if result.cd is None else float(result.cd)
+    friedman = friedmanchisquare(*[[scores[t][m] for t in scores] for m in methods])
+    k, n = len(methods), len(scores)
+    # Nemenyi's critical difference (Demsar 2006, eq. 5: q_alpha from the studentized range over sqrt 2)
+    cd = float(qsturng(1 - alpha, k, np.inf) * math.sqrt(k * (k + 1) / (12 * n)))
     differ = []
-    if result.pvalue < alpha and cd is not None:
+    if friedman.pvalue < alpha:
         differ = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:] if ranks[b] - ranks[a] > cd]
-    return Ranking(metric, ordered, plain, ranks, str(result.omnibus), statistic, float(result.pvalue), cd, differ)
+    return Ranking(metric, ordered, plain, ranks, "friedman", float(friedman.statistic), float(friedman.pvalue), cd,
+                   differ)
 
 
 def _two_methods(metric: str, scores: dict[str, dict[str, float]], ranks: dict[str, float], methods: Sequence[str],

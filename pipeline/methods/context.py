@@ -21,7 +21,7 @@ class PartContext:
 
 @contextmanager
 def global_rng_from(generator: torch.Generator) -> Iterator[None]:
-    """Run library code that draws from torch's global RNG (torchvision's MixUp and CutMix, torchattacks'
+    """Run library code that draws from torch's global RNG (torchvision's MixUp and CutMix, the attacks'
     random start) on a seed drawn from the run's generator, then restore the global state untouched."""
     seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
     devices = [generator.device] if generator.device.type == "cuda" else []

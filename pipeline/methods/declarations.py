@@ -78,15 +78,15 @@ MIXERS: Registry[MixerFactory] = Registry("mixer", [
 ], default=Part("no mixer", "mixer", (), "the batch as drawn", "pipeline.methods.mixers:NoMixer"))
 
 # A chain of generators: GI-LS's ascent first, then at most one attack on its batch (the GI-LS paper's
-# Table 7). The attacks are one class, given the torchattacks constructor and which of its keyword
-# arguments each parameter sets.
+# Table 7). The attacks are one class, given the attack (pipeline/methods/attacks.py, torchattacks' algorithms) and
+# which of its keyword arguments each parameter sets.
 ASCENT, ATTACK = Stage("ascent", 0), Stage("attack", 1)
 ATTACK_CLASS = "pipeline.methods.generators:Attack"
 
 
-def torchattacks_options(constructor: str, **arguments: str) -> dict[str, object]:
-    """The Attack class's options for `torchattacks.<constructor>`: keyword argument -> parameter name."""
-    return {"constructor": constructor, "arguments": arguments}
+def attack_options(attack: str, **arguments: str) -> dict[str, object]:
+    """The Attack class's options for `attacks.ATTACKS[attack]`: keyword argument -> parameter name."""
+    return {"attack": attack, "arguments": arguments}
 
 
 GENERATORS: Registry[GeneratorFactory] = Registry("generator", [
@@ -107,24 +107,24 @@ GENERATORS: Registry[GeneratorFactory] = Registry("generator", [
         HParam("pgd_eps", "float", EPS_8, "[0, 1]", "L-inf radius in [0, 1] pixels (GI-LS paper: 8/255)"),
         HParam("pgd_step", "float", 2 / 255, "[0, 1]", "step size (Madry et al. 2018 and torchattacks: 2/255)"),
         HParam("pgd_steps", "int", 10, "[1, 1000]", "steps from a random start (torchattacks' default: 10)"),
-    ), "PGD adversarial training (Madry et al. 2018), torchattacks.PGD", ATTACK_CLASS,
-        torchattacks_options("PGD", eps="pgd_eps", alpha="pgd_step", steps="pgd_steps"), stage=ATTACK),
+    ), "PGD adversarial training (Madry et al. 2018), as torchattacks.PGD", ATTACK_CLASS,
+        attack_options("pgd", eps="pgd_eps", step="pgd_step", steps="pgd_steps"), stage=ATTACK),
     Part("fgsm", "generator", (
         HParam("fgsm_eps", "float", EPS_8, "[0, 1]", "step eps * sign(gradient) in [0, 1] pixels (GI-LS paper: 8/255)"),
-    ), "FGSM adversarial training (Goodfellow et al. 2014), torchattacks.FGSM", ATTACK_CLASS,
-        torchattacks_options("FGSM", eps="fgsm_eps"), stage=ATTACK),
+    ), "FGSM adversarial training (Goodfellow et al. 2014), as torchattacks.FGSM", ATTACK_CLASS,
+        attack_options("fgsm", eps="fgsm_eps"), stage=ATTACK),
     Part("cw", "generator", (
         HParam("cw_c", "float", 1.0, "(0, inf)", "weight of the misclassification term (torchattacks' default: 1)"),
         HParam("cw_steps", "int", 50, "[1, 1000]", "Adam steps (torchattacks' default: 50)"),
         HParam("cw_lr", "float", 0.01, "(0, inf)", "Adam learning rate (torchattacks' default: 0.01)"),
-    ), "Carlini-Wagner L2 attack (Carlini and Wagner 2017), torchattacks.CW", ATTACK_CLASS,
-        torchattacks_options("CW", c="cw_c", steps="cw_steps", lr="cw_lr"), stage=ATTACK),
+    ), "Carlini-Wagner L2 attack (Carlini and Wagner 2017), as torchattacks.CW", ATTACK_CLASS,
+        attack_options("cw", c="cw_c", steps="cw_steps", lr="cw_lr"), stage=ATTACK),
     Part("pgdl2", "generator", (
         HParam("pgdl2_eps", "float", 0.5, "(0, inf)", "L2 radius in [0, 1] pixels (0.5, the usual CIFAR value)"),
         HParam("pgdl2_step", "float", 0.1, "(0, inf)", "step size (eps / 5, the ratio of torchattacks' defaults)"),
         HParam("pgdl2_steps", "int", 10, "[1, 1000]", "steps from a random start (torchattacks' default: 10)"),
-    ), "PGD in the L2 ball (Madry et al. 2018), torchattacks.PGDL2", ATTACK_CLASS,
-        torchattacks_options("PGDL2", eps="pgdl2_eps", alpha="pgdl2_step", steps="pgdl2_steps"), stage=ATTACK),
+    ), "PGD in the L2 ball (Madry et al. 2018), as torchattacks.PGDL2", ATTACK_CLASS,
+        attack_options("pgdl2", eps="pgdl2_eps", step="pgdl2_step", steps="pgdl2_steps"), stage=ATTACK),
 ])
 
 WEIGHTS: Registry[WeightsFactory] = Registry("weights", [

@@ -1,10 +1,10 @@
 """Generators make the extra batch a step trains on before the original (Algorithm 1's two descents):
-the GI-LS ascent and the adversarial attacks of the GI-LS paper's Tables 6 and 7 (torchattacks).
+the GI-LS ascent and the adversarial attacks of the GI-LS paper's Tables 6 and 7 (attacks.py).
 
 `generate(model, images, labels) -> (generated, losses at the start or None)` runs with the model in
 eval mode (BatchNorm statistics untouched, per-example ascents independent) and accumulates no
 parameter gradient. Generators chain: in gils+pgd, PGD attacks the GI-LS batch. The attacks are one
-class, `Attack`, given a torchattacks constructor by their declarations.
+class, `Attack`, given the attack's name in attacks.ATTACKS by their declarations.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Callable, Mapping
 
 import torch
 import torch.nn as nn
-import torchattacks
 
+from pipeline.methods.attacks import ATTACKS
 from pipeline.methods.context import PartContext, global_rng_from
 from pipeline.methods.interfaces import Params
 from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
@@ -79,23 +79,30 @@ class GilsAscent:
 
 
 class Attack:
-    """A torchattacks attack as a generator: `torchattacks.<constructor>(model, **keywords)`, each keyword
-    argument set from the method's parameter that `arguments` names for it (its declaration gives both).
-    The data set's normalisation is declared to the attack, which takes and returns normalised images
-    and perturbs in [0, 1] pixel space between (clipping there); its random draws come from the run's
-    generator."""
+    """An attack of attacks.py as a generator: `ATTACKS[attack](logits, pixels, labels, **keywords)`, each keyword
+    argument set from the method's parameter that `arguments` names for it (its declaration gives both). It takes
+    and returns normalised images and perturbs in [0, 1] pixel space between (clipping there), with the model in
+    eval mode; its random draws come from the run's generator."""
 
     measures_start_losses = False
     generates_features = False
 
-    def __init__(self, params: Params, context: PartContext, model: nn.Module, *, constructor: str,
+    def __init__(self, params: Params, context: PartContext, model: nn.Module, *, attack: str,
                  arguments: Mapping[str, str]) -> None:
-        build = getattr(torchattacks, constructor)
-        self.attack = build(model, **{keyword: params[name] for keyword, name in arguments.items()})
-        self.attack.set_normalization_used(mean=list(context.pixel_mean), std=list(context.pixel_std))
+        self.attack = ATTACKS[attack]
+        self.keywords = {keyword: params[name] for keyword, name in arguments.items()}
+        channels = len(context.pixel_mean)
+        self.mean = torch.tensor(context.pixel_mean).reshape(1, channels, 1, 1)
+        self.std = torch.tensor(context.pixel_std).reshape(1, channels, 1, 1)
         self.context = context
 
     def generate(self, model: nn.Module, images: torch.Tensor,
                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        mean, std = self.mean.to(images.device), self.std.to(images.device)
+        training = model.training
+        model.eval()
         with global_rng_from(self.context.generator):
-            return self.attack(images.detach(), labels), None
+            pixels = self.attack(lambda x: model((x - mean) / std), images.detach() * std + mean, labels,
+                                 **self.keywords)
+        model.train(training)
+        return (pixels - mean) / std, None

@@ -59,8 +59,7 @@ def mlflow_client(uri: str) -> MlflowClient:
             warnings.simplefilter("ignore")
             from mlflow.tracking import MlflowClient
     except ImportError:
-        raise UserError(f"export --mlflow needs MLflow's client, which is not installed; install it with: {INSTALL}") \
-            from None
+        raise UserError(f"--mlflow needs MLflow's client, which is not installed; install it with: {INSTALL}") from None
     with _mlflow_errors(uri):
         return MlflowClient(tracking_uri=uri)
 

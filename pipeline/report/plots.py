@@ -622,26 +622,25 @@ def budget_picture(verdict: Any) -> Picture | None:
 
 
 def rank_picture(campaign: str, ranking: Any) -> Picture | None:
-    """The critical-difference diagram of one metric's ranking across tasks (across_tasks.Ranking), drawn by autorank
-    (Demsar 2006: mean ranks on an axis, methods the Nemenyi test cannot separate joined by a bar); None where no
-    Friedman test was made (too few tasks or methods)."""
+    """The critical-difference diagram of one metric's ranking across tasks (across_tasks.Ranking), drawn by
+    scikit-posthocs (Demsar 2006: mean ranks on an axis, methods the Nemenyi test does not separate joined by a bar,
+    the critical difference in the title); None where no Friedman test was made (too few tasks or methods)."""
     if ranking.test != "friedman":
         return None
-    import contextlib
-    import warnings
-
     import pandas as pd
-    from autorank import autorank, plot_stats
+    from scikit_posthocs import critical_difference_diagram
 
-    frame = pd.DataFrame([[scores[m] for m in ranking.methods] for scores in ranking.scores.values()],
-                         columns=ranking.methods)
+    # the ranking's own decisions as the diagram's matrix: 0 where Nemenyi separates two methods, 1 where not
+    apart = {frozenset(pair) for pair in ranking.differ}
+    separated = pd.DataFrame([[0.0 if frozenset((a, b)) in apart else 1.0 for b in ranking.methods]
+                              for a in ranking.methods], index=ranking.methods, columns=ranking.methods)
     figure = Figure(figsize=(6, 0.3 * len(ranking.methods) + 1.8), layout="constrained")
     axes = figure.add_subplot(1, 1, 1)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # autorank prints its choice of test
-        warnings.simplefilter("ignore")
-        result = autorank(frame, alpha=0.05, verbose=False, order="descending", force_mode="nonparametric")
-        plot_stats(result, allow_insignificant=True, ax=axes)
-    axes.set_title(f"{campaign}: mean ranks on {ranking.metric}, Friedman p = {ranking.p_value:.3f}", fontsize=9)
+    critical_difference_diagram(ranking.mean_ranks, separated, ax=axes, label_fmt_left="{label} ({rank:.2f})",
+                                label_fmt_right="({rank:.2f}) {label}")
+    axes.set_title(f"{campaign}: mean ranks on {ranking.metric} (1 best), Friedman p = {ranking.p_value:.3f}\n"
+                   f"a bar joins the methods Nemenyi does not separate (CD {ranking.critical_difference:.2f})",
+                   fontsize=9, pad=12)
     return Picture(campaign, f"ranks-{ranking.metric}", figure,
                    {"mean_ranks": ranking.mean_ranks, "critical_difference": ranking.critical_difference})
 

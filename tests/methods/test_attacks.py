@@ -1,10 +1,12 @@
-"""The adversarial generators (torchattacks) against their definitions, in [0, 1] pixel space, and the
-GI-LS + attack chain of the GI-LS paper's Table 7."""
+"""The adversarial generators against their definitions, in [0, 1] pixel space, and against torchattacks 3.5.1 (the
+package they were taken from, where it is installed) bit for bit; and the GI-LS + attack chain of the GI-LS paper's
+Table 7."""
+import pytest
 import torch
 import torch.nn.functional as F
 
 from pipeline.methods import parse_method
-from pipeline.methods.context import PartContext
+from pipeline.methods.context import PartContext, global_rng_from
 from pipeline.methods.declarations import GENERATORS
 from pipeline.methods.generators import GilsAscent, features_and_logits
 from pipeline.methods.updates import build_update
@@ -101,3 +103,31 @@ def test_attacks_leave_batchnorm_statistics_and_parameters_alone():
     assert model.training
     assert all(torch.equal(a, b) for a, b in zip(before, model.state_dict().values()))
     assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("name, constructor, given", [
+    ("pgd", "PGD", dict(eps="pgd_eps", alpha="pgd_step", steps="pgd_steps")),
+    ("fgsm", "FGSM", dict(eps="fgsm_eps")),
+    ("pgdl2", "PGDL2", dict(eps="pgdl2_eps", alpha="pgdl2_step", steps="pgdl2_steps")),
+    ("cw", "CW", dict(c="cw_c", steps="cw_steps", lr="cw_lr")),
+])
+def test_each_attack_gives_torchattacks_numbers_bit_for_bit(name, constructor, given):
+    """The attacks were torchattacks' until it was dropped as a dependency (it pins a `requests` with published
+    advisories): the same draws from the global RNG and the same operations, so stored runs keep their meaning.
+    `make test` installs torchattacks for this test alone, without its dependencies."""
+    torchattacks = pytest.importorskip("torchattacks")
+    torch.manual_seed(3)
+    model = build_model("small_cnn", "none", 3, 4).eval()  # three channels: the normalisation is per channel
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    pixels = torch.rand(8, 3, 8, 8)
+    images = (pixels - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    labels = torch.arange(8) % 4
+    params = parse_method(name).resolve({"cw_c": 5.0, "cw_steps": 20, "cw_lr": 0.05} if name == "cw" else {})
+    ours, _ = GENERATORS.load(name)(params, PartContext(torch.Generator().manual_seed(7), 4, mean, std),
+                                    model).generate(model, images, labels)
+    theirs = getattr(torchattacks, constructor)(model, **{keyword: params[p] for keyword, p in given.items()})
+    theirs.set_normalization_used(mean=list(mean), std=list(std))
+    with global_rng_from(torch.Generator().manual_seed(7)):
+        expected = theirs(images, labels)
+    assert torch.equal(ours, expected)
+    assert not torch.equal(ours, images)  # the attack moved something

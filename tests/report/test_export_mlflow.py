@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store, best_trial
-from helpers import DATA, study_file
+from helpers import DATA, kill_orphans, start_run, study_file
 
 mlflow = pytest.importorskip("mlflow")  # the test extra installs it; without it there is nothing to read back
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -169,6 +169,42 @@ def test_run_mlflow_logs_each_trial_as_it_ends_and_a_resumed_run_adds_only_the_n
     (trial,) = [t for t in store.trials(store.require_study("tiny").id) if t.trial_index == 1]
     (logged,) = [r for r in runs if r.info.run_name == "1"]
     assert logged.data.metrics["val_accuracy"] == pytest.approx(trial.metrics["val_accuracy"])
+
+
+def test_a_run_killed_before_mlflow_heard_of_its_trial_logs_it_when_resumed_and_export_then_adds_nothing(tmp_path, cli):
+    """Killed once trial 0 was stored, before its run reached MLflow (a database as tracking store, no server): the
+    resumed run logs trial 0 and trial 1, and `export --mlflow` afterwards finds all three runs there."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    path, db = study_file(tmp_path, trials=2), tmp_path / "live.db"
+    process = start_run(path, db, "--mlflow", uri, env={"ROBUST_TUNE_KILL_AT": "after-record"})
+    process.communicate(timeout=600)
+    kill_orphans(process)
+    assert process.returncode == -9
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_experiment_by_name("tiny") is None  # nothing reached MLflow
+    store = Store(str(db), create=False)
+    assert [t.trial_index for t in store.trials(store.require_study("tiny").id) if t.ran] == [0]
+
+    code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"),
+                         "--mlflow", uri)
+    assert code == 0, err
+    assert sorted(r.info.run_name for r in runs_of(client, "tiny")) == ["0", "1", "tiny"]
+    code, out, err = cli("export", "--mlflow", uri, "--db", str(db))
+    assert code == 0, err
+    assert "new runs for 0 studies, 0 trial(s) and 0 verdict(s); 3 run(s) were there already" in out
+    assert sorted(r.info.run_name for r in runs_of(client, "tiny")) == ["0", "1", "tiny"]
+
+
+def test_run_and_compare_mlflow_without_mlflow_installed_are_one_line_before_any_work(tmp_path, cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if MLflow were not installed
+    monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
+    uri = f"file:{tmp_path / 'mlruns'}"
+    db = tmp_path / "never.db"
+    for command in (["run", str(study_file(tmp_path))], ["compare", str(CAMPAIGN_DB.parent / "old-trio.toml")]):
+        code, out, err = cli(*command, "--db", str(db), "--device", "cpu", "--mlflow", uri)
+        assert code == 2 and "--mlflow needs MLflow's client, which is not installed" in err, err
+        assert "pip install 'robust-tune[mlflow]'" in err and len(err.strip().splitlines()) == 1, err
+    assert not db.exists() and not (tmp_path / "mlruns").exists()
 
 
 def test_run_with_an_mlflow_it_cannot_reach_stops_in_one_line_before_anything_is_stored(tmp_path, cli):
