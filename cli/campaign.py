@@ -84,7 +84,7 @@ class CampaignView:
 
     def on_event(self, event: Any) -> None:
         from pipeline.compare.campaign import (CampaignRound, CampaignStage, CampaignStarted, CampaignTogether,
-                                               MethodSetAside)
+                                               MethodSetAside, TasksAdded)
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
         from pipeline.search.studies import StudiesStarted, StudyFinished
@@ -121,6 +121,11 @@ class CampaignView:
                 print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
+        elif isinstance(event, TasksAdded):
+            added, kept = ", ".join(event.added), ", ".join(event.kept)
+            kept_as = f"tasks {kept} kept as they are" if len(event.kept) > 1 else f"task {kept} kept as it is"
+            print_line(stderr, f"campaign {event.name} grows: task{'s' if len(event.added) > 1 else ''} {added} "
+                       f"added; stored {kept_as}", markup=False, highlight=False)
         elif isinstance(event, CampaignStarted):
             rounds = (f", more in rounds planned for power up to {event.max_seeds}"
                       if event.max_seeds > event.seeds else "")

@@ -49,6 +49,15 @@ class CampaignStarted:
 
 
 @dataclass(frozen=True)
+class TasksAdded:
+    """A stored campaign of tasks grows: `added` run now, `kept` (stored) keep their studies, runs and verdicts."""
+
+    name: str
+    added: tuple[str, ...]
+    kept: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CampaignStage:
     """The campaign moves on to searching one method's study, or re-training runs up to `seeds` seeds."""
 
@@ -131,6 +140,8 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
     with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line
         record = store.save_campaign(campaign)
+    if known is not None and known.tasks and (added := tuple(t for t in record.tasks if t not in known.tasks)):
+        on_event(TasksAdded(campaign.name, added, known.tasks))
     summary = CampaignSummary(campaign.name)
     # a lost or busy database: one line
     with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):
