@@ -119,6 +119,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     or the seeds run out; with several tasks, each task in turn as a one-task campaign would. `threads` (torch's
     CPU threads) goes to every study, which refuses it when stored with another count; the re-training runs train
     with their best trial's."""
+    from pipeline.compare.workload import campaign_work
     from pipeline.search.study import check_can_train, reading_store, settle_threads
 
     known = (reader := reading_store(db)) and reader.campaign(campaign.name)  # read only: nothing is created yet
@@ -145,7 +146,10 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     summary = CampaignSummary(campaign.name)
     # a lost or busy database: one line
     with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):
-        if not isinstance(shared := runner(), (type(None), InProcessRunner)):  # workers: every study at once
+        shared = runner()
+        together = shared is not None and not isinstance(shared, InProcessRunner)  # workers: every study at once
+        on_event(campaign_work(store, campaign, shared.capacity if shared is not None and together else 1))
+        if shared is not None and together:
             with ExitStack() as stack:  # the cluster, started when first needed, closed at the end
                 _run_together(store, record, campaign, tasks, warnings, summary, db, device, on_event,
                               _Shared(shared, stack), precision, log_file)

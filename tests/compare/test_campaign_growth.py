@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from pipeline.compare.workload import campaign_work
 from pipeline.spec.campaign_config import parse_campaign
 from pipeline.store import Store
 from helpers import TWO_TASKS
@@ -72,6 +73,28 @@ def test_a_task_added_to_a_stored_campaign_runs_alone_and_keeps_every_stored_row
     assert "Verdict of campaign pair.rare3" in flat and "Verdict of campaign pair.rare8" in flat
     assert "Campaign pair across its 2 tasks" in flat
     assert "across its 1 task" in " ".join(grown["first"][1].split())
+
+
+def test_compare_says_what_is_left_to_train_and_how_long_from_the_stored_trials_before_it_starts(grown, tmp_path):
+    """The first compare has no trial to time its work by; the second times the added task's by the stored one's."""
+    first, second = (" ".join(grown[call][2].split()) for call in ("first", "second"))
+    assert "left to train: 4 trials, 4 re-training runs expected time: known once the first trials end" in first
+    assert "left to train: 4 trials, 4 re-training runs expected time: about" in second
+    assert "on 1 worker, from 8 stored trials and runs" in second  # the tests train in this process
+
+    db = tmp_path / "c.db"
+    shutil.copy(grown["one_task"], db)
+    store = Store(str(db), create=False)
+    work = campaign_work(store, _settled(parse_campaign(tomllib.loads(TWO_TASKS.replace("max_seeds = 2",
+                                                                                        "max_seeds = 6")),
+                                                        "pair.toml")), workers=2)
+    assert (work.trials, work.runs, work.more_runs, work.workers, work.measured) == (4, 4, 16, 2, 8)
+    trials = [(t.train_seconds or 0) + (t.proposal_seconds or 0) for s in store.all_studies()
+              for t in store.trials(s.id)]
+    runs = {m: [e.train_seconds for e in store.evaluations(store.study(f"pair.rare3.{m}").id)] for m in ("erm", "cb")}
+    assert work.trial_seconds == pytest.approx(4 * sum(trials) / len(trials))  # rare8's by rare3's of its method
+    assert work.more_seconds == pytest.approx(sum(8 * sum(r) / len(r) for r in runs.values()))  # 4 more per study
+    assert work.seconds() == pytest.approx((work.trial_seconds + work.run_seconds) / 2)
 
 
 def test_the_grown_campaigns_verdict_across_tasks_covers_both_and_a_second_compare_trains_nothing(grown, tmp_path,
