@@ -2,12 +2,14 @@
 verdict against tuned ERM."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Group
 from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from cli.app import app
@@ -45,6 +47,75 @@ def _pairs(event: Any) -> str:
     return f"search r's seed k on split seed {base} + r + k"
 
 
+def work_lines(work: Any) -> list[str]:
+    """What a campaign has left to train and about how long it takes (a CampaignWork), before it starts: a line
+    each, short enough for 80 columns."""
+    if not (work.trials or work.runs or work.more_runs):
+        return []
+    counts = [f"{work.trials} trial{'' if work.trials == 1 else 's'}" if work.trials else "",
+              f"{work.runs} re-training run{'' if work.runs == 1 else 's'}" if work.runs else ""]
+    lines = ["left to train: " + (", ".join(c for c in counts if c) or "no trial, no first-round run")
+             + (f"; later rounds up to {work.more_runs} more runs" if work.more_runs else "")]
+    if (seconds := work.seconds()) is None:
+        return [*lines, "expected time: known once the first trials end (none is stored yet)"]
+    workers = f"{work.workers} worker{'' if work.workers == 1 else 's'}"
+    lines.append(f"expected time: about {clock(seconds)} on {workers}, from {work.measured} stored "
+                 f"trial{'' if work.measured == 1 else 's'} and runs")
+    if work.more_runs and (most := work.most_seconds()) is not None:
+        lines.append(f"at most {clock(most)} if every later round runs up to its max_seeds pairs")
+    return lines
+
+
+class CampaignClock:
+    """The campaign's time left, on its live view: the work left when it started (a CampaignWork), counted down as
+    trials and runs end and grown as rounds are planned and ranges widen, at the pace of this call so far (the
+    stored trials' estimate until a trial or run of this call ends)."""
+
+    def __init__(self, work: Any) -> None:
+        self.work, self.started = work, time.monotonic()
+        self.trials, self.runs = work.trials, work.runs  # left
+        self.done = 0.0  # the weight of the trials and runs this call trained
+        self.last = self.started  # when the last of them ended
+        self.weights = work.unit_seconds() or (1.0, 1.0)  # a trial's and a run's estimated seconds
+        self.budgets: dict[str, int] = {}  # study -> its budget, to count what a widening adds
+
+    def on_event(self, event: Any, searching: str) -> None:
+        from pipeline.compare.campaign import CampaignRound
+        from pipeline.compare.evaluate import RunEnded
+        from pipeline.search.study import RangesWidened, StudyStarted, TrialEnded
+        from pipeline.store import TrialStatus
+
+        if isinstance(event, StudyStarted):
+            self.budgets[event.name] = event.budget
+        elif isinstance(event, RangesWidened):
+            study = event.study or searching
+            self.trials += max(0, event.budget - self.budgets.get(study, event.budget))
+            self.budgets[study] = event.budget
+        elif isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
+            self.trials, self.done, self.last = max(0, self.trials - 1), self.done + self.weights[0], time.monotonic()
+        elif isinstance(event, RunEnded):
+            self.runs = max(0, self.runs - 1)
+            if not event.shared_with:  # a copy takes no time
+                self.done, self.last = self.done + self.weights[1], time.monotonic()
+        elif isinstance(event, CampaignRound) and event.number > 0:  # a later round: the first ones are counted
+            self.runs += event.runs
+
+    def line(self) -> Text:
+        """`campaign NAME: 24 trials, 10 runs to go; 3:12 elapsed, about 5:40 left`, counting down between ends;
+        the time left is left out until it is known."""
+        now = time.monotonic()
+        left = self.trials * self.weights[0] + self.runs * self.weights[1]
+        if self.done:  # the pace up to the last end, less the time since
+            eta = f", about {clock(max(0.0, (self.last - self.started) * left / self.done - (now - self.last)))} left"
+        elif (seconds := self.work.seconds()) is not None:
+            eta = f", about {clock(max(0.0, seconds - (now - self.started)))} left"
+        else:
+            eta = ""
+        trials, runs = (f"{n} {what}{'' if n == 1 else 's'}" for n, what in ((self.trials, "trial"),
+                                                                           (self.runs, "run")))
+        return Text(f"campaign {self.work.name}: {trials}, {runs} to go; {clock(now - self.started)} elapsed{eta}")
+
+
 class CampaignView:
     """A line for each stage of the campaign, the running study's live view under it on a terminal; plain
     lines in a log."""
@@ -55,15 +126,21 @@ class CampaignView:
         self.searching = ""  # the study being searched
         self.header = Text("")
         self.study: StudyView | None = None
-        self.evaluation = EvaluationView(None, ctrl_c)
         self.together: dict[str, StudyView] = {}  # on workers: each study searched at once, by name
         self.searched_together = 0  # of those, the ones that finished
+        self.clock: CampaignClock | None = None  # the campaign's time left, once it says its work
+        self.retraining = False  # re-training in this process: the runs' bars show under the header
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[status]}"), console=stderr)
+        self.evaluation = EvaluationView(self.bars, ctrl_c)
 
     def __rich__(self) -> Group:
+        top = [self.clock.line()] if self.clock is not None else []
         if self.together:
-            return Group(self.together_line(), *[line for view in self.together.values()
-                                                 if (line := self.study_line(view)) is not None])
-        return Group(self.header, *([self.study] if self.study is not None else []))
+            return Group(*top, self.together_line(), *[line for view in self.together.values()
+                                                       if (line := self.study_line(view)) is not None])
+        below = [self.study] if self.study is not None else [self.bars] if self.retraining else []
+        return Group(*top, self.header, *below)
 
     def together_line(self) -> Text:
         running = sum(len(view.running) for view in self.together.values())
@@ -84,7 +161,8 @@ class CampaignView:
 
     def on_event(self, event: Any) -> None:
         from pipeline.compare.campaign import (CampaignRound, CampaignStage, CampaignStarted, CampaignTogether,
-                                               MethodSetAside)
+                                               MethodSetAside, TasksAdded)
+        from pipeline.compare.workload import CampaignWork
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded
         from pipeline.store import SchemaUpgraded
         from pipeline.search.studies import StudiesStarted, StudyFinished
@@ -94,8 +172,15 @@ class CampaignView:
         self.ctrl_c.check()
         if self.live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
             self.live.study(event.study or self.searching)
-        if isinstance(event, CampaignTogether):
+        if self.clock is not None:
+            self.clock.on_event(event, self.searching)
+        if isinstance(event, CampaignWork):
+            self.clock = CampaignClock(event)
+            for line in work_lines(event):
+                print_line(stderr, line, markup=False, highlight=False)
+        elif isinstance(event, CampaignTogether):
             self.header, self.study, self.together, self.searched_together = Text(""), None, {}, 0
+            self.retraining = False
             if event.stage == "search":
                 done = f" ({event.done} searched already)" if event.done else ""
                 line = f"search {len(event.studies)} studies at once{done}: {', '.join(event.studies)}"
@@ -121,6 +206,11 @@ class CampaignView:
                 print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
+        elif isinstance(event, TasksAdded):
+            added, kept = ", ".join(event.added), ", ".join(event.kept)
+            kept_as = f"tasks {kept} kept as they are" if len(event.kept) > 1 else f"task {kept} kept as it is"
+            print_line(stderr, f"campaign {event.name} grows: task{'s' if len(event.added) > 1 else ''} {added} "
+                       f"added; stored {kept_as}", markup=False, highlight=False)
         elif isinstance(event, CampaignStarted):
             rounds = (f", more in rounds planned for power up to {event.max_seeds}"
                       if event.max_seeds > event.seeds else "")
@@ -137,19 +227,21 @@ class CampaignView:
             if event.stage == "search":
                 self.searching = event.study
                 line = f"[{event.number}/{event.total}] search {event.method} ({event.study})"
-                self.study = StudyView(None)
+                self.study, self.retraining = StudyView(None), False
             else:
                 line = f"[{event.number}/{event.total}] re-train {event.method} on seeds 0-{event.seeds - 1}"
-                self.study = None
+                self.study, self.retraining = None, True
             self.header = Text(line)
             print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, CampaignRound):
             print_line(stderr, round_line(event), markup=False, highlight=False)
         elif isinstance(event, MethodSetAside):
             print_line(stderr, f"{event.method} is set aside: {event.reason}", highlight=False)
-        elif isinstance(event, (EvaluationStarted, RunEnded)):
-            if isinstance(event, RunEnded) or event.stored < event.runs:
+        elif isinstance(event, EvaluationStarted):
+            if event.stored < event.runs:
                 self.evaluation.on_event(event)
+        elif isinstance(event, RunEnded) or self.retraining or self.evaluation.name_study:
+            self.evaluation.on_event(event)  # runs, epochs and batches (bars only for runs in this process)
         elif self.study is not None:
             line = self.study.on_event(event)
             if line:  # above the live view on a terminal, the log's line otherwise

@@ -14,7 +14,7 @@ from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_format, chosen_workers, Db, Device, LogFile, Precision, Scheduler,
                          Threads, TrialsPerGpu, typed, Wide, Workers)
-from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout
+from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout, update_batch_bars
 from pipeline.config import DEFAULT_TRIALS_PER_GPU, TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
@@ -24,6 +24,10 @@ from pipeline.report.tables import percent
 
 if TYPE_CHECKING:  # the store imports SQLAlchemy: each command that reads imports it
     from pipeline.store import StudyRecord, TrialRecord
+
+
+# The batch bar of a run trained in this process names what it counts: training batches or an evaluation.
+BATCH_LABELS = {"train": "batches  ", "val": "eval val ", "test": "eval test"}
 
 
 class EvaluationView:
@@ -36,12 +40,13 @@ class EvaluationView:
         self.stored = 0  # runs stored by this call
         self.name_study = False  # several studies' runs at once (a campaign on workers): each line names its study
         if bars is not None:
-            self.runs = bars.add_task("runs   ", total=None, status="")
-            self.epochs = bars.add_task("epochs ", total=None, status="")
+            self.runs = bars.add_task("runs     ", total=None, status="")
+            self.epochs = bars.add_task("epochs   ", total=None, status="")
+            self.batches = bars.add_task("batches  ", total=None, status="")
 
     def on_event(self, event: Any) -> None:
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded, RunLost, RunStarted
-        from pipeline.training.trainer import EpochEnd
+        from pipeline.training.trainer import BatchEnd, EpochEnd
         from pipeline.search.trial import TrialEpoch
 
         self.ctrl_c.check()
@@ -52,11 +57,16 @@ class EvaluationView:
             which = f"trial {event.trial_index}" if self.named_trial else f"best trial {event.trial_index}"
             line = (f"evaluate {event.study} ({which}): {event.runs} run(s), "
                     f"{event.stored} already stored{shared}, {to_run} to run")
+            if self.bars is not None:  # the runs' count from the start, not `0/?`
+                self.bars.update(self.runs, total=event.runs - event.stored)
         elif isinstance(event, RunStarted):
             self.running[event.number] = f"{event.variant}, seed {event.seed}"
         if isinstance(event, RunStarted) and self.bars is not None:
             self.bars.update(self.runs, total=event.total, status=f"{event.variant}, seed {event.seed}")
             self.bars.reset(self.epochs, total=event.epochs, status="")
+            self.bars.reset(self.batches, description=BATCH_LABELS["train"])  # its count as the last run's
+        elif isinstance(event, BatchEnd) and self.bars is not None:  # a large split's evaluation counts its chunks
+            update_batch_bars(self.bars, self.epochs, self.batches, event, BATCH_LABELS)
         elif isinstance(event, (EpochEnd, TrialEpoch)) and self.bars is not None:
             loss = f"loss {event.train_loss:.3f}" if isinstance(event, EpochEnd) else f"run {event.trial_index}"
             self.bars.update(self.epochs, completed=event.epoch, status=loss)

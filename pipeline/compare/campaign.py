@@ -49,6 +49,15 @@ class CampaignStarted:
 
 
 @dataclass(frozen=True)
+class TasksAdded:
+    """A stored campaign of tasks grows: `added` run now, `kept` (stored) keep their studies, runs and verdicts."""
+
+    name: str
+    added: tuple[str, ...]
+    kept: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CampaignStage:
     """The campaign moves on to searching one method's study, or re-training runs up to `seeds` seeds."""
 
@@ -110,6 +119,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     or the seeds run out; with several tasks, each task in turn as a one-task campaign would. `threads` (torch's
     CPU threads) goes to every study, which refuses it when stored with another count; the re-training runs train
     with their best trial's."""
+    from pipeline.compare.workload import campaign_work
     from pipeline.search.study import check_can_train, reading_store, settle_threads
 
     known = (reader := reading_store(db)) and reader.campaign(campaign.name)  # read only: nothing is created yet
@@ -131,10 +141,15 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
     with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line
         record = store.save_campaign(campaign)
+    if known is not None and known.tasks and (added := tuple(t for t in record.tasks if t not in known.tasks)):
+        on_event(TasksAdded(campaign.name, added, known.tasks))
     summary = CampaignSummary(campaign.name)
     # a lost or busy database: one line
     with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):
-        if not isinstance(shared := runner(), (type(None), InProcessRunner)):  # workers: every study at once
+        shared = runner()
+        together = shared is not None and not isinstance(shared, InProcessRunner)  # workers: every study at once
+        on_event(campaign_work(store, campaign, shared.capacity if shared is not None and together else 1))
+        if shared is not None and together:
             with ExitStack() as stack:  # the cluster, started when first needed, closed at the end
                 _run_together(store, record, campaign, tasks, warnings, summary, db, device, on_event,
                               _Shared(shared, stack), precision, log_file)

@@ -258,6 +258,42 @@ class CampaignConfig:
         """A short hash of `identity`, stored beside the campaign."""
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    def task_changes(self, stored: dict[str, Any]) -> TaskChanges | None:
+        """How this campaign of tasks differs from the stored one (`stored`: its config as stored) when it shares
+        everything but its tasks (TaskChanges); None when both are not campaigns of tasks or what they share
+        differs. The identity rule for tasks: a task is its studies' identities, a campaign what its tasks share
+        (identity less its tasks) and its tasks; so a stored campaign may gain tasks, never lose or change one."""
+        identity = self.identity()
+        kept = {k: v for k, v in stored.items() if k not in NOT_IDENTITY}
+        kept |= {"resplit": True} if (stored.get("evaluation") or {}).get("resplit") else {}
+        kept |= {"replicate_seeds": APART} if stored.get("replicate_seeds") == APART else {}
+        if not self.tasks or not stored.get("tasks") or \
+                {k: v for k, v in identity.items() if k != "tasks"} != {k: v for k, v in kept.items() if k != "tasks"}:
+            return None
+        new, old = identity["tasks"], kept["tasks"]
+        changed = {task: sorted({path.split(".", 2)[-1] for path in _json_differences(new[task], old[task])})
+                   for task in old if task in new and new[task] != old[task]}
+        return TaskChanges([t for t in new if t not in old], [t for t in old if t not in new], changed)
+
+
+@dataclass(frozen=True)
+class TaskChanges:
+    """A campaign of tasks against the stored one that shares everything else: the tasks it adds (stored studies,
+    runs and verdicts of the others are kept, only the new ones run), and the stored ones it lacks or changes
+    (task -> the study fields that differ, e.g. data.imbalance_class), which make it another campaign."""
+
+    added: list[str]
+    removed: list[str]
+    changed: dict[str, list[str]]
+
+
+def _json_differences(new: Any, old: Any, path: str = "") -> list[str]:
+    """Dotted paths where two JSON-like values differ (a task's `studies.METHOD.data.imbalance_class`)."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return [d for key in sorted(set(new) | set(old))
+                for d in _json_differences(new.get(key), old.get(key), f"{path}.{key}" if path else key)]
+    return [] if new == old else [path]
+
 
 def _fail(source: str, key: str, problem: str) -> UserError:
     return UserError(f"{source}: {key}: {problem}")

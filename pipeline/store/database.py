@@ -34,7 +34,7 @@ from pipeline.store.upgrade import check_readable, upgrade_schema
 from pipeline.spec.study_config import StudyConfig
 
 if TYPE_CHECKING:
-    from pipeline.spec.campaign_config import CampaignConfig
+    from pipeline.spec.campaign_config import CampaignConfig, TaskChanges
     from pipeline.training.result import RunResult
 
 
@@ -468,7 +468,8 @@ class Store:
 
     def save_campaign(self, campaign: CampaignConfig) -> CampaignRecord:
         """Store a new campaign, or bring a stored one of the same identity up to date in what may change
-        (seeds, replicates, budget, description); a different campaign stored under the name is a UserError."""
+        (seeds, replicates, budget, description), or with tasks added (CampaignConfig.task_changes: its stored
+        tasks kept as they are); a different campaign stored under the name is a UserError."""
         config = json.loads(json.dumps(campaign.to_dict(), default=str))
         with self.engine.begin() as connection:
             row = connection.execute(sa.select(campaigns).where(campaigns.c.name == campaign.name)).first()
@@ -478,6 +479,11 @@ class Store:
                                                                  config=config, created_at=now()))
                 except sa.exc.IntegrityError:  # another process stored it first: compare with that one
                     return self.save_campaign(campaign)
+            elif (row.fingerprint != campaign.fingerprint() and (changes := campaign.task_changes(row.config))
+                  and (changes.added or changes.removed or changes.changed)):
+                _check_task_changes(campaign.name, changes)  # only tasks added: the campaign grows, its tasks kept
+                connection.execute(campaigns.update().where(campaigns.c.id == row.id).values(
+                    fingerprint=campaign.fingerprint(), config=config))
             elif row.fingerprint != campaign.fingerprint():
                 identity, stored = campaign.identity(), row.config
                 stored_resplit = bool(stored.get("evaluation", {}).get("resplit"))
@@ -489,12 +495,40 @@ class Store:
                                     f"([evaluate] resplit = {'true' if stored_resplit else 'false'} goes on "
                                     "with it); its runs and this file's would not pair: set resplit so, or give this "
                                     "campaign another name; nothing was changed")
+                if set(differing) <= {"studies", "tasks"} and bool(stored.get("tasks")) != bool(campaign.tasks):
+                    raise UserError(_tasks_or_none(campaign.name, bool(campaign.tasks)))
                 raise UserError(f"a different campaign named {campaign.name!r} is already stored (differs in: "
                                 f"{', '.join(differing) or 'details'}); give this campaign another name, nothing "
                                 "was changed")
             elif row.config != config:
                 connection.execute(campaigns.update().where(campaigns.c.id == row.id).values(config=config))
         return self.campaign(campaign.name)  # type: ignore[return-value]
+
+
+def _check_task_changes(name: str, changes: TaskChanges) -> None:
+    """A campaign of tasks may gain tasks; a stored task it lacks or changes is refused in one line (its studies,
+    runs and verdict belong to the stored campaign)."""
+    if changes.removed:
+        tasks = ", ".join(changes.removed)
+        raise UserError(f"campaign {name!r} is stored with task{'s' if len(changes.removed) > 1 else ''} {tasks}, "
+                        "which this file lacks: a stored task stays part of its campaign; put it back, or give this "
+                        "campaign another name; nothing was changed")
+    if changes.changed:
+        task, fields = next(iter(changes.changed.items()))
+        raise UserError(f"campaign {name!r}: task {task} is stored with other settings (differs in: "
+                        f"{', '.join(fields) or 'details'}); a changed task is another task: keep {task} as stored "
+                        "and add this one under a new name, or give this campaign another name; nothing was changed")
+
+
+def _tasks_or_none(name: str, tasks: bool) -> str:
+    """Why a file with [tasks] cannot continue a campaign stored without them, or the other way round: a campaign
+    without tasks is one unnamed task whose studies are NAME.METHOD, a task's are NAME.TASK.METHOD."""
+    if tasks:
+        return (f"campaign {name!r} is stored without [tasks] (its studies are {name}.METHOD): tasks can be added "
+                "only to a campaign of tasks; give this campaign another name to compare it on several tasks, nothing "
+                "was changed")
+    return (f"campaign {name!r} is stored with [tasks], which this file lacks: a stored task stays part of its "
+            "campaign; put them back, or give this campaign another name; nothing was changed")
 
 
 def _campaign_record(row: sa.Row) -> CampaignRecord:
