@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import nullcontext
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -18,7 +17,7 @@ from cli.render import print_image_line, print_line, print_tables, print_upgrade
 from pipeline.config import DEFAULT_TRIALS_PER_GPU, TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
-from pipeline.params import Choice, Range, parse_assignment
+from pipeline.params import parse_assignment
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.report.tables import percent
 
@@ -234,37 +233,23 @@ def _goal_lines(stored: StudyConfig) -> list[str]:
     return lines
 
 
-def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig,
-                searched: dict[str, Range | Choice]) -> str:
-    """The best configuration as a study file: the study's data, network and method, every parameter fixed at
-    the trial's value (a searched one with the range it was last searched over beside it, `searched`: as widened,
-    to search around it again)."""
+def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> str:
+    """The best configuration as a study file that `train --study` trains as it is: the study's data (only the
+    fields it reads), network and method, every parameter fixed at the trial's value; no search, as nothing is
+    left to search."""
     stored = study.study
     objective = stored.objective
+    tuned = ", ".join(stored.search) or "none"
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
              f"{objective} {percent(trial.metrics[objective])}%.",
-             "# Every parameter is fixed at its value: train it with `robust-tune train --study FILE`. To search",
-             "# around it with `robust-tune run FILE`, give a parameter back its range (written beside it).",
-             f"name = {_toml_value(study.name + '-best')}", *_goal_lines(stored), f"seed = {stored.seed}",
-             f"search_seed = {stored.search_seed}", "", "[data]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.data).items() if v is not None]
+             f"# Every parameter is fixed (the study tuned {tuned}).",
+             "# Train it with `robust-tune train --study FILE`.",
+             f"name = {_toml_value(study.name + '-best')}", *_goal_lines(stored), f"seed = {stored.seed}", "",
+             "[data]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in stored.data.used().items()]
     lines += ["", "[model]", f"backbone = {_toml_value(config.backbone)}", f"weights = {_toml_value(config.weights)}",
               "", "[method]", f"name = {_toml_value(config.method)}", "", "[params]"]
-    for name, value in config.params.items():
-        space = searched.get(name)
-        if space is None:
-            lines.append(f"{name} = {_toml_value(value)}")
-        elif isinstance(space, Choice):
-            lines.append(f"{name} = {_toml_value(value)}  # searched: "
-                         f"{{ values = [{', '.join(_toml_value(v) for v in space.values)}] }}")
-        else:
-            log = ", log = true" if space.log else ""
-            fixed = "" if space.widen else ", widen = false"
-            lines.append(f"{name} = {_toml_value(value)}  # searched: "
-                         f"{{ low = {_toml_value(space.low)}, high = {_toml_value(space.high)}{log}{fixed} }}")
-    lines += ["", "[search]", f"strategy = {_toml_value(stored.strategy)}",
-              f"epoch_prefixes = {_toml_value(stored.epoch_prefixes)}", f"widen = {_toml_value(stored.widen)}"]
-    lines += ["", "[budget]"] + [f"{k} = {_toml_value(v)}" for k, v in asdict(stored.budget).items()]
+    lines += [f"{name} = {_toml_value(value)}" for name, value in config.params.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -296,7 +281,4 @@ def best(
                           "constraints": list(record.study.constraints), "metrics": chosen.metrics,
                           "train": {k: v for k, v in config.to_dict().items() if k != "device"}}, indent=2))
     else:
-        from pipeline.search.bounds import searched_ranges
-
-        searched = searched_ranges(record.study.search, store.widenings(record.id))
-        print(_study_toml(record, chosen, config, searched), end="")
+        print(_study_toml(record, chosen, config), end="")

@@ -327,16 +327,16 @@ def print_table(t: ReportTable, console: Console, wide: bool = False, chosen: bo
 
 
 def print_tables(tables: list[ReportTable], fmt: str, out: Path | None, force: bool = False,
-                 database: Path | None = None, images: dict[str, list[tuple[str, bytes]]] | None = None,
-                 wide: bool = False, chosen: list[ReportTable] | None = None) -> None:
+                 database: Path | None = None, images: dict[str, list[tuple[str, str, bytes]]] | None = None,
+                 wide: bool = False, chosen: list[ReportTable] | None = None, source: str = "") -> None:
     """Tables to the terminal (`wide`: every column, see print_table; `chosen`: those whose columns the user
     picked), or to `out` (never over `database`, over an existing file only with `force`); HTML also embeds
-    `images`, (caption, PNG) pairs per study."""
+    `images`, (file name, caption, PNG) triples per study, and says `source` (version, date, database)."""
     if fmt == "table" and out is None:
         for t in tables:
             print_table(t, stdout, wide, any(t is c for c in chosen or []))
         return
-    text = render_text(tables, "markdown" if fmt == "table" else fmt, images)
+    text = render_text(tables, "markdown" if fmt == "table" else fmt, images, source)
     if out is None:
         print(text, end="")
     else:

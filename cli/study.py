@@ -389,13 +389,13 @@ def report(
 
         written = write_pictures(pictures, plots, force, sqlite_file(store.url))
         stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
-    images: dict[str, list[tuple[str, bytes]]] = {}
-    for picture in pictures:
-        images.setdefault(picture.study, []).append((picture.file_name, picture.png))
+    from pipeline.report.report_page import page_images, page_source
+
     chosen = []
     if columns is not None:
         tables, chosen = _pick_columns(tables, [best, *trials], columns)
-    print_tables(tables, fmt, out, force, sqlite_file(store.url), images or None, wide, chosen)
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), page_images(pictures) or None, wide, chosen,
+                 page_source(store.shown))
 
 
 def _pick_columns(tables: list[ReportTable], pickable: list[ReportTable],
@@ -422,6 +422,7 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
     """`report --verdict CAMPAIGN`: the verdict tables (and picture) from what is stored; nothing runs."""
     from pipeline.store import sqlite_file
     from pipeline.compare.verdict import take_verdict
+    from pipeline.report.report_page import page_images, page_source
     from pipeline.report.verdict_report import verdict_tables
 
     if studies or compare or list_trials:
@@ -447,10 +448,8 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
         if plots is not None:
             written = write_pictures(pictures, plots, force, sqlite_file(store.url))
             stderr.print(f"wrote {len(written)} picture(s) to {plots}")
-        images = {}
-        for picture in pictures:
-            images.setdefault(picture.study, []).append((picture.file_name, picture.png))
-    print_tables(tables, fmt, out, force, sqlite_file(store.url), images, wide)
+        images = page_images(pictures)
+    print_tables(tables, fmt, out, force, sqlite_file(store.url), images, wide, source=page_source(store.shown))
 
 
 studies_app = typer.Typer(help="List the studies in the database.\n\n`studies delete NAME` removes one.")

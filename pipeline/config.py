@@ -144,6 +144,22 @@ class DataConfig:
         values.setdefault("rare_kept", "first")
         return cls(**values)
 
+    def used(self) -> dict[str, Any]:
+        """The fields this data set reads, by name: none at None, no imbalance setting without a rare class, no
+        split fraction its kind takes from its files, no image-file setting for arrays. A study file that
+        reproduces it needs these and no others (`best` writes them)."""
+        unused = set()
+        if self.imbalance_class is None:
+            unused |= {"imbalance_keep", "imbalance_in", "rare_kept"}
+        if self.name not in IMAGE_FILE_DATA:
+            unused |= {"image_size", "channels", "cache_dir"}
+        if self.name in ("idx", "medmnist") or self.manifest:  # their own test split
+            unused.add("test_fraction")
+        if self.name == "medmnist":  # its own validation split too
+            unused.add("val_fraction")
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None and f.name not in unused}
+
     @property
     def rare_drawn(self) -> bool:
         """Whether the rare class's examples kept in training are drawn with the split seed (RARE_KEPT)."""

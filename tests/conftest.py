@@ -284,3 +284,30 @@ def texts_off_canvas(picture) -> list[str]:
         if box.x0 < canvas.x0 - 1 or box.y0 < canvas.y0 - 1 or box.x1 > canvas.x1 + 1 or box.y1 > canvas.y1 + 1:
             off.append(f"{picture.file_name}: {text.get_text()!r} at {box.bounds}, canvas {canvas.bounds}")
     return off
+
+
+def overlapping_texts(picture) -> list[str]:
+    """Each pair of visible texts of `picture` that overlap once drawn as its PNG is saved: tick labels that run
+    together ("ankle_bootbag"), a label drawn over another."""
+    from matplotlib.text import Text
+
+    texts_off_canvas(picture)  # draws it as saved
+    figure = picture.figure
+    renderer = figure.canvas.get_renderer()
+    boxes = []
+    for axes in figure.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            shown = [t for t in axis.get_major_ticks() if t.get_loc() is not None and low <= t.get_loc() <= high]
+            boxes += [(t.label1, t.label1.get_window_extent(renderer)) for t in shown if t.label1.get_visible()]
+    ticks = {id(text) for text, _ in boxes}
+    boxes += [(text, text.get_window_extent(renderer)) for text in figure.findobj(Text)
+              if id(text) not in ticks and text.get_visible() and text.get_text().strip()
+              and not any(text is t.label1 or text is t.label2 for a in figure.axes for axis in (a.xaxis, a.yaxis)
+                          for t in axis.get_major_ticks() + axis.get_minor_ticks())]
+    found = []
+    for i, (first, a) in enumerate(boxes):
+        for second, b in boxes[i + 1:]:
+            if min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1:
+                found.append(f"{picture.file_name}: {first.get_text()!r} over {second.get_text()!r}")
+    return found

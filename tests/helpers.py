@@ -334,6 +334,41 @@ def rendered(page: Path, folder: Path) -> dict:
     return parsed(done.stdout)
 
 
+# Run in a page shown in a frame: how wide its document is against its window, and which elements outside a
+# table's own scrolling box (and which table captions) reach past the window's right edge; written on the frame's
+# parent, which --dump-dom prints.
+WIDTH_PROBE = ("<script>window.addEventListener('load', () => { const d = document.documentElement; const wide = [];"
+               "for (const e of document.body.querySelectorAll('*')) { const r = e.getBoundingClientRect();"
+               " if (r.right > d.clientWidth + 1 && (!e.closest('.scroll') || e.tagName === 'CAPTION'))"
+               " wide.push(e.tagName + ' ' + (e.textContent || '').slice(0, 40)); }"
+               "parent.document.body.setAttribute('data-width', JSON.stringify({scroll: d.scrollWidth,"
+               " window: d.clientWidth, wide: wide})); });</script>")
+
+
+def in_a_window(page: Path, folder: Path, width: int) -> dict:
+    """The page in headless Chromium in a window `width` CSS pixels wide (a frame of that width: headless Chromium
+    makes no window narrower than 500), as WIDTH_PROBE measures it; a screenshot of it is left in `folder`."""
+    import html
+    import json
+    import re
+
+    framed = folder / f"{page.stem}-{width}.html"
+    text = page.read_text().replace("</body>", WIDTH_PROBE + "</body>")
+    framed.write_text(f'<!DOCTYPE html><html><body style="margin:0"><iframe style="border:0;width:{width}px;'
+                      f'height:4000px" srcdoc="{html.escape(text, quote=True)}"></iframe></body></html>')
+    window = [f"--window-size={max(width, 500)},4000"]
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", *window,
+                           "--virtual-time-budget=10000", "--dump-dom", framed.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shot = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *window,
+                           f"--screenshot={folder / f'{page.stem}-{width}.png'}", framed.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and (folder / f"{page.stem}-{width}.png").stat().st_size > 1000, shot.stderr[-2000:]
+    (found,) = re.findall(r'<body[^>]*data-width="([^"]*)"', done.stdout)
+    return json.loads(html.unescape(found))
+
+
 TWO_TASKS = """
 name = "pair"
 objective = "val_balanced_accuracy"

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.report.html_report import html_page
+from pipeline.report.html_report import Image, html_page
 from pipeline.report.tables import Table
 
 FORMATS = ("table", "markdown", "csv", "latex", "json", "html")
@@ -49,11 +49,12 @@ def fmt_extension(fmt: str) -> str:
     return {"table": "md", "markdown": "md", "latex": "tex"}.get(fmt, fmt)
 
 
-def render_text(tables: list[Table], fmt: str, images: dict[str, list[tuple[str, bytes]]] | None = None) -> str:
+def render_text(tables: list[Table], fmt: str, images: dict[str, list[Image]] | None = None,
+                source: str = "") -> str:
     """Markdown, CSV, LaTeX, JSON or HTML text for `tables` (the Rich table is drawn by the CLI);
-    only HTML shows `images`, the (caption, PNG) pairs under each study's name."""
+    only HTML shows `images`, the (file name, caption, PNG) triples under each study's name, and `source`."""
     if fmt == "html":
-        return html_page(tables, images)
+        return html_page(tables, images, source=source)
     if fmt == "json":
         return json.dumps([{"title": t.title, "rows": t.records, "notes": t.notes} for t in tables], indent=2)
     parts = []

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from pipeline.errors import UserError
 from pipeline.compare.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
 from pipeline.compare.evaluate import COMPARE_METRICS
+from pipeline.compare.verdict import accuracy_bounds
 from pipeline.report.study_tables import _select, compare_table, dataset_label
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
 from pipeline.store.records import EvaluationRecord, feasible, pareto_set
@@ -40,6 +42,7 @@ class Picture:
     kind: str  # trace, map-<param>-<param>, curves, per-class, compare, pareto-front
     figure: Figure
     data: dict[str, Any] = field(default_factory=dict)
+    caption: str = ""  # one sentence saying what it shows, for the page (the file name where none)
 
     @property
     def file_name(self) -> str:
@@ -121,6 +124,11 @@ def _percent_label(objective: str) -> str:
     return f"{objective.replace('_', ' ')} (%)"
 
 
+def _words(metric: str) -> str:
+    """A metric's name in a sentence: "validation balanced accuracy"."""
+    return metric.replace("val_", "validation ").replace("_", " ")
+
+
 def _who(s: StudyData) -> str:
     """A study as titles name it: its name, method and network."""
     return f"{s.study.name} ({s.study.study.method}, {s.study.study.backbone})"
@@ -167,8 +175,7 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
                   alpha=0.6 if shared else 1.0, markersize=5 if shared else 6, linestyle="none",
                   label=None if shared else "trial", gid=f"objective:{s.study.name}")
         axes.step([x for x, _ in done], best_so_far, where="post", color=color, linestyle=style,
-                  linewidth=1.5 + 1.5 * (len(studies) - 1 - i) if shared else 1.5,
-                  label=None if shared else "best so far")
+                  linewidth=line_width(i, len(studies)), label=None if shared else "best so far")
         if shared:  # one legend entry per study: its marker and line style
             axes.plot([], [], marker=marker, linestyle=style, color=color, label=_who(s))
         if failed:
@@ -186,13 +193,9 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     if len(bounds) == 1:
         count, sobol = bounds.pop()
         axes.axvspan(-0.5, sobol - 0.5, color="grey", alpha=0.12, label=f"Sobol (first {count} trials)")
-        if sobol <= last:  # some trials came from the Gaussian process: say where they start, inside the plot
-            # right of the start when there is room, else left of it: a label from near the right edge runs off
-            right = sobol > 0.6 * (last + 1)
-            axes.text(sobol - 0.6 if right else sobol - 0.4, 0.98,
-                      "Gaussian process from here →" if right else "Gaussian process →",
-                      transform=axes.get_xaxis_transform(), ha="right" if right else "left", va="top", fontsize=8,
-                      color="grey")
+        if sobol <= last:  # some trials came from the Gaussian process: where they start, named in the legend
+            axes.axvline(sobol - 0.5, color="grey", linestyle=":", linewidth=1,
+                         label=f"Gaussian process from trial {sobol}")
     readable_ylim(axes, plotted)
     axes.set(title=title, xlabel="trial (Ax's index, in the order run)",
              ylabel=_percent_label(studies[0].objective))
@@ -203,9 +206,19 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     return figure, data
 
 
+def line_width(i: int, count: int) -> float:
+    """The best-so-far line of the i-th of `count` studies drawn on one trace: 1.5 points alone; with several, from 4
+    points for the first down to 1 for the last, so each line shows under the ones drawn after it and none is a
+    smear."""
+    return 1.5 if count == 1 else 4.0 - 3.0 * i / (count - 1)
+
+
 def trace_pictures(s: StudyData) -> list[Picture]:
     figure, data = trace_figure([s], f"{_who(s)}: {s.objective.replace('_', ' ')} of every trial")
-    return [Picture(s.study.name, "trace", figure, data[s.study.name])]
+    return [Picture(s.study.name, "trace", figure, data[s.study.name],
+                    f"The {_words(s.objective)} of every trial of {s.study.name}, in the order they ran, and the "
+                    "best so far as a line; the first trials are Sobol's spread over the space, the later ones "
+                    "the Gaussian process's proposals.")]
 
 
 def _trial_points(s: StudyData, x: str, y: str | None = None) -> list[tuple[Any, Any, float]]:
@@ -351,10 +364,15 @@ def map_pictures(s: StudyData) -> list[Picture]:
             completed = sum(t.status == TrialStatus.COMPLETED for t in s.trials)
             note = (f"no Gaussian process: {completed} completed trial(s); "
                     "a model needs 3 and Ax's records of the study")
-            pictures.append(Picture(s.study.name, kind, scatter_figure(s, x, y, note), {"note": note}))
+            pictures.append(Picture(s.study.name, kind, scatter_figure(s, x, y, note), {"note": note},
+                                    f"The completed trials of {s.study.name} over {x} and {y}, coloured by their "
+                                    f"{_words(s.objective)}: too few for a Gaussian process to map."))
         else:
             figure, data = map_figure(s, x, y)
-            pictures.append(Picture(s.study.name, kind, figure, data))
+            pictures.append(Picture(s.study.name, kind, figure, data,
+                                    f"What the Gaussian process of {s.study.name} predicts for the "
+                                    f"{_words(s.objective)} over {x} and {y} (left) and how unsure it is (right), "
+                                    "the other parameters at the best trial's values; dots are the trials."))
     return pictures
 
 
@@ -375,11 +393,14 @@ def curves_pictures(s: StudyData) -> list[Picture]:
     figure.suptitle(f"{_who(s)}: best trial {best.trial_index}, training loss and validation accuracy per epoch",
                     fontsize=10)
     return [Picture(s.study.name, "curves", figure,
-                    {"train_loss": best.epoch_train_loss, "val_accuracy": best.epoch_val_accuracy})]
+                    {"train_loss": best.epoch_train_loss, "val_accuracy": best.epoch_val_accuracy},
+                    f"The training loss and validation accuracy of {s.study.name}'s best trial "
+                    f"({best.trial_index}) after each epoch.")]
 
 
 def per_class_pictures(s: StudyData) -> list[Picture]:
-    """The best trial's test accuracy per class; the worst class in red, the rare class named."""
+    """The best trial's test accuracy per class as horizontal bars, so class names of any length are read whole
+    and never run together; the worst class's bar (or, at 0%, its marker) in red, the rare class named."""
     best = s.best
     if best is None or not best.per_class or not best.per_class.get("test"):
         return []
@@ -387,24 +408,32 @@ def per_class_pictures(s: StudyData) -> list[Picture]:
     values = [100 * best.per_class["test"][c] for c in classes]
     rare = s.study.study.data.imbalance_class
     worst = min(values)
-    figure = Figure(figsize=(max(5, 0.45 * len(classes) + 2), 3.5), layout="constrained")
+    worst_names = [c for c, v in zip(classes, values) if v == worst]
+    figure = Figure(figsize=(7, max(3.4, 0.3 * len(classes) + 1.6)), layout="constrained")
     axes = figure.add_subplot()
-    bars = axes.bar(classes, values, color=["C3" if v == worst else "C0" for v in values])
+    rows = range(len(classes))
+    bars = axes.barh(rows, values, color=["C3" if v == worst else "C0" for v in values])
+    labels = [f"{c} (rare in training)" if rare is not None and c == str(rare) else c for c in classes]
     if rare is not None and str(rare) in classes:
         bars[classes.index(str(rare))].set_hatch("//")
-        axes.annotate("rare in training", (classes.index(str(rare)), values[classes.index(str(rare))]),
-                      textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
-    for x, value in enumerate(values):  # each value written on its bar: a class at 0% has no bar to see
-        axes.annotate(f"{value:.0f}", (x, value), textcoords="offset points", xytext=(0, 9 if value < 1 else 2),
-                      ha="center", fontsize=7, color="C3" if value == worst else "black")
-    axes.plot([x for x, v in enumerate(values) if v < 1], [0] * sum(v < 1 for v in values), "^", color="C3",
-              markersize=7, clip_on=False, label="class at 0%" if min(values) < 1 else None)
-    axes.axhline(sum(values) / len(values), color="grey", linestyle="--", label="mean over classes")
-    axes.set(ylim=(0, 110), xlabel="class", ylabel="test accuracy (%)",
-             title=f"{_who(s)}: test accuracy per class, best trial {best.trial_index} (worst in red)")
-    axes.title.set_fontsize(9)
+    for y, value in zip(rows, values):  # each value written at its bar's end: a class at 0% has no bar to see
+        axes.annotate(f"{value:.0f}", (value, y), textcoords="offset points", xytext=(9 if value < 1 else 3, 0),
+                      va="center", fontsize=7, color="C3" if value == worst else "black")
+    zero = [y for y, v in zip(rows, values) if v < 1]
+    axes.plot([0] * len(zero), zero, ">", color="C3", markersize=7, clip_on=False,
+              label="class at 0% (no bar)" if zero else None)
+    mean = sum(values) / len(values)
+    axes.axvline(mean, color="grey", linestyle="--", label=f"mean over classes ({mean:.1f})")
+    axes.set_yticks(rows, labels, fontsize=8)
+    axes.set(xlim=(0, 110), ylim=(len(classes) - 0.5, -0.5), ylabel="class", xlabel="test accuracy (%)")
+    named = worst_names[0] if len(worst_names) == 1 else f"{len(worst_names)} classes"
+    axes.set_title(f"{_who(s)}: test accuracy per class, best trial {best.trial_index}; worst in red: {named} at "
+                   f"{worst:.0f}%", fontsize=9)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return [Picture(s.study.name, "per-class", figure, {"classes": classes, "test_accuracy": values})]
+    caption = (f"The test accuracy of {s.study.name}'s best trial ({best.trial_index}) on each of its "
+               f"{len(classes)} classes; the worst ({', '.join(worst_names)}, {worst:.0f}%) in red.")
+    return [Picture(s.study.name, "per-class", figure, {"classes": classes, "test_accuracy": values,
+                                                        "worst": worst_names}, caption)]
 
 
 def _variant_label(record: dict[str, Any]) -> str:
@@ -418,28 +447,41 @@ def _variant_label(record: dict[str, Any]) -> str:
 
 def compare_pictures(s: StudyData) -> list[Picture]:
     """The evaluated variants (`robust-tune evaluate`): mean and 95% interval over seeds of the test
-    accuracy and of the smallest training class's accuracy, the numbers of `report --compare`."""
+    accuracy and of the smallest training class's accuracy, the numbers of `report --compare`; an interval is
+    drawn inside [0, 100], where accuracies lie."""
     if not s.comparison:
         return []
     shown = [(key, label) for key, label in COMPARE_METRICS if key in ("test_accuracy", "smallest_class_accuracy")]
     variants = [f"{_variant_label(r)}\n({len(r['seeds'])} seeds)" for r in s.comparison]
+    others = [_variant_label(r) for r in s.comparison if r["variant"] != TUNED]
     figure = Figure(figsize=(max(6, 1.3 * len(variants) + 3), 3.5), layout="constrained")
     data: dict[str, Any] = {"variants": [r["variant"] for r in s.comparison]}
     for panel, (key, label) in enumerate(shown):
         axes = figure.add_subplot(1, len(shown), panel + 1)
         means = [100 * r["metrics"][key]["mean"] for r in s.comparison]
         halves = [100 * (r["metrics"][key]["half_width"] or 0.0) for r in s.comparison]
-        axes.errorbar(range(len(variants)), means, yerr=halves, fmt="o", capsize=4, color="C0")
+        bounds = [accuracy_bounds(r["metrics"][key]["mean"], r["metrics"][key]["half_width"]) or
+                  (r["metrics"][key]["mean"],) * 2 for r in s.comparison]
+        lows, highs = [100 * b[0] for b in bounds], [100 * b[1] for b in bounds]
+        axes.errorbar(range(len(variants)), means, yerr=[[m - lo for m, lo in zip(means, lows)],
+                                                         [hi - m for m, hi in zip(means, highs)]],
+                      fmt="o", capsize=4, color="C0")
         axes.set_xticks(range(len(variants)), variants, fontsize=8)
         axes.set_xlim(-0.6, len(variants) - 0.4)
-        readable_ylim(axes, [m - h for m, h in zip(means, halves)] + [m + h for m, h in zip(means, halves)], low=0.0)
+        readable_ylim(axes, lows + highs, low=0.0)
         axes.set(ylabel=f"{label if label.startswith('test') else 'test ' + label} (%)",
                  title="test accuracy" if key == "test_accuracy" else f"test accuracy of the {label}")
         axes.title.set_fontsize(9)
         data[key] = list(zip(means, halves))
-    figure.suptitle(f"{_who(s)}: best configuration re-trained over seeds, against baselines\n"
-                    "mean and 95% interval over seeds", fontsize=10)
-    return [Picture(s.study.name, "compare", figure, data)]
+        data[f"{key}_interval"] = list(zip(lows, highs))
+    against = f", against {', '.join(others)}" if others else " (no baseline evaluated)"
+    figure.suptitle(f"{_who(s)}: best configuration re-trained over seeds{against}\n"
+                    "mean and 95% interval over seeds, within 0-100%", fontsize=10)
+    seeds = sorted({len(r["seeds"]) for r in s.comparison})
+    caption = (f"{s.study.name}'s best configuration re-trained on {'/'.join(map(str, seeds))} seeds"
+               + (f" beside {', '.join(others)}" if others else "")
+               + ": the mean test accuracy and the smallest training class's, each with its 95% interval over seeds.")
+    return [Picture(s.study.name, "compare", figure, data, caption)]
 
 
 def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_class: str | None,
@@ -490,7 +532,10 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.suptitle(f"{who}: test accuracy per epoch of each evaluated variant\nmean over seeds, their range shaded",
                     fontsize=10)
-    return Picture(study, "epoch-curves", figure, data)
+    rare = f", overall and on class {rare_class}" if len(panels) > 1 else ""
+    return Picture(study, "epoch-curves", figure, data,
+                   f"The test accuracy of each variant of {study} re-trained over seeds, after each epoch: the mean "
+                   f"over seeds as a line, their range shaded{rare}.")
 
 
 def importance_pictures(s: StudyData) -> list[Picture]:
@@ -516,7 +561,9 @@ def importance_pictures(s: StudyData) -> list[Picture]:
                    f"process ({s.importance.fitted_on} trials)", fontsize=9)
     data = {"parameters": [p.name for p in shares], "share": values,
             "interval": [(100 * p.low, 100 * p.high) for p in shares]}
-    return [Picture(s.study.name, "importance", figure, data)]
+    return [Picture(s.study.name, "importance", figure, data,
+                    f"How much of the {_words(s.importance.objective)}'s variance each parameter {s.study.name} "
+                    "searched explains alone, under the study's Gaussian process, with its 90% interval.")]
 
 
 def front_pictures(s: StudyData) -> list[Picture]:
@@ -554,20 +601,28 @@ def front_pictures(s: StudyData) -> list[Picture]:
     data = {"x": x, "y": y, "pareto": [t.trial_index for t in front],
             "infeasible": [t.trial_index for t in groups["infeasible"]],
             "points": {t.trial_index: (t.metrics[x], t.metrics[y]) for t in done}}
-    return [Picture(s.study.name, "pareto-front", figure, data)]
+    return [Picture(s.study.name, "pareto-front", figure, data,
+                    f"Every completed trial of {s.study.name} on {_words(x)} and {_words(y)}; the Pareto set, the "
+                    "trials no other beats on both, joined in red.")]
+
+
+VERDICT_COLOURS = {"better": "C2", "worse": "C3", "equivalent": "C0", "undecided": "C1"}  # by the decision's word
+SECONDARY = "0.5"  # a secondary metric's difference: not a decision
 
 
 def verdict_picture(verdict: Any) -> Picture:
     """A campaign's differences to tuned ERM (verdict.Verdict): one row per method, one panel per metric,
     each difference with its interval (simultaneous on a primary metric, 95% on a secondary one), zero and the
-    smallest effect marked, the decision's colour on the point (grey: secondary, not a decision)."""
-    from pipeline.compare.decision import Outcome
+    smallest effect marked, the decision's colour on the point (grey: secondary, not a decision); the legend names
+    the colours drawn, and only those."""
+    from matplotlib.lines import Line2D
+
     from pipeline.compare.verdict import METRIC_LABELS, METRICS
 
     methods = [m.method for m in verdict.methods if any(verdict.cell(m.method, k) for k in METRICS)]
-    figure = Figure(figsize=(2.6 * len(METRICS) + 1, 0.45 * len(methods) + 1.6), layout="constrained")
+    figure = Figure(figsize=(2.6 * len(METRICS) + 1, 0.45 * len(methods) + 1.9), layout="constrained")
     data: dict[str, Any] = {"methods": methods}
-    colours = {Outcome.BETTER: "C2", Outcome.WORSE: "C3", Outcome.EQUIVALENT: "C0", Outcome.UNDECIDED: "C1"}
+    drawn: dict[str, str] = {}  # word -> colour, in the order first drawn
     for panel, metric in enumerate(METRICS):
         axes = figure.add_subplot(1, len(METRICS), panel + 1)
         axes.axvline(0, color="0.3", linewidth=1)
@@ -582,18 +637,27 @@ def verdict_picture(verdict: Any) -> Picture:
                 continue
             mean = 100 * c.mean
             low, high = (mean, mean) if c.low is None or c.high is None else (100 * c.low, 100 * c.high)
-            axes.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", capsize=3,
-                          color=colours.get(c.outcome, "0.5"))
+            word = "secondary" if c.outcome is None else c.outcome.value
+            colour = VERDICT_COLOURS.get(word, SECONDARY)
+            drawn.setdefault(word, colour)
+            axes.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", capsize=3, color=colour)
             rows.append({"method": method, "difference": mean, "low": low, "high": high,
-                         "verdict": None if c.outcome is None else c.outcome.value})
+                         "verdict": None if c.outcome is None else c.outcome.value, "colour": colour})
         axes.set_yticks(range(len(methods)), methods if panel == 0 else [""] * len(methods))
         axes.set_ylim(len(methods) - 0.5, -0.5)
         axes.set_title(METRIC_LABELS[metric] + ("" if primary else " (secondary)"), fontsize=9)
         axes.set_xlabel("difference to ERM (points)", fontsize=8)
         data[metric] = rows
-    figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM (green better, red worse, blue "
-                    "equivalent within the shaded smallest effect, orange undecided, grey secondary)", fontsize=9)
-    return Picture(verdict.campaign, "verdict", figure, data)
+    handles = [Line2D([], [], marker="o", linestyle="none", color=colour, label=word) for word, colour in drawn.items()]
+    handles.append(Patch(color="0.9", label="within the smallest effect"))
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
+    figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM, with its interval, coloured by the verdict",
+                    fontsize=9)
+    words = ", ".join(drawn)
+    caption = (f"Each method of campaign {verdict.campaign} minus tuned ERM on each metric, with its interval "
+               f"(simultaneous on a primary metric, 95% on a secondary one), coloured by its word ({words}); the "
+               "shaded band is the smallest effect that matters.")
+    return Picture(verdict.campaign, "verdict", figure, data, caption)
 
 
 def budget_picture(verdict: Any) -> Picture | None:
@@ -618,7 +682,10 @@ def budget_picture(verdict: Any) -> Picture | None:
     axes.legend(fontsize=7, loc="lower right")
     axes.set_title(f"{verdict.campaign}: expected best after n trials (dotted: the search's own best so far)",
                    fontsize=9)
-    return Picture(verdict.campaign, "budget", figure, data)
+    return Picture(verdict.campaign, "budget", figure, data,
+                   f"Each method's expected best {_words(curves[0].objective)} after n trials of its search in "
+                   f"campaign {verdict.campaign} (Dodge et al. 2019), with its band; dotted: the best its own search "
+                   "had so far.")
 
 
 def rank_picture(campaign: str, ranking: Any) -> Picture | None:
@@ -642,7 +709,9 @@ def rank_picture(campaign: str, ranking: Any) -> Picture | None:
                    f"a bar joins the methods Nemenyi does not separate (CD {ranking.critical_difference:.2f})",
                    fontsize=9, pad=12)
     return Picture(campaign, f"ranks-{ranking.metric}", figure,
-                   {"mean_ranks": ranking.mean_ranks, "critical_difference": ranking.critical_difference})
+                   {"mean_ranks": ranking.mean_ranks, "critical_difference": ranking.critical_difference},
+                   f"Each method's mean rank on {ranking.metric} over the tasks of campaign {campaign}; methods the "
+                   "Nemenyi test cannot tell apart are joined by a bar.")
 
 
 def across_pictures(result: Any) -> list[Picture]:
@@ -683,7 +752,9 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
     figure.legend(*figure.axes[0].get_legend_handles_labels(), loc="outside right center", fontsize=7)
     figure.suptitle("Search strategies: regret of the recommended configuration, median and interquartile range "
                     "over search seeds", fontsize=10)
-    return Picture("search-benchmark", "strategies", figure, data)
+    return Picture("search-benchmark", "strategies", figure, data,
+                   "How far each search strategy's recommendation lies below the best possible after k trainings, "
+                   "per problem: the median over search seeds and its interquartile band.")
 
 
 def epoch_curves_pictures(s: StudyData) -> list[Picture]:
@@ -730,7 +801,10 @@ def draw(studies: list[StudyData]) -> list[Picture]:
         if len(group) > 1:
             objectives = ", ".join(dict.fromkeys(g.objective.replace("_", " ") for g in group))
             figure, data = trace_figure(group, f"{dataset}: {objectives} of every trial, {len(group)} studies")
-            pictures.append(Picture(dataset, "trace", figure, data))
+            pictures.append(Picture(dataset, "trace", figure, data,
+                                    f"Every trial of the {len(group)} studies of data set {dataset} in the order "
+                                    "they ran, one colour and marker per study, and each study's best so far as a "
+                                    "line."))
     return pictures
 
 
@@ -775,4 +849,6 @@ def epochs_picture(runs: list[Any], budget: int, problem: str) -> Picture:
         axes.set_ylim(bottom=math.floor(min(settled)) - 3)
     axes.legend(fontsize=8, loc="lower right")
     axes.set_title(f"{problem}: median and interquartile range over {seeds} search seeds", fontsize=9)
-    return Picture("epochs-benchmark", "variants", figure, data)
+    return Picture("epochs-benchmark", "variants", figure, data,
+                   f"The true value of each variant's recommendation against the epochs trained so far on {problem}: "
+                   "the median over search seeds and its interquartile band.")

@@ -3,12 +3,15 @@ Pareto set, the model's pick, parameter importance, trials), their evaluations c
 they belong to, and every picture of them; one page, so a reader needs no other command."""
 from __future__ import annotations
 
+import datetime as dt
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.report.study_tables import (_select, best_table, compare_table, importance_table, model_pick_table,
                                           pareto_tables, trials_table)
 from pipeline.store import Store
+from pipeline.report.html_report import Image
 from pipeline.report.tables import Table
 
 if TYPE_CHECKING:
@@ -40,7 +43,30 @@ def page_tables(store: Store, names: list[str] | None, baseline: str | None = No
 
 def page_pictures(store: Store, names: list[str] | None, verdicts: list[Verdict], log_file: str | Path
                   ) -> list[Picture]:
-    """Every picture of the selected studies (plots.draw), then each verdict's."""
-    from pipeline.report.plots import draw, load_studies, verdict_picture  # matplotlib and Ax only when drawing
+    """Every picture of the selected studies (plots.draw), then each verdict's and its budget curves'."""
+    from pipeline.report.plots import budget_picture, draw, load_studies, verdict_picture  # matplotlib, Ax: drawing
 
-    return draw(load_studies(store, names, log_file)) + [verdict_picture(v) for v in verdicts]
+    pictures = draw(load_studies(store, names, log_file))
+    for verdict in verdicts:
+        pictures += [p for p in (verdict_picture(verdict), budget_picture(verdict)) if p is not None]
+    return pictures
+
+
+def page_images(pictures: list[Picture]) -> dict[str, list[Image]]:
+    """The pictures as the page shows them: under each study's (or data set's, or campaign's) name, each with its
+    file name and its sentence (the file name where it has none)."""
+    images: dict[str, list[Image]] = {}
+    for picture in pictures:
+        images.setdefault(picture.study, []).append((picture.file_name, picture.caption or picture.file_name,
+                                                     picture.png))
+    return images
+
+
+def page_source(database: str) -> str:
+    """Where a page came from, for its reader: the tool's version, when it was drawn, and the database."""
+    try:
+        tool = f"robust-tune {version('robust-tune')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        tool = "robust-tune (version unknown: not installed)"
+    drawn = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Drawn by {tool} on {drawn} from the database {database}."

@@ -273,7 +273,7 @@ def trials_table(store: Store, name: str) -> Table:
                            percent(m.get("test_worst_class_accuracy")),
                            "-" if t.train_seconds is None else f"{t.train_seconds:.1f}",
                            *([_feasible_text(study, t)] if config.constraints else []),
-                           (t.error or "").splitlines()[0][:80] if t.error else ""])
+                           (t.error or "").splitlines()[0] if t.error else ""])  # the terminal cuts it
         table.records.append({k: v for k, v in asdict(t).items() if k not in ("id", "settings")})
     if any(t.prefix_of is not None or t.status == TrialStatus.EARLY_STOPPED for t in store.trials(study.id)):
         table.notes.append("stopped at E: stopped early after epoch E (budget.early_stopping); prefix of K: trial K's "
@@ -483,7 +483,21 @@ def _one_study(rows: list[_Row], baseline: str | None) -> Table:
         table.notes.append("parameters: a baseline's values that differ from the tuned configuration's (or, "
                            "where it has none, from their defaults); the records hold every parameter.")
     _selection_note(table)
+    table.detail = seed_table(table)
     return table
+
+
+def seed_table(table: Table) -> Table:
+    """Each seed's values behind an evaluation table's means and intervals (its records): one row per study, variant
+    and seed, so a reader sees what an interval was made of (a collapsed run, a spread)."""
+    detail = Table(f"Each seed's values ({sum(len(r['seeds']) for r in table.records)} runs)",
+                   ["study", "variant", "seed", *[label for _, label in COMPARE_METRICS]], [])
+    for record in table.records:
+        for i, seed in enumerate(record["seeds"]):
+            detail.rows.append([", ".join(record["studies"]), record["variant"], str(seed),
+                                *[percent(record["metrics"][key]["values"][i]) for key, _ in COMPARE_METRICS]])
+    detail.notes.append("Test accuracies in %, each of one run re-trained on that seed.")
+    return detail
 
 
 def _merged(per_study: list[list[_Row]]) -> list[_Row]:
@@ -580,6 +594,7 @@ def across_studies(per_study: list[list[_Row]], baseline: str | None = None) -> 
         table.notes.append("parameters: a baseline's values that differ from its study's tuned configuration's "
                            "(or, where it has none, from their defaults); the records hold every parameter.")
     _selection_note(table)
+    table.detail = seed_table(table)
     return table
 
 

@@ -15,6 +15,8 @@ class Table:
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)  # the same rows as data, for JSON
+    summary: str = ""  # what it says in words, one of its notes: the HTML page shows it above the grid
+    detail: Table | None = None  # the values behind its cells (each seed's): the HTML page folds them under it
 
 
 # Columns that describe a study rather than a result: a one-row terminal table says them in a note when

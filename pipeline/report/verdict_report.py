@@ -176,6 +176,7 @@ def verdict_table(verdict: Verdict) -> Table:
             table.rows.append(row)
         table.records.append(record)
     table.notes += _verdict_notes(verdict, thin)
+    table.summary = f"Reading: {verdict.reading}"  # the last note: the page says it first
     return table
 
 
@@ -307,4 +308,5 @@ def across_tables(result: AcrossTasks) -> list[Table]:
         "estimators); intervals: 95% stratified bootstrap, resampling within each task (Agarwal et al. 2021). They "
         "count the runs' spread within the tasks, not the choice of tasks.",
         f"Reading across tasks: {result.reading or 'nothing to compare yet.'}"]
+    versus.summary = versus.notes[-1]
     return tables + [t for t in (ranks, versus) if t.rows]

@@ -257,6 +257,11 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
     assert [len(picture.data[metric]) for metric in METRICS] == [2, 2, 2, 2]
     assert len(picture.figure.axes) == len(METRICS)
     assert texts_off_canvas(picture) == []
+    (legend,) = picture.figure.legends  # the colours drawn, each named, and no colour the picture does not draw
+    named = {text.get_text(): handle.get_color() for text, handle in zip(legend.get_texts(), legend.legend_handles)
+             if text.get_text() != "within the smallest effect"}
+    drawn = {row["verdict"] or "secondary": row["colour"] for metric in METRICS for row in picture.data[metric]}
+    assert named == drawn
     page = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
     assert page.returncode == 0 and "data:image/png;base64," in page.stdout
     assert "Verdict of campaign trio" in page.stdout
@@ -267,7 +272,8 @@ def test_the_complete_html_page_of_a_campaigns_studies_holds_its_verdict_and_com
     assert code == 0, err
     for title in ("Best combination", "Evaluation over seeds", "Verdict of campaign trio", "Trials of trio.cb "):
         assert f"<caption>{title}" in out, title
-    assert 'alt="trio-verdict.png"' in out and 'alt="trio.ls-compare.png"' in out and 'href="#pictures-1"' in out
+    assert 'id="picture-trio-verdict"' in out and 'id="picture-trio-budget"' in out  # every picture of the campaign
+    assert 'id="picture-trio-ls-compare"' in out and 'href="#pictures-1"' in out
 
 
 def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_runs_once_at_a_time(tmp_path):

@@ -3,6 +3,7 @@ SQLite file), re-trained over seeds in real processes."""
 import functools
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -154,12 +155,15 @@ def test_val_fraction_zero_is_refused_with_a_val_objective_and_ranks_on_test_oth
     assert "no val split *" in robust_tune("report", "--db", str(db), "--format", "csv").stdout
 
 
-def test_best_toml_fixes_every_parameter_trains_as_the_best_trial_and_searches_again_given_a_range(db, tmp_path):
+def test_best_toml_fixes_every_parameter_writes_only_what_the_study_used_and_trains_as_the_best_trial(db, tmp_path):
     shown = robust_tune("best", "tiny", "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     assert "\nlr_head = 0.05\n" in shown.stdout  # fixed in the study
-    line = next(line for line in shown.stdout.splitlines() if line.startswith("alpha ="))
-    assert "  # searched: { low = " in line  # searched: fixed at the best trial's value, the range beside it
+    assert re.search(r"^alpha = [\d.e-]+$", shown.stdout, re.M)  # searched: fixed at the best trial's value, alone
+    assert "(the study tuned alpha)" in shown.stdout
+    for unused in ("searched", "low =", "imbalance_keep", "rare_kept", "image_size", "cache_dir", "[search]",
+                   "[budget]", "search_seed"):  # no rare class, digits are arrays, nothing left to search
+        assert unused not in shown.stdout, unused
     path = tmp_path / "best.toml"
     path.write_text(shown.stdout)
     trained = robust_tune("train", "--study", str(path), "--device", "cpu", "--format", "json")
@@ -171,16 +175,19 @@ def test_best_toml_fixes_every_parameter_trains_as_the_best_trial_and_searches_a
     refused = robust_tune("run", str(path), "--db", str(tmp_path / "again.db"))
     assert refused.returncode == 2 and "robust-tune train --study" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "again.db").exists()
-    path.write_text(shown.stdout.replace(line, "alpha = " + line.split("# searched: ")[1]))
-    done = robust_tune("run", str(path), "--db", str(tmp_path / "again.db"), "--trials", "1", "--device", "cpu",
-                       "--log-file", str(tmp_path / "ax.log"))
-    assert done.returncode == 0, done.stderr
-    assert "tiny-best" in done.stdout
-    searched = robust_tune("train", "--study", str(path), "--device", "cpu")
-    assert searched.returncode == 2 and "params.alpha: is searched" in searched.stderr
-    assert "--param alpha=VALUE" in searched.stderr and len(searched.stderr.strip().splitlines()) == 1
     settings = json.loads(robust_tune("best", "tiny", "--db", str(db), "--format", "json").stdout)
     assert settings["train"]["params"]["lr_head"] == 0.05 and settings["train"]["method"] == "ls"
+
+
+def test_best_toml_keeps_the_rare_class_and_the_image_settings_a_study_used():
+    from pipeline.config import DataConfig
+
+    rare = DataConfig(name="digits", imbalance_class="3", imbalance_keep=0.05).used()
+    assert rare["imbalance_keep"] == 0.05 and rare["imbalance_in"] == "train" and "image_size" not in rare
+    images = DataConfig(name="images", root="x", image_size=16).used()
+    assert images["image_size"] == 16 and images["test_fraction"] == 0.2 and "imbalance_keep" not in images
+    assert "test_fraction" not in DataConfig(name="images", manifest="m").used()
+    assert "val_fraction" not in DataConfig(name="medmnist", path="a.npz").used()
 
 
 def test_train_from_study_reproduces_the_best_trial_and_saves_weights_that_load(db, tmp_path, digits):

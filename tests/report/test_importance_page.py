@@ -1,6 +1,7 @@
 """Parameter importance and the complete HTML page: a study stored through the tool's own loop (real Ax, its real
 GP, real SQLite) whose trials return synthetic results, so no training is needed to know which parameter matters."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
 from pipeline.search.trial import InProcessRunner, Outcome, run_trial
 from pipeline.training.result import RunResult
-from helpers import CHROMIUM, parsed, rendered, study_file
+from helpers import CHROMIUM, in_a_window, parsed, rendered, study_file
 
 # Three searched parameters of three kinds (a log range, a linear range, a choice); the objective depends on lr_head.
 SEARCH = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
@@ -110,10 +111,17 @@ def test_the_html_page_holds_every_table_and_picture_with_its_contents(page):
     for title in PAGE_TABLES:
         assert any(c.startswith(title) for c in found["captions"]), title
     assert {link[1:] for link in found["links"]} <= found["ids"] and len(found["links"]) >= len(PAGE_TABLES) + 2
-    alts = [image["alt"] for image in found["images"]]
-    assert {f"{NAME}-importance.png", f"{NAME}-trace.png", f"{NAME}-compare.png", f"{NAME}-per-class.png",
-            "few-trace.png"} <= set(alts)
+    assert {f"picture-{NAME}-importance", f"picture-{NAME}-trace", f"picture-{NAME}-compare",
+            f"picture-{NAME}-per-class", "picture-few-trace"} <= found["ids"]
+    alts = [image["alt"] for image in found["images"]]  # a sentence saying what each shows, not a file name
+    assert all(alt.endswith(".") and ".png" not in alt and len(alt.split()) >= 10 for alt in alts), alts
     assert all(image["src"].startswith("data:image/png;base64,") for image in found["images"])  # nothing fetched
+    text = page.read_text()
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
+    assert re.search(r"Drawn by robust-tune [\w.+-]+ on \d{4}-\d\d-\d\d \d\d:\d\d UTC from the database sqlite:///"
+                     r"\S*runs\.db\.", text)
+    seeds = re.search(r"<details><summary>Each seed&#x27;s values \(2 runs\)</summary>(.*?)</details>", text, re.S)
+    assert seeds and seeds.group(1).count("<tr><td>onlylr</td><td>tuned</td>") == 2  # seeds 0 and 1
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium; "
@@ -187,8 +195,8 @@ def test_each_picture_names_its_study_and_method_and_hides_nothing(page):
     per_class = pictures[f"{NAME}-per-class.png"]
     zero = [i for i, value in enumerate(per_class.data["test_accuracy"]) if value < 1]
     assert zero  # the synthetic results' template has classes at 0%
-    (markers,) = [line for line in per_class.figure.axes[0].lines if line.get_marker() == "^"]
-    assert list(markers.get_xdata()) == zero
+    (markers,) = [line for line in per_class.figure.axes[0].lines if line.get_marker() == ">"]
+    assert list(markers.get_ydata()) == zero and list(markers.get_xdata()) == [0] * len(zero)
     ticks = [t.get_text() for t in pictures[f"{NAME}-compare.png"].figure.axes[0].get_xticklabels()]
     assert any(t.startswith("tuned hws") for t in ticks), ticks
     legend = pictures[f"{NAME}-trace.png"].figure.axes[0].get_legend()
@@ -247,3 +255,32 @@ def test_in_a_narrow_window_chromium_keeps_every_number_of_the_page_on_one_line(
     counts = [int(n) for n in re.findall(r'data-lines="(\d+)"', done.stdout)]
     assert len(counts) >= 10 and set(counts) == {1}, counts
     assert any("±" in cell for cell in re.findall(r'<td class="number"[^>]*>([^<]*)</td>', done.stdout))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
+def test_the_page_reads_at_480_and_at_1280_pixels_wide_tables_scrolling_in_their_own_box(page, tmp_path):
+    """Nothing on the page is wider than a 480- or a 1280-pixel window: a table wider than the window scrolls in its
+    own box, its caption wraps in the window. The page without those boxes is measured too, and overflows."""
+    for width in (480, 1280):
+        found = in_a_window(page, tmp_path, width)
+        assert found["scroll"] <= found["window"] <= width and found["wide"] == [], (width, found)
+    unboxed = tmp_path / "unboxed.html"
+    unboxed.write_text(page.read_text().replace(".scroll{overflow-x:auto", ".scroll{overflow-x:visible"))
+    found = in_a_window(unboxed, tmp_path, 480)
+    assert found["scroll"] > found["window"], found
+
+
+def test_a_verdicts_word_and_reading_come_first_on_the_page_and_each_seeds_values_fold_under_a_table():
+    from pipeline.report.html_report import html_table
+    from pipeline.report.tables import Table
+
+    detail = Table("Each seed's values (2 runs)", ["variant", "seed", "test acc"], [["tuned", "0", "90.0"],
+                                                                                    ["tuned", "1", "80.0"]])
+    table = Table("Verdict", ["method", "metric", "mean ± 95%", "vs ERM", "P>ERM %", "verdict"],
+                  [["hws", "balanced", "85.0 ± 2.0", "+1.0 [+0.5, +1.5]", "60 [40, 80]", "better"]],
+                  ["Accuracies in %.", "Reading: hws is better."], summary="Reading: hws is better.", detail=detail)
+    html = html_table(table, "table-1")
+    assert html.index("Reading: hws is better.") < html.index("<table") and html.count("hws is better") == 1
+    assert re.findall(r"<th>([^<]*)</th>", html)[:3] == ["method", "metric", "verdict"]
+    assert "<td>better</td><td class=\"number\">85.0 ± 2.0</td>" in html
+    assert html.count('<div class="scroll">') == 2 and "<details><summary>Each seed&#x27;s values (2 runs)" in html

@@ -215,3 +215,62 @@ def test_report_without_pictures_never_imports_matplotlib(study_db):
     done = subprocess.run([sys.executable, "-c", probe, "report", "--trials", "--db", str(study_db)],
                           capture_output=True, text=True, timeout=120)
     assert done.stderr.splitlines()[-1] == "0 []", done.stderr
+
+
+LONG_NAMES = ("tshirt_or_top_garment", "trouser_long_leg", "pullover_sweater", "dress_full_length",
+              "winter_coat_heavy", "summer_sandal_open", "shirt_button_down", "running_sneaker", "shopping_bag",
+              "ankle_boot")
+LONG_STUDY = """name = "long"
+objective = "val_balanced_accuracy"
+[data]
+name = "images"
+root = "{root}"
+image_size = 8
+cache_dir = ""
+[model]
+backbone = "small_cnn"
+weights = "none"
+[method]
+name = "hws"
+[params]
+epochs = 1
+beta = {{ low = 0.1, high = 100, log = true }}
+lr_head = {{ low = 0.01, high = 0.3, log = true }}
+[budget]
+trials = 3
+initial = 3
+"""
+
+
+def test_a_real_study_of_ten_long_class_names_draws_pictures_whose_texts_never_overlap(cli, tmp_path):
+    """Ten classes of long names, trained for real (1 epoch, 8-pixel images), evaluated on 2 seeds without a
+    baseline: no two texts of any picture overlap, the per-class picture's title names the worst class drawn in
+    red, and the comparison says it has no baseline and keeps its intervals inside [0, 100]."""
+    from conftest import overlapping_texts
+    from helpers import write_folder
+
+    write_folder(tmp_path / "images", classes=LONG_NAMES, per_class=5, side=8)
+    (tmp_path / "long.toml").write_text(LONG_STUDY.format(root=tmp_path / "images"))
+    db, log = str(tmp_path / "long.db"), str(tmp_path / "ax.log")
+    for command in (["run", str(tmp_path / "long.toml")], ["evaluate", "long", "--seeds", "2"]):
+        code, _, err = cli(*command, "--db", db, "--device", "cpu", "--log-file", log)
+        assert code == 0, err
+    pictures = {p.kind: p for p in draw(load_studies(Store(db, create=False), None, log))}
+    assert {"trace", "per-class", "compare", "map-lr_head-beta"} <= set(pictures)
+    assert [found for p in pictures.values() for found in overlapping_texts(p) + texts_off_canvas(p)] == []
+    per_class = pictures["per-class"]
+    assert [t.get_text() for t in per_class.figure.axes[0].get_yticklabels()] == list(per_class.data["classes"])
+    worst = per_class.data["worst"]
+    title = per_class.figure.axes[0].get_title().replace("\n", " ")
+    assert "worst in red: " + (worst[0] if len(worst) == 1 else f"{len(worst)} classes") in title
+    red = [bar.get_y() + bar.get_height() / 2 for bar in per_class.figure.axes[0].patches
+           if bar.get_facecolor()[:3] == (0.8392156862745098, 0.15294117647058825, 0.1568627450980392)]
+    zero = [line for line in per_class.figure.axes[0].lines if line.get_marker() == ">"]
+    shown = set(red) | {y for line in zero for y in line.get_ydata()}  # a red bar, or at 0% a red marker
+    assert shown == {per_class.data["classes"].index(name) for name in worst}
+    compare = pictures["compare"]
+    suptitle = " ".join(compare.figure.get_suptitle().split())
+    assert "no baseline evaluated" in suptitle and "against" not in suptitle
+    assert all(0 <= low <= high <= 100 for key in ("test_accuracy", "smallest_class_accuracy")
+               for low, high in compare.data[f"{key}_interval"])
+    assert compare.caption.startswith("long's best configuration re-trained on 2 seeds:")

@@ -1,6 +1,5 @@
 """Epoch prefixes told to Ax and early stopping (pipeline/spec/epochs.py) through real studies: real Ax, real SQLite,
 real processes for the kill, digits and the small CNN for 1-4 epochs."""
-import re
 import json
 import signal
 from pathlib import Path
@@ -113,15 +112,11 @@ def test_early_stopping_stops_trials_behind_the_median_and_stores_each_once_with
     assert {t.trial_index for t in stopped} == {i for i, (status, _) in ax.items() if status == "early_stopped"}
     check_prefixes(trials, study)
 
-    code, out, err = cli("best", "pf", "--db", str(db))  # `best` writes a study that prefixes and stops the same way
+    code, out, err = cli("best", "pf", "--db", str(db))  # `best` writes the one configuration: nothing to search
     assert code == 0, err
     (tmp_path / "best.toml").write_text(out)
     tuned = load_configuration(tmp_path / "best.toml")  # every parameter fixed at the best trial's value
-    assert tuned.epoch_prefixes and tuned.budget == study.budget and not tuned.search
-    ranges = re.sub(r"^(\w+) = .*  # searched: (.*)$", r"\1 = \2", out, flags=re.M)  # each range given back
-    (tmp_path / "again.toml").write_text(ranges)
-    again = load_study(tmp_path / "again.toml")
-    assert again.epoch_prefixes and again.budget == study.budget and again.search == study.search
+    assert not tuned.search and "[search]" not in out and "[budget]" not in out
 
 
 @pytest.mark.parametrize("edit, problem", [
