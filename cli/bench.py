@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 from cli.app import app
 from cli.options import (BenchFormat, Db, Device, Initial, MarkdownAlias, PlotForce, Processes,
                          Rounds, chosen_format)
-from cli.render import print_tables, stderr, stdout
+from cli.render import print_line, print_tables, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.report.tables import Table as ReportTable
 
@@ -73,7 +73,7 @@ class BenchGroup(TyperGroup):
                 raise
             error.message = f"{error.message}; {note}"
             raise
-        stderr.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+        print_line(stderr, f"note: {note}", highlight=False, markup=False)
         return value
 
 

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from cli.app import app
 from cli.evaluate import EvaluationView
-from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
+from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
                          TrialsPerGpu, Wide, Workers)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
@@ -310,21 +310,22 @@ def compare(
             else:
                 summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
     except KeyboardInterrupt:
-        stderr.print(f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with {resume}",
-                     soft_wrap=True)
+        print_resume(stderr, f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with",
+                     resume)
         raise typer.Exit(130)
     except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
         raise ServerLost(f"{lost}; campaign {campaign.name} stopped; what it stored is kept; resume with {resume} "
                          "once it is back") from None
-    stderr.print(f"campaign {campaign.name}: {summary.trials_run} trial(s) and {summary.runs_trained} re-training "
-                 f"run(s) now; search {summary.search_seconds:.0f} s, re-training {summary.retrain_seconds:.0f} s"
-                 + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
-                 soft_wrap=True, highlight=False)
+    print_line(stderr, f"campaign {campaign.name}: {summary.trials_run} trial(s) and {summary.runs_trained} "
+               f"re-training run(s) now; search {summary.search_seconds:.0f} s, re-training "
+               f"{summary.retrain_seconds:.0f} s"
+               + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
+               highlight=False)
     if live is not None:
         live.campaign(campaign.name)
         if not live.failed:
-            stderr.print(f"MLflow: campaign {campaign.name}'s studies, trials and verdict at {live.uri}",
-                         soft_wrap=True, highlight=False)
+            print_line(stderr, f"MLflow: campaign {campaign.name}'s studies, trials and verdict at {live.uri}",
+                       highlight=False)
     store = Store(db, create=False)
     record = store.require_campaign(campaign.name)
     print_tables(across_tables(take_across_tasks(store, record)) if record.tasks

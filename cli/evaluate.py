@@ -10,10 +10,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cli.app import app
-from cli.interrupts import CtrlC, ctrl_c_kept, resume_command
+from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_format, chosen_workers, Db, Device, LogFile, Precision, Scheduler,
                          Threads, TrialsPerGpu, typed, Wide, Workers)
-from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr, stdout, update_batch_bars
+from cli.render import (print_file_text, print_image_line, print_line, print_tables, print_upgrade, stderr, stdout,
+                        update_batch_bars)
 from pipeline.config import DEFAULT_TRIALS_PER_GPU, TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
 from pipeline.library_logs import check_log_file
@@ -144,7 +145,7 @@ def evaluate(
                            dict(parse_assignment(text) for text in param or []), resplit,
                            threads, pick, trial)  # bad input changes nothing
     if trial is None and (note := pareto_note(Store(db, create=False), plan.study, plan.trial_index)):
-        stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
+        print_line(stderr, f"note: {note}", markup=False, highlight=False)
     check_precision(precision)
     print_image_line(plan.study.study.data)  # the study's, as stored
     from pipeline.search.parallel import trial_runner  # torch: after the plan, so bad input is refused at once
@@ -162,8 +163,7 @@ def evaluate(
             view = EvaluationView(bars, ctrl_c, named_trial=trial is not None)
             ran = run_evaluation(store, plan, device, view.on_event, precision, runner)
     except KeyboardInterrupt:
-        stderr.print(f"interrupted: {_stopped_runs(view, study)}; resume with {resume}",
-                     soft_wrap=True, markup=False, highlight=False)
+        print_resume(stderr, f"interrupted: {_stopped_runs(view, study)}; resume with", resume)
         raise typer.Exit(130)
     except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
         raise ServerLost(f"{lost}; {_stopped_runs(view, study)}; resume with {resume} once it is back") from None
@@ -197,8 +197,8 @@ def _drop(study: str, db: str | None, variant: str, yes: bool) -> None:
         raise UserError(f"study {study} has no evaluated variant {variant!r}; evaluated: {known}")
     seeds = ", ".join(str(e.seed) for e in sorted(runs, key=lambda e: e.seed))
     if not yes and not _stdin_is_terminal():
-        stderr.print(f"nothing was dropped: --drop asks first, and there is no terminal to answer; "
-                     f"add --yes to drop variant {variant} without asking", soft_wrap=True, markup=False)
+        print_line(stderr, f"nothing was dropped: --drop asks first, and there is no terminal to answer; "
+                   f"add --yes to drop variant {variant} without asking", markup=False)
         raise typer.Exit(1)
     if not yes and not typer.confirm(f"Drop variant {variant} of study {study}: {len(runs)} run(s) (seeds {seeds}) "
                                      f"from {store.shown}?"):
@@ -207,8 +207,8 @@ def _drop(study: str, db: str | None, variant: str, yes: bool) -> None:
     store = Store(db, create=False, write=True)  # upgrades a database written by an earlier version
     print_upgrade(store.upgraded)
     dropped = drop_variant(store, study, variant)
-    stdout.print(f"dropped variant {variant} of study {study}: {dropped} run(s); evaluate runs it again when asked",
-                 soft_wrap=True, markup=False)
+    print_line(stdout, f"dropped variant {variant} of study {study}: {dropped} run(s); evaluate runs it again when "
+               "asked", markup=False)
 
 
 def _stdin_is_terminal() -> bool:
@@ -273,7 +273,7 @@ def best(
     store = Store(db, create=False)
     record, chosen = study_and_trial(store, study, trial, pick)
     if trial is None and (note := pareto_note(store, record, chosen.trial_index)):
-        stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
+        print_line(stderr, f"note: {note}", markup=False, highlight=False)
     config = trial_config(record, chosen)
     if format_ == "json":
         print(json.dumps({"study": record.name, "trial_index": chosen.trial_index,
@@ -281,4 +281,4 @@ def best(
                           "constraints": list(record.study.constraints), "metrics": chosen.metrics,
                           "train": {k: v for k, v in config.to_dict().items() if k != "device"}}, indent=2))
     else:
-        print(_study_toml(record, chosen, config), end="")
+        print_file_text(_study_toml(record, chosen, config))

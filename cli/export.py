@@ -7,7 +7,7 @@ import typer
 
 from cli.app import app
 from cli.options import Db
-from cli.render import stderr, stdout
+from cli.render import print_line, stderr, stdout
 from pipeline.errors import UserError
 
 
@@ -42,6 +42,6 @@ def export(
     done = export_to_mlflow(store, mlflow, studies, on_run)
     new = [e for e in done if e.created]
     counts = {kind: sum(e.kind == kind for e in new) for kind in ("study", "trial", "verdict")}
-    stdout.print(f"exported to {mlflow}: new runs for {counts['study']} stud{'y' if counts['study'] == 1 else 'ies'}, "
-                 f"{counts['trial']} trial(s) and {counts['verdict']} verdict(s); {len(done) - len(new)} run(s) were "
-                 "there already", soft_wrap=True)
+    print_line(stdout, f"exported to {mlflow}: new runs for {counts['study']} "
+               f"stud{'y' if counts['study'] == 1 else 'ies'}, {counts['trial']} trial(s) and {counts['verdict']} "
+               f"verdict(s); {len(done) - len(new)} run(s) were there already")

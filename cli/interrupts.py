@@ -14,6 +14,11 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from rich.cells import cell_len
+from rich.console import Console
+
+from cli.render import print_line
+
 
 class CtrlC:
     """Counts Ctrl-C presses; `check` raises KeyboardInterrupt for one that has not been raised through."""
@@ -69,3 +74,19 @@ def resume_command(ctx: Any, shown: dict[str, Callable[[Any], str]] | None = Non
         else:
             options += [word for v in values for word in (param.opts[0], show(v))]
     return shlex.join(words + options)
+
+
+def print_resume(console: Console, text: str, command: str) -> None:
+    """`text` ("...; resume with") and the command to type again: one line in a log; on a terminal too narrow
+    for both, the command on lines of its own, each but the last ending in a backslash, so that pasted it is
+    still one command."""
+    if not console.is_terminal or cell_len(f"{text} {command}") <= console.width:
+        print_line(console, f"{text} {command}", markup=False, highlight=False)
+        return
+    print_line(console, text, markup=False, highlight=False)
+    lines = [""]
+    for word in (shlex.quote(word) for word in shlex.split(command)):
+        if lines[-1] and cell_len(f"  {lines[-1]} {word} \\") > console.width:
+            lines.append("")
+        lines[-1] = f"{lines[-1]} {word}".strip()
+    console.print(" \\\n".join(f"  {line}" for line in lines), soft_wrap=True, markup=False, highlight=False)

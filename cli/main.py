@@ -14,24 +14,25 @@ from rich.markup import escape
 
 from cli import train, predict, study, evaluate, campaign, export, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
 from cli.app import app
+from cli.render import print_line
 from pipeline.errors import ServerLost, TrainingFailed, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the app; bad input (or a database another process keeps locked) prints one line naming the problem
-    and exits with code 2, a training run that cannot go on (NaN loss) or a server lost mid-run (the
-    database's, a Dask scheduler) one line and code 1."""
+    and exits with code 2, a training run that cannot go on (NaN loss) or a server lost mid-run (the database's,
+    a Dask scheduler) one line and code 1. On a terminal the line wraps between words."""
     errors = Console(stderr=True, highlight=False)
     try:
         code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
     except UserError as error:
-        errors.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, soft_wrap=True)
+        print_line(errors, f"[bold red]error:[/] {escape(str(error))}", markup=True)
         sys.exit(2)
     except TrainingFailed as error:
-        errors.print(f"[bold red]training failed:[/] {escape(str(error))}", markup=True, soft_wrap=True)
+        print_line(errors, f"[bold red]training failed:[/] {escape(str(error))}", markup=True)
         sys.exit(1)
     except ServerLost as error:  # the environment failed, not the input
-        errors.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, soft_wrap=True)
+        print_line(errors, f"[bold red]error:[/] {escape(str(error))}", markup=True)
         sys.exit(1)
     except typer.TyperException as error:  # usage errors from the argument parser
         if type(error).__name__ == "NoArgsIsHelpError":  # a bare group (`robust-tune`, `robust-tune data`)
@@ -39,8 +40,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         context = getattr(error, "ctx", None)  # the command the error is about: its own --help
         command = context.command_path if context is not None else "robust-tune"
-        errors.print(f"[bold red]error:[/] {escape(error.format_message())} (see {command} --help)",
-                     markup=True, soft_wrap=True)
+        print_line(errors, f"[bold red]error:[/] {escape(error.format_message())} (see {command} --help)",
+                   markup=True)
         sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         errors.print("aborted")
@@ -50,8 +51,8 @@ def main(argv: list[str] | None = None) -> None:
 
         if not is_busy(error):
             raise
-        errors.print("[bold red]error:[/] the database is busy: another process keeps it locked in the middle of a "
-                     "write (one paused with Ctrl-Z, perhaps); resume or stop that process, then try again",
-                     markup=True, soft_wrap=True)
+        print_line(errors, "[bold red]error:[/] the database is busy: another process keeps it locked in the middle "
+                   "of a write (one paused with Ctrl-Z, perhaps); resume or stop that process, then try again",
+                   markup=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

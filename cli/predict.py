@@ -14,7 +14,7 @@ from rich.table import Table
 
 from cli.app import app
 from cli.options import Device, JsonAlias, chosen_format
-from cli.render import cut_text, metrics_table, stderr, stdout
+from cli.render import cut_text, metrics_table, print_line, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.output_file import check_output, write_output
 
@@ -63,9 +63,9 @@ def predict(
         else:
             predictions = predict_images(saved, find_images(paths), on, batch_size)
             true_classes = None
-    stderr.print(f"images: resized to {saved.image_size} x {saved.image_size} px, {saved.channels} "
-                 f"channel{'s' if saved.channels != 1 else ''}, as {weights.name} was trained (not cached)",
-                 soft_wrap=True, markup=False, highlight=False)
+    print_line(stderr, f"images: resized to {saved.image_size} x {saved.image_size} px, {saved.channels} "
+               f"channel{'s' if saved.channels != 1 else ''}, as {weights.name} was trained (not cached)",
+               markup=False, highlight=False)
     if out is not None:
         write_output(out, _csv(predictions, saved.class_names, true_classes), force)
         stderr.print(f"wrote {len(predictions)} rows to {out}", markup=False, highlight=False)
@@ -125,4 +125,4 @@ def _print_predictions(predictions: list["Prediction"], class_names: list[str]) 
     if not show_all:
         notes.append(f"p is the predicted class's probability; all {len(class_names)} classes' are in --out FILE.csv")
     for note in notes:
-        stdout.print(note, style="dim", markup=False, highlight=False, soft_wrap=True)
+        print_line(stdout, note, style="dim", markup=False, highlight=False)

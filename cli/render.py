@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.cells import cell_len, set_cell_size
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.config import IMAGE_FILE_DATA
 from pipeline.report.formats import render_text
@@ -27,9 +29,35 @@ stderr = Console(stderr=True)
 
 
 def print_line(console: Console, text: str, **options: Any) -> None:
-    """A progress or event line: on a terminal Rich wraps it between words to the width; elsewhere (a log file,
-    a pipe) it stays one line per event, whatever its length, so the log reads and greps one line each."""
-    console.print(text, soft_wrap=not console.is_terminal, **options)
+    """A progress, event or error line: on a terminal wrapped between words to the width (print_wrapped);
+    elsewhere (a log file, a pipe) one line per event, whatever its length, so the log reads and greps one line
+    each."""
+    if console.is_terminal:
+        print_wrapped(console, text, **options)
+    else:
+        console.print(text, soft_wrap=True, **options)
+
+
+def print_wrapped(console: Console, text: str, indent: int = 0, hang: int = 0, **options: Any) -> None:
+    """`text` wrapped between words to the console's width (Rich folds only a word wider than a line), each line
+    `indent` spaces in and the lines after the first of each paragraph `hang` more, none ending in a space."""
+    style, markup, highlight = options.pop("style", ""), options.pop("markup", None), options.pop("highlight", None)
+    for paragraph in console.render_str(text, style=style, markup=markup, highlight=highlight).split():
+        lines = paragraph.wrap(console, max(1, console.width - indent - hang))
+        for number, line in enumerate(lines):
+            line.rstrip()
+            console.print(Text(" " * (indent + (hang if number else 0))) + line, soft_wrap=True, **options)
+
+
+def print_file_text(text: str) -> None:
+    """A file's text (best's TOML) on stdout as it is, to redirect into a file; on a terminal its comment lines
+    wider than the terminal are wrapped between words, each part still a comment."""
+    for line in text.splitlines():
+        if stdout.is_terminal and line.startswith("# ") and cell_len(line) > stdout.width:
+            print(*textwrap.wrap(line[2:], stdout.width, initial_indent="# ", subsequent_indent="# ",
+                                 break_long_words=False, break_on_hyphens=False), sep="\n")
+        else:
+            print(line)
 
 
 def terminal_width(console: Console) -> int | None:
@@ -50,7 +78,7 @@ def image_line(data: "DataConfig") -> str | None:
 def print_image_line(data: "DataConfig") -> None:
     """`image_line` on stderr, where there is one."""
     if (line := image_line(data)) is not None:
-        stderr.print(line, soft_wrap=True, markup=False, highlight=False)
+        print_line(stderr, line, markup=False, highlight=False)
 
 
 def result_title(result: "RunResult") -> str:
@@ -129,7 +157,7 @@ def update_batch_bars(bar: Progress, epochs: Any, batches: Any, event: Any,
 def print_upgrade(message: str | None) -> None:
     """The one line saying a database written by an earlier version was upgraded, on stderr."""
     if message:
-        stderr.print(message, soft_wrap=True, markup=False, highlight=False)
+        print_line(stderr, message, markup=False, highlight=False)
 
 
 # Terminal tables show one line per row from CARDS_BELOW columns up: `fit_columns` chooses what they show.
@@ -220,24 +248,37 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
                 headers[i] = short[0]
                 legend[short[0]] = short[1]
                 widths[i] = max([cell_len(short[0]), *(cell_len(row[i]) for row in t.rows)])
+    hidden: list[int] = []
+    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT and not chosen]
+    differences = [i for i in hideable if _abbreviation(t.headers[i]) and headers[i].startswith("Δ")]
+    order = [*(flexible if not chosen else []), *(i for i in hideable if i not in differences), *differences]
+
+    def hide(upto: list[int]) -> None:
+        """Leave out the columns of `upto`, in order, until the table fits."""
+        for i in upto:
+            if needed() <= width:
+                break
+            hidden.append(i)
+            columns.remove(i)
+            if i in flexible:
+                flexible.remove(i)
+
+    def spared(i: int) -> int:
+        """The room leaving out column `i` makes."""
+        return (min(widths[i], FLEXIBLE_WIDTH) if i in flexible else widths[i]) + 2
+
+    # Names stay whole where leaving out columns makes room (one difference to the reference kept at least);
+    # else they are cut, never a number: a table that does not fit even so is printed as cards (print_table).
+    if needed() - sum(map(spared, order[:len(order) - bool(differences)])) <= width:
+        hide(order[:len(order) - bool(differences)])
     cut = set()
-    for i in sorted((i for i in columns if i not in flexible), key=lambda i: -widths[i]):
+    for i in sorted((i for i in columns if i not in flexible and not _numeric(t, i)), key=lambda i: -widths[i]):
         if needed() <= width:
             break
         room = max(NAME_WIDTH, cell_len(headers[i]), widths[i] - (needed() - width))
         if room < widths[i]:
             widths[i], cut = room, cut | {i}
-    hidden = []
-    hideable = [i for i in reversed(columns) if i not in flexible and t.headers[i] not in KEPT and not chosen]
-    differences = [i for i in hideable if _abbreviation(t.headers[i]) and headers[i].startswith("Δ")]
-    for i in [*(flexible if not chosen else []), *(i for i in hideable if i not in differences),
-              *differences]:  # differences last
-        if needed() <= width:
-            break
-        hidden.append(i)
-        columns.remove(i)
-        if i in flexible:
-            flexible.remove(i)
+    hide([i for i in order if i in columns])
     for i in sorted(cut & set(columns), key=lambda i: widths[i]):  # a column left out made room: uncut what fits
         whole = max([cell_len(headers[i]), *(cell_len(row[i]) for row in t.rows)])
         widths[i] = min(whole, widths[i] + max(0, width - needed()))
@@ -267,6 +308,11 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
     return ReportTable(t.title, [headers[i] for i in columns], rows, notes + t.notes, t.records)
 
 
+def _numeric(t: ReportTable, i: int) -> bool:
+    """Whether column `i` holds numbers (a result, an interval, a difference): cut, it would say another."""
+    return all(cell[:1].isdigit() or cell[:1] in "+-" for row in t.rows if (cell := row[i]))
+
+
 def _cut_names(names: list[str], width: int) -> list[str]:
     """Names cut to `width` in the middle; when that makes two of them the same, what they all begin and end
     with is cut instead (`digits-gils-…-study` and `digits-ls-…-study` become `…gils…` and `…ls…`)."""
@@ -285,12 +331,17 @@ def grid(t: ReportTable, wrap: bool = False) -> Table:
     """The table as a narrow Rich grid, one line per row (`wrap`: long cells wrapped instead)."""
     grid = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False)  # no rules: narrow
     for i, header in enumerate(t.headers):
-        numeric = all(cell[:1].isdigit() or cell[:1] in "+-" for row in t.rows if (cell := row[i]))
         grid.add_column(header, no_wrap=not wrap, overflow="fold" if wrap else "ellipsis",
-                        justify="right" if numeric else "left")
+                        justify="right" if _numeric(t, i) else "left")
     for row in t.rows:
         grid.add_row(*row)
     return grid
+
+
+def _grid_width(t: ReportTable) -> int:
+    """How wide `grid` draws the table: its columns at their widest, two spaces between them."""
+    return sum(max([cell_len(header), *(cell_len(row[i]) for row in t.rows)]) for i, header in enumerate(t.headers)) \
+        + 2 * (len(t.headers) - 1)
 
 
 def cards(t: ReportTable) -> Table:
@@ -318,7 +369,7 @@ def print_table(t: ReportTable, console: Console, wide: bool = False, chosen: bo
         shown, table = t, cards(t)
     else:
         shown = fit_columns(t, console.width, chosen)
-        table = grid(shown)
+        table = grid(shown) if _grid_width(shown) <= console.width else cards(shown)
     if table is not None:
         console.print(table)
     for note in shown.notes:

@@ -14,7 +14,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from cli.app import app
-from cli.interrupts import ctrl_c_kept, resume_command
+from cli.interrupts import ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
                          TrialsPerGpu, Wide, Workers)
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr,
@@ -266,7 +266,7 @@ def run(
         if stderr.is_terminal and view.rows:
             stderr.print(view.trials_grid())  # the live table went with Ctrl-C: its trials stay on screen
         stopped = _stopped_trials(study.name, stop.trial_indices if isinstance(stop, StudyInterrupted) else [])
-        stderr.print(f"interrupted: {stopped}; resume with {resume}", soft_wrap=True)
+        print_resume(stderr, f"interrupted: {stopped}; resume with", resume)
         raise typer.Exit(130)
     except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
         raise ServerLost(f"{lost}; {_stopped_trials(study.name, sorted(view.running))}; resume with {resume} "
@@ -287,7 +287,7 @@ def run(
     if live is not None:
         live.study(study.name)  # a study resumed or finished before: what MLflow lacks of it
         if not live.failed:
-            stderr.print(f"MLflow: study {study.name} and its trials at {live.uri}", soft_wrap=True, highlight=False)
+            print_line(stderr, f"MLflow: study {study.name} and its trials at {live.uri}", highlight=False)
     picks = model_pick_table(Store(db), [study.name])
     print_tables([best_table(Store(db), [study.name]), *pareto_tables(Store(db), [study.name])]
                  + ([picks] if picks else []), "table", None)

@@ -7,14 +7,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.padding import Padding
 from rich.table import Table
-from rich.text import Text
 
 from cli.app import app
 from cli.options import Db, Device, JsonAlias, Precision, ResultFormat, Threads, chosen_format
-from cli.render import (batches_line, params_line, print_image_line, print_line, result_table, result_title,
-                        stderr, stdout, terminal_width, training_progress)
+from cli.render import (batches_line, params_line, print_image_line, print_line, print_wrapped, result_table,
+                        result_title, stderr, stdout, terminal_width, training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
 from pipeline.errors import UserError
 from pipeline.output_file import check_output
@@ -222,7 +220,7 @@ def methods() -> None:
     narrow = stdout.width < _table_width([p for _, params in sections for p in params])
     for title, params in sections:
         if not params:
-            stdout.print(f"{title}\n  (no parameters of its own)", markup=False, highlight=False)
+            print_wrapped(stdout, f"{title}\n  (no parameters of its own)", hang=2, markup=False, highlight=False)
         elif narrow:
             _print_block(title, params)
         else:
@@ -238,10 +236,10 @@ def methods() -> None:
     stdout.print("Papers named above:", style="bold", highlight=False)
     for name, title in PAPERS.items():
         if name in cited:
-            stdout.print(Padding(Text(f"{name}: {title}"), (0, 0, 0, 2), expand=False))
-    stdout.print("A method joins parts with + in any order: one loss (default erm; gils implies ls), one sampler "
-                 "(default uniform), at most one mixer or a chain of generators (gils, then at most one attack), "
-                 f"at most one weights part. For example: {EXAMPLES}.")
+            print_wrapped(stdout, f"{name}: {title}", indent=2, hang=2, markup=False, highlight=False)
+    print_wrapped(stdout, "A method joins parts with + in any order: one loss (default erm; gils implies ls), one "
+                  "sampler (default uniform), at most one mixer or a chain of generators (gils, then at most one "
+                  f"attack), at most one weights part. For example: {EXAMPLES}.", markup=False, highlight=False)
 
 
 MEANING_WIDTH = 30  # the least room the table's meaning column gets; narrower terminals get one block per part
@@ -259,12 +257,13 @@ def _table_width(params: list[HParam]) -> int:
 
 def _print_block(title: str, params: list[HParam]) -> None:
     """A part as a block, for a terminal too narrow for the table: its title, then a line per parameter with its
-    default, valid values and study range, and its meaning under it; Rich wraps long lines between words."""
-    stdout.print(title, style="bold", markup=False, highlight=False)
+    default, valid values and study range, and its meaning under it; long lines wrap between words, indented
+    under their first."""
+    print_wrapped(stdout, title, hang=2, style="bold", markup=False, highlight=False)
     for p in params:
-        stdout.print(Padding(Text(f"{p.name} = {p.default}  (valid {_valid_text(p)}; study {_search_text(p.search)}; "
-                                  f"widens {_widens_text(p)})"), (0, 0, 0, 2), expand=False))
-        stdout.print(Padding(Text(p.help, style="dim"), (0, 0, 0, 6), expand=False))
+        print_wrapped(stdout, f"{p.name} = {p.default}  (valid {_valid_text(p)}; study {_search_text(p.search)}; "
+                      f"widens {_widens_text(p)})", indent=2, hang=2, markup=False, highlight=False)
+        print_wrapped(stdout, p.help, indent=6, style="dim", markup=False, highlight=False)
 
 
 def _default_text(value: object) -> str:

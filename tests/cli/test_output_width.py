@@ -1,0 +1,207 @@
+"""Every line of every command fits a terminal 80 or 120 columns wide and breaks only between words: tables,
+progress and summary lines, notes, errors and the resume line after Ctrl-C, each command run as a user runs it.
+
+The commands run with Rich taking their output for a terminal (TTY_COMPATIBLE=1): what is wrapped is wrapped
+as on a terminal, live views are drawn, and the text is read with the terminal's control codes taken out, each
+carriage return or newline ending a line. A word cut at a line's end is found against the same command's
+output on a terminal wide enough for every line (WIDE): the last word of a line and the first of the next, put
+together, make a word of that output that either alone is not."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from cli.main import main
+from helpers import ROBUST_TUNE, robust_tune, rows, study_file
+
+TERMINAL = {"TTY_COMPATIBLE": "1", "TERM": "xterm", "NO_COLOR": "1", "OMP_NUM_THREADS": "1"}
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")  # cursor moves, styles, links
+WIDE = 1000
+WIDTHS = (80, 120)
+
+CAMPAIGN = """
+name = "fm-campaign-with-a-longer-name"
+objective = "val_balanced_accuracy"
+methods = ["ls"]
+
+[data]
+name = "digits"
+imbalance_class = "3"
+imbalance_keep = 0.1
+imbalance_in = "train"
+
+[params]
+epochs = {epochs}
+lr_head = {{ low = 0.01, high = 0.2, log = true }}
+
+[budget]
+trials = 2
+initial = 2
+
+[evaluate]
+seeds = 2
+max_seeds = 2
+"""
+
+STUDY = "epochs = 1\nalpha = { low = 0.0, high = 0.5 }"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """A database with a finished campaign (its studies, re-training runs and verdict) and a study evaluated
+    against two baselines, built once in this process; the study and campaign files beside it."""
+    folder = tmp_path_factory.mktemp("width")
+    (folder / "campaign.toml").write_text(CAMPAIGN.format(epochs=1))
+    study = study_file(folder, "smoothing-on-the-digits-with-a-rare-three", "ls", STUDY, trials=2)
+    common = ["--db", str(folder / "stored.db"), "--device", "cpu", "--log-file", str(folder / "ax.log")]
+    for args in (["compare", str(folder / "campaign.toml")], ["run", str(study)],
+                 ["evaluate", study.stem, "--seeds", "2", "--against", "erm,ls"]):
+        with pytest.raises(SystemExit) as done:
+            main([*args, *common])
+        assert done.value.code == 0, args
+    return folder
+
+
+def shown(folder: Path, args: list[str], width: int, fresh: bool = False) -> subprocess.CompletedProcess:
+    """The command on a terminal `width` wide; `fresh`: on a copy of the stored database made for this call,
+    so that a command that trains finds the same state at every width."""
+    db = folder / "stored.db"
+    if fresh:
+        db = shutil.copy(db, folder / f"copy-{width}.db")
+    args = [str(db) if arg == "DB" else arg for arg in args]
+    return robust_tune(*args, env={**TERMINAL, "COLUMNS": str(width)})
+
+
+def screen_lines(text: str) -> list[str]:
+    """The lines a terminal shows of `text`: control codes out, a carriage return or a newline ending each."""
+    return re.split(r"\r\n|\r|\n", CONTROL.sub("", text))
+
+
+def check_fits(text: str, width: int, wide: str) -> None:
+    """No line of `text` is wider than `width` and no word is cut at a line's end (see the module's docstring), but
+    for a word wider than a line (a long path): alone on its line, or folded."""
+    lines = screen_lines(text)
+    assert [line for line in lines if cell_len(line) > width and len(line.removesuffix(" \\").split()) > 1] == [], \
+        f"wider than {width}"
+    words = set(CONTROL.sub("", wide).split())
+    for line, following in zip(lines, lines[1:]):
+        if line.split() and following.split():
+            end, start = line.split()[-1], following.split()[0]
+            cut = end + start in words and (end not in words or start not in words)
+            assert not cut or cell_len(end + start) > width, f"{end + start!r} cut: {line!r} / {following!r}"
+
+
+READING = {  # commands that only read: the same output at every width but for the layout
+    "report": ["report", "--db", "DB"],
+    "report --trials": ["report", "--db", "DB", "--trials"],
+    "report --compare": ["report", "--db", "DB", "--compare"],
+    "report --compare one study": ["report", "--db", "DB", "--compare",
+                                   "smoothing-on-the-digits-with-a-rare-three"],
+    "report --verdict": ["report", "--db", "DB", "--verdict", "fm-campaign-with-a-longer-name"],
+    "studies": ["studies", "--db", "DB"],
+    "methods": ["methods"],
+    "best": ["best", "smoothing-on-the-digits-with-a-rare-three", "--db", "DB"],
+    "compare, all stored": ["compare", "CAMPAIGN", "--db", "DB", "--device", "cpu"],
+    "evaluate, all stored": ["evaluate", "smoothing-on-the-digits-with-a-rare-three", "--db", "DB", "--seeds",
+                             "2", "--against", "erm,ls", "--device", "cpu"],
+    "bench startup": ["bench", "startup", "--rounds", "1", "--db", "DB"],
+}
+
+ERRORS = {  # bad input: one line in a log, wrapped between words on a terminal
+    "unknown study": ["report", "--db", "DB", "a-study-name-that-is-nowhere-in-this-database-at-all-not-even-close"],
+    "unknown column": ["report", "--db", "DB", "--columns", "method,nope"],
+    "unknown option": ["report", "--db", "DB", "--no-such-option-of-report-whatsoever"],
+    "missing file": ["run", "a/study/file/in/a/folder/that/does/not/exist/anywhere/on/this/machine/study.toml"],
+    "bad override": ["run", "STUDY", "--set", "budget.trails=6"],
+    "bad value": ["run", "STUDY", "--set", "params.epochs=three"],
+}
+
+
+def _command(folder: Path, args: list[str]) -> list[str]:
+    """`args` with CAMPAIGN and STUDY naming the stored campaign's and study's files."""
+    files = {"CAMPAIGN": folder / "campaign.toml", "STUDY": folder / "smoothing-on-the-digits-with-a-rare-three.toml"}
+    return [str(files[arg]) if arg in files else arg for arg in args]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", [*READING, *ERRORS])
+def test_every_line_fits_the_terminal_and_breaks_between_words(folder, name, width):
+    args = _command(folder, {**READING, **ERRORS}[name])
+    done, wide = shown(folder, args, width), shown(folder, args, WIDE)
+    assert done.returncode == wide.returncode == (2 if name in ERRORS else 0), done.stderr
+    assert "Traceback" not in done.stderr
+    check_fits(done.stdout, width, wide.stdout)
+    check_fits(done.stderr, width, wide.stderr)
+    assert not re.search(r"\d…|…[+-]?\d+\.\d", CONTROL.sub("", done.stdout))  # a number is never cut
+    if name.startswith("report --compare") and width == 120:
+        assert "…" not in done.stdout  # the names are whole: columns were left out instead
+    if name == "methods":
+        assert [line for line in screen_lines(done.stdout) if line.endswith(" ")] == []
+    if name in ERRORS:
+        assert len(screen_lines(wide.stderr.strip())) == 1  # one line where it fits
+        assert "".join(CONTROL.sub("", done.stderr).split()) == "".join(CONTROL.sub("", wide.stderr).split())
+
+
+TRAINING = {  # commands that train: each width on its own copy of the database
+    "run": ["run", "STUDY", "--db", "DB", "--device", "cpu"],
+    "evaluate": ["evaluate", "smoothing-on-the-digits-with-a-rare-three", "--db", "DB", "--seeds", "3",
+                 "--against", "erm,ls", "--device", "cpu"],
+    "compare": ["compare", "CAMPAIGN", "--db", "DB", "--device", "cpu", "--set", "evaluate.max_seeds=3",
+                "--set", "evaluate.seeds=3"],
+    "train": ["train", "--method", "ls", "-p", "epochs=1", "--device", "cpu"],
+    "bench steps": ["bench", "steps", "--setting", "digits", "--rounds", "1", "--steps", "2"],
+    "bench search": ["bench", "search", "--trials", "3", "--initial", "2", "--seeds", "1", "--problem",
+                     "digits-hws-replay"],
+}
+
+
+@pytest.mark.parametrize("name", list(TRAINING))
+def test_what_a_training_command_prints_fits_the_terminal(folder, name, tmp_path):
+    outputs = {}
+    for width in (*WIDTHS, WIDE):
+        study = study_file(tmp_path, f"a-new-study-{width}", "ls", STUDY, trials=2)
+        args = [str(study) if arg == "STUDY" else arg for arg in TRAINING[name]]
+        args = _command(folder, args)
+        outputs[width] = shown(folder, args, width, fresh=True)
+        assert outputs[width].returncode == 0, outputs[width].stderr
+    for width in WIDTHS:
+        check_fits(outputs[width].stdout, width, outputs[WIDE].stdout)
+        check_fits(outputs[width].stderr, width, outputs[WIDE].stderr)
+
+
+def _interrupted(folder: Path, args: list[str], width: int) -> str:
+    """What the command prints when Ctrl-C lands while its first trial trains."""
+    db = folder / f"stopped-{width}.db"
+    process = subprocess.Popen([ROBUST_TUNE, *args, "--db", str(db), "--device", "cpu", "--log-file",
+                                str(folder / "stopped.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, **TERMINAL, "COLUMNS": str(width)})
+    while not rows(db, "select 1 from rt_trials where status = 'running'"):
+        assert process.poll() is None, process.communicate()
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    return CONTROL.sub("", err)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_the_resume_line_after_ctrl_c_fits_and_can_be_pasted(folder, command, width, tmp_path):
+    if command == "run":
+        path = study_file(tmp_path, "interrupted", "ls", STUDY.replace("epochs = 1", "epochs = 50"), trials=2)
+    else:
+        path = tmp_path / "campaign.toml"
+        path.write_text(CAMPAIGN.format(epochs=50))
+    err = _interrupted(tmp_path, [command, str(path)], width)
+    typed = (f"robust-tune {command} {path} --db {tmp_path / f'stopped-{width}.db'} --device cpu --log-file "
+             f"{tmp_path / 'stopped.log'}")
+    check_fits(err, width, typed)
+    text, command = err[err.index("resume with") + len("resume with"):].split("\n", 1)
+    assert text == "" and command.startswith("  robust-tune")  # the command on lines of its own, to copy
+    assert re.sub(r" \\\n *", " ", command).strip() == typed  # each line but the last ends in a backslash
