@@ -132,6 +132,10 @@ def train(
     # a bad weights file is named before training starts
     check_weights(config.backbone, config.weights, data.in_channels)
     print_image_line(config.data)  # once the data loaded: bad input stays one line
+    # the counts before training, where they can still stop a run that would waste its time; 80 wide on a pipe
+    counts = data.split_summary(terminal_width(stderr) or PIPE_WIDTH, data.rare_class(config.data.imbalance_class))
+    print_line(stderr, "\n".join(["examples per split and class:", *counts]), markup=False, highlight=False)
+    from pipeline.training.metrics import poor_run_warnings
     from pipeline.training.trainer import train as run_training
 
     with training_progress(f"{method} on {dataset}") as on_event:
@@ -144,6 +148,8 @@ def train(
         torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict(),
                     CARD_KEY: model_card(data, config.data.name, config.backbone)}, save)
         stderr.print(f"wrote {save}")
+    for line in poor_run_warnings(result):
+        print_line(stderr, line, style="yellow", markup=False, highlight=False)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return
@@ -151,8 +157,9 @@ def train(
     stdout.print(result_table(result))
     stdout.print(batches_line(result))
     stdout.print(params_line(result), style="dim")
-    print_line(stdout, "\n".join(["examples per split and class:", *data.split_summary(terminal_width(stdout))]),
-               markup=False, highlight=False)
+
+
+PIPE_WIDTH = 80  # the count lines' width where stderr is no terminal (a log file, a pipe)
 
 
 # With --from-study or --study the configuration is the study's: options that would change it are refused, not

@@ -1,5 +1,9 @@
 """The exceptions the command line prints as one line: bad input (exit 2), and failures that are not the
 input's (exit 1)."""
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
 
 
 class UserError(Exception):
@@ -13,3 +17,19 @@ class TrainingFailed(Exception):
 class ServerLost(Exception):
     """A server a running command works with went away (the database server, the Dask scheduler): the
     environment's failure, not the input's. The message names the server (never a password) in one line."""
+
+
+class FieldError(UserError):
+    """A UserError about one field of a study or campaign file: `source` (the file), `key` (the dotted field) and
+    `problem`, kept apart so that a field set on the command line (--set) is named there instead of the file."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        super().__init__(f"{source}: {key}: {problem}")
+        self.source, self.key, self.problem = source, key, problem
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean X?)" for the known name closest to a mistyped `name` (difflib's ratio, at least 0.6), else
+    "": put after the words "unknown field" or "unknown parameter"."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

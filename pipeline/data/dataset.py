@@ -86,17 +86,8 @@ class Dataset:
                 for name, split in (("train", self.train), ("val", self.val), ("test", self.test))}
 
     def check_every_class_present(self) -> None:
-        """Refuse a split that lost a class: balanced and worst-class accuracy would silently leave it out. An
-        empty validation split (val_fraction = 0, the papers' protocol) is allowed: it has no accuracy at all."""
-        counts = self.split_counts()
-        checked = [split for split, per_class in counts.items() if split != "val" or any(per_class)]
-        for index, name in enumerate(self.class_names):
-            missing = [split for split in checked if counts[split][index] == 0]
-            if missing:
-                total = sum(per_class[index] for per_class in counts.values())
-                raise UserError(f"class {name!r} ({total} example(s) in all) has none in the {' and '.join(missing)} "
-                                f"split{'s' if len(missing) > 1 else ''}, so its accuracy could not be measured "
-                                "there; add examples of it, or change val_fraction / test_fraction / imbalance_keep")
+        """Refuse a split that lost a class (check_classes_present)."""
+        check_classes_present(self.class_names, self.split_counts())
 
     def thin_classes(self, minimum: int = THIN_CLASS) -> str | None:
         """One line naming the classes with fewer than `minimum` examples in validation or test, where one image
@@ -114,22 +105,48 @@ class Dataset:
                 "(and the rare-class and worst-class rows) say little; add images or raise val_fraction / "
                 "test_fraction")
 
-    def split_summary(self, width: int | None = None) -> list[str]:
+    def rare_class(self, configured: str | None = None) -> str | None:
+        """The class made rare (`configured`: the data's imbalance_class), else the one with the fewest training
+        examples where it has under half the most's; None when no class is rare."""
+        if configured is not None and configured in self.class_names:
+            return configured
+        counts = self.split_counts()["train"]
+        fewest = min(range(len(counts)), key=counts.__getitem__)
+        return self.class_names[fewest] if counts[fewest] < max(counts) / 2 else None
+
+    def split_summary(self, width: int | None = None, rare: str | None = None) -> list[str]:
         """What the splits hold, a line each, for the user to check once: counts per class (up to 10 classes),
-        else the total and the smallest class; then a warning line for classes too thin to measure (thin_classes).
-        `width`: the terminal's, when the caller prints to one; counts that would not fit go on further lines,
-        under the first count, so that no `class:count` is broken."""
+        else the total and the smallest class; the `rare` class marked with a *, and a line saying so; then a
+        warning line for classes too thin to measure (thin_classes). `width`: the most a line may hold (a
+        terminal's, or a pipe's 80); counts that would not fit go on further lines, under the first count, so that
+        no `class:count` is broken."""
         lines = []
+        names = [f"{name}*" if name == rare else name for name in self.class_names]
         for split, counts in self.split_counts().items():
             head = f"{split:<5} {sum(counts):>6}  "
             if len(counts) <= 10:
-                lines += _wrap_tokens(head, [f"{name}:{count}" for name, count in zip(self.class_names, counts)],
-                                      width)
+                lines += _wrap_tokens(head, [f"{name}:{count}" for name, count in zip(names, counts)], width)
             else:
                 fewest = min(range(len(counts)), key=counts.__getitem__)
                 lines.append(f"{head}{min(counts)}-{max(counts)} per class (fewest: {self.class_names[fewest]})")
+        if rare is not None:
+            lines.append(f"* the rare class: {rare}")
         warning = self.thin_classes()
         return lines + ([warning] if warning else [])
+
+
+def check_classes_present(class_names: list[str], counts: dict[str, list[int]]) -> None:
+    """Refuse a split that lost a class: balanced and worst-class accuracy would silently leave it out. An empty
+    validation split (val_fraction = 0, the papers' protocol) is allowed: it has no accuracy at all. `counts`: the
+    examples per class of each split, as Dataset.split_counts gives them (known before any image is decoded)."""
+    checked = [split for split, per_class in counts.items() if split != "val" or any(per_class)]
+    for index, name in enumerate(class_names):
+        missing = [split for split in checked if counts[split][index] == 0]
+        if missing:
+            total = sum(per_class[index] for per_class in counts.values())
+            raise UserError(f"class {name!r} ({total} example(s) in all) has none in the {' and '.join(missing)} "
+                            f"split{'s' if len(missing) > 1 else ''}, so its accuracy could not be measured "
+                            "there; add examples of it, or change val_fraction / test_fraction / imbalance_keep")
 
 
 def _wrap_tokens(head: str, tokens: list[str], width: int | None) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from pipeline.config import DataConfig
-from pipeline.data.dataset import Dataset, Split
+from pipeline.data.dataset import Dataset, Split, check_classes_present
 from pipeline.data.cache import cached_pixels
 from pipeline.data.manifest import read_manifest
 from pipeline.data.splits import apply_imbalance, stratified_split
@@ -52,12 +52,15 @@ def load_images(config: DataConfig) -> Dataset:
 def resident_dataset(config: DataConfig, name: str, class_names: list[str], pixels: Callable[[], torch.Tensor],
                      labels: torch.Tensor, train: torch.Tensor, val: torch.Tensor, test: torch.Tensor) -> Dataset:
     """uint8 splits of any image data set, with the imbalance option applied and their normalisation: the
-    pixels (N, C, H, W), read by `pixels()` once the splits are known not to be empty, stay resident."""
+    pixels (N, C, H, W), read by `pixels()` once the splits are known to hold every class, stay resident."""
     train, val = apply_imbalance(config, class_names, labels, train, val)
     for part, indices in (("training", train), ("validation", val), ("test", test)):
         if len(indices) == 0 and not (part == "validation" and config.val_fraction == 0):
             raise UserError(f"the {part} split of {name} is empty; the classes are too small for "
                             f"val_fraction {config.val_fraction} (and test_fraction {config.test_fraction})")
+    # every check on the labels before the pixels: a refused data set decodes nothing and writes no cache
+    check_classes_present(class_names, {split: torch.bincount(labels[indices], minlength=len(class_names)).tolist()
+                                        for split, indices in (("train", train), ("val", val), ("test", test))})
     images = pixels()
     if config.normalize == "imagenet":
         mean, std = torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pipeline.errors import UserError
+from pipeline.errors import UserError, did_you_mean
 from pipeline.methods.declarations import FAMILIES, GENERATORS, LOSSES, PARTS, SAMPLERS
 from pipeline.methods.parts import Part
 from pipeline.params import TRAINING_PARAMS, HParam, Value, resolve
@@ -76,8 +76,8 @@ def parse_method(name: str) -> Method:
     parts = [part.strip() for part in name.strip().lower().split("+")]
     unknown = [part for part in parts if part not in PARTS]
     if unknown:
-        raise UserError(f"unknown method {name!r}: no part {unknown[0]!r}; parts: {', '.join(PARTS)}, "
-                        "joined with +")
+        raise UserError(f"unknown method {name!r}: no part {unknown[0]!r}{did_you_mean(unknown[0], PARTS)}; parts: "
+                        f"{', '.join(PARTS)}, joined with +")
     if len(set(parts)) < len(parts):
         raise UserError(f"method {name!r} names a part twice")
     chosen = {family: [PARTS[p] for p in parts if p in registry] for family, registry in FAMILIES.items()}

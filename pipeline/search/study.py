@@ -224,7 +224,7 @@ def reading_store(db: str | None) -> Store | None:
 def as_stored(study: StudyConfig, db: str | None) -> StudyConfig:
     """`study` with what its file leaves to the stored study (`settle_stored`) as the study stored under its name
     in `db` has it; a new study keeps the file's defaults. Changes nothing."""
-    if (study.image_size_given and study.strategy_given and study.rare_kept_given
+    if (study.image_size_given and study.strategy_given and study.rare_kept_given and not study.defaulted
             or (store := reading_store(db)) is None):
         return study
     return settle_stored(study, store.study(study.name))
@@ -233,10 +233,12 @@ def as_stored(study: StudyConfig, db: str | None) -> StudyConfig:
 def settle_stored(study: StudyConfig, record: StudyRecord | None) -> StudyConfig:
     """`study` at what its file leaves to the study stored under its name (`record`; None: not stored): its image
     size (StudyConfig.settle_image_size), its search strategy (StudyConfig.settle_strategy), the rare-class
-    examples it keeps (StudyConfig.settle_rare_kept) and whether its ranges widen (StudyConfig.settle_widen)."""
+    examples it keeps (StudyConfig.settle_rare_kept), whether its ranges widen (StudyConfig.settle_widen) and the
+    parameters it leaves to a default that has changed since (StudyConfig.settle_defaults)."""
     stored = None if record is None else record.study
     return (study.settle_image_size(stored and stored.data.image_size).settle_strategy(stored and stored.strategy)
-            .settle_rare_kept(stored and stored.data.rare_kept).settle_widen(stored and stored.widen))
+            .settle_rare_kept(stored and stored.data.rare_kept).settle_widen(stored and stored.widen)
+            .settle_defaults(stored and stored.fixed))
 
 
 def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:

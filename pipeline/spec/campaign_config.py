@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.config import DataConfig
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError, did_you_mean
 from pipeline.methods import parse_method
 from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig,
-                                        apply_overrides, parse_study, read_toml)
+                                        apply_overrides, naming_overrides, parse_study, read_toml)
 
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget. Two
@@ -238,6 +238,12 @@ class CampaignConfig:
         return self._settle_each(stored, lambda study, kept: study.settle_widen(
             None if kept is None else kept.get("widen", ADDED_LATER["widen"])))
 
+    def settle_defaults(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with each study's parameters left to a default that has changed since at the value the stored
+        campaign's study fixed, where that was the earlier default (StudyConfig.settle_defaults)."""
+        return self._settle_each(stored, lambda study, kept: study.settle_defaults(
+            None if kept is None else kept.get("fixed", {})))
+
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,
@@ -295,8 +301,12 @@ def _json_differences(new: Any, old: Any, path: str = "") -> list[str]:
     return [] if new == old else [path]
 
 
-def _fail(source: str, key: str, problem: str) -> UserError:
-    return UserError(f"{source}: {key}: {problem}")
+EVALUATE_FIELDS = ("seeds", "max_seeds", "seeds_per_round", "pick", "resplit", "primary", "smallest_effect",
+                   "max_minutes")
+
+
+def _fail(source: str, key: str, problem: str) -> FieldError:
+    return FieldError(source, key, problem)
 
 
 def _int(source: str, table: dict[str, Any], key: str, default: int, section: str, low: int = 1,
@@ -331,8 +341,8 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
                                     or not max_minutes > 0):
         raise _fail(source, "evaluate.max_minutes", f"must be a positive number of minutes, got {max_minutes!r}")
     if table:
-        raise _fail(source, f"evaluate.{sorted(table)[0]}", "unknown field; known: seeds, max_seeds, seeds_per_round, "
-                                                            "pick, resplit, primary, smallest_effect, max_minutes")
+        key, known = sorted(table)[0], EVALUATE_FIELDS
+        raise _fail(source, f"evaluate.{key}", f"unknown field{did_you_mean(key, known)}; known: {', '.join(known)}")
     return Evaluation(seeds, max_seeds, per_round, pick, resplit, primary, effects,
                       None if max_minutes is None else float(max_minutes))
 
@@ -346,7 +356,9 @@ def _primary(source: str, raw: Any) -> tuple[str, ...] | None:
                                                 f"known: {', '.join(DECISION_METRICS)}")
     for metric in raw:
         if metric not in DECISION_METRICS:
-            raise _fail(source, "evaluate.primary", f"unknown metric {metric!r}; known: {', '.join(DECISION_METRICS)}")
+            raise _fail(source, "evaluate.primary", f"unknown metric {metric!r}"
+                                                    f"{did_you_mean(metric, DECISION_METRICS)}; known: "
+                                                    f"{', '.join(DECISION_METRICS)}")
     if len(set(raw)) != len(raw):
         raise _fail(source, "evaluate.primary", "a metric is listed twice")
     return tuple(raw)
@@ -359,8 +371,9 @@ def _smallest_effect(source: str, raw: Any) -> dict[str, float]:
                                                         "{ test_balanced_accuracy = 1, smallest_class_accuracy = 5 }")
     for metric, points in raw.items():
         if metric not in DECISION_METRICS:
-            raise _fail(source, f"evaluate.smallest_effect.{metric}", f"unknown metric; known: "
-                                                                      f"{', '.join(DECISION_METRICS)}")
+            raise _fail(source, f"evaluate.smallest_effect.{metric}", f"unknown metric"
+                                                                      f"{did_you_mean(metric, DECISION_METRICS)}; "
+                                                                      f"known: {', '.join(DECISION_METRICS)}")
         if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points <= 50:
             raise _fail(source, f"evaluate.smallest_effect.{metric}", f"must be a number of points in (0, 50], "
                                                                       f"got {points!r}")
@@ -461,7 +474,7 @@ def _tasks(source: str, raw: Any, document: dict[str, Any]) -> dict[str, dict[st
             for key in fields:
                 if key not in known[table]:
                     raise _fail(source, f"tasks.{task}.{table}.{key}",
-                                f"unknown field; known: {', '.join(known[table])}")
+                                f"unknown field{did_you_mean(key, known[table])}; known: {', '.join(known[table])}")
     return raw
 
 
@@ -501,7 +514,8 @@ def _own_params(source: str, raw: Any, methods: tuple[str, ...]) -> dict[str, di
         for param in table:
             if param not in _declared(method):
                 raise _fail(source, f"method_params.{key}.{param}",
-                            f"{method} takes no parameter {param}; known: {', '.join(sorted(_declared(method)))}")
+                            f"{method} takes no parameter {param}{did_you_mean(param, _declared(method))}; known: "
+                            f"{', '.join(sorted(_declared(method)))}")
         own[method] = table
     return own
 
@@ -524,4 +538,5 @@ def load_campaign(path: str | Path, replicates: int | None = None, overrides: li
     """Read and validate a campaign file, with `--set section.key=value` overrides applied as `run` applies
     them to a study file; any problem is a one-line UserError."""
     path = Path(path)
-    return parse_campaign(apply_overrides(read_toml(path, "campaign"), list(overrides)), str(path), replicates)
+    with naming_overrides(list(overrides)):
+        return parse_campaign(apply_overrides(read_toml(path, "campaign"), list(overrides)), str(path), replicates)

@@ -39,16 +39,17 @@ import json
 import re
 import tomllib
 import typing
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads, image_size_for
 from pipeline.spec.epochs import EARLY_STOPPING
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError, did_you_mean
 from pipeline.methods import parse_method
 from pipeline.methods.declarations import PARTS
-from pipeline.params import KIND_WORDS, Choice, HParam, Range, Value
+from pipeline.params import EARLIER_PARAM_DEFAULTS, KIND_WORDS, Choice, HParam, Range, Value, training_defaults
 
 OBJECTIVES = tuple(f"{split}_{metric}" for split in ("val", "test")
                    for metric in ("accuracy", "balanced_accuracy", "worst_class_accuracy"))
@@ -229,6 +230,10 @@ class StudyConfig:
     # [tracking] mlflow: an MLflow tracking URI the study's runs are logged to as they end. Where a copy goes, not
     # what the study is: not stored, not compared.
     mlflow: str | None = field(default=None, compare=False)
+    # The parameters whose default has changed since studies were first stored (params.EARLIER_PARAM_DEFAULTS) that the
+    # study file left to their default; a study stored under the name then keeps its own value (settle_defaults).
+    # Like image_size_given: not stored, not compared.
+    defaulted: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def multi_objective(self) -> bool:
@@ -268,7 +273,7 @@ class StudyConfig:
         which say how its file was written, and mlflow, where copies of its runs go."""
         stored = dataclasses.asdict(self)
         del stored["image_size_given"], stored["strategy_given"], stored["rare_kept_given"], stored["widen_given"]
-        del stored["mlflow"]
+        del stored["mlflow"], stored["defaulted"]
         for space in stored["search"].values():  # a range says widen only where the file fixed it
             if space.get("widen") is True:
                 del space["widen"]
@@ -331,6 +336,16 @@ class StudyConfig:
             return self
         return dataclasses.replace(self, widen=stored)
 
+    def settle_defaults(self, stored_fixed: dict[str, Any] | None) -> StudyConfig:
+        """The study with each parameter its file left to a default that has changed (`defaulted`) at the value the
+        study stored under its name fixed (`stored_fixed`), where that was an earlier default (EARLIER_PARAM_DEFAULTS: a
+        study stored before a default changed keeps training as it did); else (None: not stored) today's default."""
+        kept = {name: stored_fixed[name] for name in self.defaulted
+                if stored_fixed is not None and stored_fixed.get(name) in EARLIER_PARAM_DEFAULTS[name]}
+        if all(self.fixed.get(name) == value for name, value in kept.items()):
+            return self
+        return dataclasses.replace(self, fixed={**self.fixed, **kept})
+
     def identity(self) -> dict[str, Any]:
         """What the study is, as JSON: every field but those that may change without making it another
         study (NOT_IDENTITY: the budget may grow, the description be reworded) and those with a rule of their
@@ -389,14 +404,16 @@ class _Fields:
         if not isinstance(table, dict):
             self.fail(section, "must be a table")
         self.table = dict(table)
+        self.known: list[str] = []  # the fields asked for, for a "did you mean" on one left over
 
     def where(self, key: str) -> str:
         return f"{self.section}.{key}" if self.section else key
 
     def fail(self, key: str, problem: str) -> typing.NoReturn:
-        raise UserError(f"{self.source}: {key}: {problem}")
+        raise FieldError(self.source, key, problem)
 
     def take(self, key: str, kind: type | tuple[type, ...], default: Any = ..., required: bool = False) -> Any:
+        self.known.append(key)
         if key not in self.table:
             if required:
                 self.fail(self.where(key), "is required")
@@ -411,7 +428,8 @@ class _Fields:
 
     def done(self) -> None:
         if self.table:
-            self.fail(self.where(sorted(self.table)[0]), "unknown field")
+            key = sorted(self.table)[0]
+            self.fail(self.where(key), "unknown field" + did_you_mean(key, self.known))
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
@@ -446,14 +464,26 @@ def data_with(data: DataConfig, assignments: list[str], option: str = "--set") -
                         "data.channels=1); a method's parameter goes in --param")
     given = {key: value for key, value in dataclasses.asdict(data).items() if value is not None}
     raw = apply_overrides({"data": given}, list(assignments))
-    return _data_config(_Fields(option, "data", raw["data"]))
+    with naming_overrides(list(assignments), option):
+        return _data_config(_Fields(option, "data", raw["data"]))
+
+
+def _reads_as(hparam: HParam, text: str) -> bool:
+    """Whether `text` written without quotes is a valid value of `hparam` in TOML: "3" quoted by mistake, where
+    dropping the quotes is the fix (and not "three", which no quotes make a number)."""
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+        hparam.coerce(value)
+    except (tomllib.TOMLDecodeError, UserError):
+        return False
+    return not isinstance(value, str)
 
 
 def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice | Value:
     where = fields.where(hparam.name)
 
     def coerce(raw: Any, what: str) -> Value:
-        if isinstance(raw, str) and hparam.kind in ("float", "int", "bool"):  # "3" in a file is text, not 3
+        if isinstance(raw, str) and hparam.kind in ("float", "int", "bool") and _reads_as(hparam, raw):
             fields.fail(where, f"{what}: parameter {hparam.name} must be {KIND_WORDS[hparam.kind]}, got the text "
                                f"{raw!r}; write it without quotes")
         try:
@@ -519,7 +549,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     model = _Fields(source, "model", top.take("model", dict, {}))
     backbone = model.take("backbone", str, "small_cnn")
     if backbone not in BACKBONES:
-        model.fail("model.backbone", f"unknown backbone {backbone!r}; known: {', '.join(BACKBONES)}")
+        model.fail("model.backbone", f"unknown backbone {backbone!r}{did_you_mean(backbone, BACKBONES)}; known: "
+                                     f"{', '.join(BACKBONES)}")
     weights = model.take("weights", str, "none")
     model.done()
     image_size_given = "image_size" in data_table
@@ -542,12 +573,15 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     declared = method.declared
     for key in params.table:
         if key not in declared:
-            params.fail(f"params.{key}", f"unknown parameter for method {method.name}; known: {', '.join(declared)}")
+            params.fail(f"params.{key}", f"unknown parameter for method {method.name}{did_you_mean(key, declared)}; "
+                                         f"known: {', '.join(declared)}")
     fixed: dict[str, Value] = {}
     search: dict[str, Range | Choice] = {}
+    defaults = {p.name: p.default for p in method.params} | training_defaults(weights)
+    defaulted = frozenset(name for name in EARLIER_PARAM_DEFAULTS if name in declared and name not in params.table)
     for hparam in method.params:
         entry = (_search_entry(params, hparam, params.table.pop(hparam.name)) if hparam.name in params.table
-                 else hparam.search if hparam.search is not None else hparam.default)
+                 else hparam.search if hparam.search is not None else defaults[hparam.name])
         if isinstance(entry, (Range, Choice)):
             search[hparam.name] = entry
         else:
@@ -600,7 +634,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                        description=description, threads=threads, strategy=strategy, objectives=objectives,
                        constraints=tuple(c.text for c in constraints), epoch_prefixes=epoch_prefixes, widen=widen,
                        image_size_given=image_size_given, strategy_given=strategy_given,
-                       rare_kept_given=rare_kept_given, widen_given=widen_given, mlflow=mlflow)
+                       rare_kept_given=rare_kept_given, widen_given=widen_given, mlflow=mlflow, defaulted=defaulted)
 
 
 _BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}
@@ -713,6 +747,20 @@ def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, An
     return raw
 
 
+@contextmanager
+def naming_overrides(overrides: list[str], option: str = "--set", prefix: str = "") -> Iterator[None]:
+    """Inside the block, an error about a field that one of `overrides` (key=value, as --set gives them) set names
+    that option and key (`--set budget.trials: ...`), not the file: the mistake is on the command line. `prefix`
+    is what the option leaves out of the key (--param NAME sets params.NAME)."""
+    keys = [prefix + text.partition("=")[0].strip() for text in overrides]
+    try:
+        yield
+    except FieldError as error:
+        if any(error.key == key or error.key.startswith(key + ".") for key in keys):
+            raise UserError(f"{option} {error.key.removeprefix(prefix)}: {error.problem}") from None
+        raise
+
+
 def drop_params_the_method_lacks(raw: dict[str, Any], keep: set[str] = frozenset()) -> list[str]:
     """Remove from `raw`'s [params] what its method does not take (except names in `keep`); returns
     the names removed. For a study whose method was switched: a GI-LS study run as ERM drops alpha."""
@@ -754,7 +802,8 @@ def load_configuration(path: str | Path, params: list[str] = ()) -> StudyConfig:
     `params` (NAME=VALUE, from --param) over its [params]; any problem is a one-line UserError."""
     path = Path(path)
     raw = apply_overrides(read_toml(path, "study"), [f"params.{text}" for text in params])
-    return parse_study(raw, str(path), searching=False)
+    with naming_overrides(list(params), "--param", "params."):
+        return parse_study(raw, str(path), searching=False)
 
 
 def load_study(path: str | Path, overrides: list[str] = (),
@@ -770,7 +819,8 @@ def load_study(path: str | Path, overrides: list[str] = (),
     dropped = []
     if "method.name" in keys:  # the method was switched: what it does not take is dropped, not refused
         dropped = drop_params_the_method_lacks(raw, {key.removeprefix("params.") for key in keys})
-    study = parse_study(raw, str(path))
+    with naming_overrides(list(overrides)):
+        study = parse_study(raw, str(path))
     if dropped:
         on_note(f"{study.method} does not take {', '.join(dropped)}; dropped")
     return study

@@ -23,6 +23,7 @@ from pipeline.methods.declarations import MIXERS, SAMPLERS, WEIGHTS
 from pipeline.methods.interfaces import Mixer, Sampler, Update, Weights
 from pipeline.methods.updates import build_update
 from pipeline.methods.weights import batch_weigh
+from pipeline.params import training_defaults
 from pipeline.training.metrics import evaluate, predict, split_metrics
 from pipeline.training.result import EpochMetrics, RunResult
 from pipeline.training.models import build_model, make_optimizer
@@ -125,7 +126,7 @@ class Run:
 def prepare(config: TrainConfig, dataset: Dataset) -> Run:
     """Validate the settings and build everything a run needs, seeded; bad settings are UserErrors."""
     method = parse_method(config.method)
-    params = method.resolve(config.params)
+    params = method.resolve({**training_defaults(config.weights), **config.params})
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     generator = torch.Generator(device=device).manual_seed(config.seed)

@@ -20,9 +20,9 @@ def test_a_two_image_class_is_refused_in_one_line(cli, tmp_path):
 def test_train_prints_each_splits_examples_per_class_once(cli, tmp_path):
     code, out, err = cli("train", "-p", "epochs=1", "--imbalance-class", "3", "--imbalance-keep", "0.05")
     assert code == 0, err
-    assert out.count("examples per split and class:") == 1
-    train_line = next(line for line in out.splitlines() if line.startswith("train "))
-    assert " 3:5 " in train_line  # the rare digit's 5 training examples, shown where they can be checked
+    assert err.count("examples per split and class:") == 1  # on stderr, before training
+    train_line = next(line for line in err.splitlines() if line.startswith("train "))
+    assert " 3*:5 " in train_line  # the rare digit's 5 training examples, shown where they can be checked
 
 
 def test_run_refuses_a_lost_class_before_any_trial(cli, tmp_path):

@@ -48,8 +48,9 @@ def test_a_weights_part_declared_here_is_listed_and_trains_from_the_cli_as_its_f
     assert code == 0 and "weights scaled" in out and "weight_scale" in out
     weighted = train_json(cli, "hws+scaled", "weight_scale=2")
     assert weighted["settings"]["method"] == "scaled+hws" and weighted["settings"]["params"]["weight_scale"] == 2.0
-    faster = train_json(cli, "hws", "lr_head=0.02", "lr_backbone=0.002")
+    plain = train_json(cli, "hws")
+    rates = plain["settings"]["params"]  # the defaults, doubled
+    faster = train_json(cli, "hws", f"lr_head={2 * rates['lr_head']!r}", f"lr_backbone={2 * rates['lr_backbone']!r}")
     for key in ("epoch_train_loss", "epoch_val_accuracy", "val_accuracy", "test_accuracy", "distinct_per_batch"):
         assert weighted[key] == faster[key], key
-    plain = train_json(cli, "hws")
     assert weighted["epoch_train_loss"] != plain["epoch_train_loss"]  # the weights did change the steps

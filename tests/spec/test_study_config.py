@@ -208,8 +208,11 @@ def test_the_0_6_0_campaign_file_settles_to_its_stored_campaign_keeping_the_firs
     stored = Store(str(db), create=False).require_campaign("old-trio")
     campaign = load_campaign(DATA / "old-trio.toml")
     settled = (campaign.settle_resplit(stored.evaluation.resplit).settle_rare_kept(stored.config)
-               .settle_widen(stored.config))
+               .settle_widen(stored.config).settle_defaults(stored.config))
     assert {s.data.rare_kept for s in settled.all_studies()} == {"first"}
+    # its small CNN from scratch kept the feature extractor's earlier default rate; a new campaign takes the head's
+    assert {s.fixed["lr_backbone"] for s in settled.all_studies()} == {1e-3}
+    assert {s.fixed["lr_backbone"] for s in campaign.settle_defaults(None).all_studies()} == {1e-2}
     assert {s.widen for s in settled.all_studies()} == {False}  # stored before widening: its ranges stay
     assert [(settled.fingerprint(),)] == rows(db, "select fingerprint from rt_campaigns")
     assert {s.data.rare_kept for s in campaign.settle_rare_kept(None).all_studies()} == {"drawn"}
