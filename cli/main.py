@@ -7,6 +7,7 @@ Nothing here or in the command modules imports torch or Ax at the top: `--help`,
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 
 import typer
 from rich.console import Console
@@ -14,23 +15,29 @@ from rich.markup import escape
 
 from cli import train, predict, study, evaluate, campaign, export, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
 from cli.app import app
-from pipeline.errors import ServerLost, TrainingFailed, UserError
+from pipeline.errors import DatabaseFault, ServerLost, TrainingFailed, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the app; bad input (or a database another process keeps locked) prints one line naming the problem
-    and exits with code 2, a training run that cannot go on (NaN loss) or a server lost mid-run (the
-    database's, a Dask scheduler) one line and code 1."""
+    and exits with code 2; a training run that cannot go on (NaN loss), a server lost mid-run (the database's, a
+    Dask scheduler), or a fault of the database's file or disk (full, read-only, damaged) one line and code 1."""
     errors = Console(stderr=True, highlight=False)
+    if (health := _store_health()) is not None:
+        health.forget()  # what an earlier command in this process opened
     try:
         code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
+        if (health := _store_health()) is not None and (damage := health.damage_found()) is not None:
+            # a reader showed what it could read of a damaged file
+            errors.print(f"[bold yellow]warning:[/] {escape(damage)}; what was shown is what could still be read",
+                         markup=True, soft_wrap=True)
     except UserError as error:
         errors.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, soft_wrap=True)
         sys.exit(2)
     except TrainingFailed as error:
         errors.print(f"[bold red]training failed:[/] {escape(str(error))}", markup=True, soft_wrap=True)
         sys.exit(1)
-    except ServerLost as error:  # the environment failed, not the input
+    except (ServerLost, DatabaseFault) as error:  # the environment failed, not the input
         errors.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, soft_wrap=True)
         sys.exit(1)
     except typer.TyperException as error:  # usage errors from the argument parser
@@ -45,9 +52,12 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         errors.print("aborted")
         sys.exit(130)
-    except Exception as error:  # a database kept locked by another process, where the command did not say so
-        from pipeline.store import is_busy
+    except Exception as error:  # a database kept locked, or its file or disk failed, where the command did not say so
+        from pipeline.store import fault_in, is_busy
 
+        if (fault := fault_in(error)) is not None:  # full, read-only, damaged: the first cause, however deep
+            errors.print(f"[bold red]error:[/] {escape(str(fault))}", markup=True, soft_wrap=True)
+            sys.exit(1)
         if not is_busy(error):
             raise
         errors.print("[bold red]error:[/] the database is busy: another process keeps it locked in the middle of a "
@@ -55,3 +65,9 @@ def main(argv: list[str] | None = None) -> None:
                      markup=True, soft_wrap=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _store_health() -> ModuleType | None:
+    """The store's notes of the database this command opened (pipeline/store/health.py), once a command has opened
+    one; None before: the commands that open none never import SQLAlchemy."""
+    return sys.modules.get("pipeline.store.health")

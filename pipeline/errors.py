@@ -13,3 +13,8 @@ class TrainingFailed(Exception):
 class ServerLost(Exception):
     """A server a running command works with went away (the database server, the Dask scheduler): the
     environment's failure, not the input's. The message names the server (never a password) in one line."""
+
+
+class DatabaseFault(Exception):
+    """The database's file or the disk under it failed (read-only, full, damaged), or its server's disk: the
+    environment's failure, not the input's. The message names the database, the cause and what to do in one line."""
