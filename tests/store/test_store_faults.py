@@ -183,4 +183,4 @@ def test_a_real_full_disk_is_one_line_and_the_run_resumes_once_there_is_room(tmp
         assert resumed.returncode == 0, resumed.stderr
         assert rows(db, "select count(*) from rt_trials where status = 'completed'") == [(5,)]
     finally:
-        subprocess.run(["umount", str(mount)], check=False)
+        subprocess.run(["umount", "--lazy", str(mount)], check=False)
