@@ -7,6 +7,7 @@ Nothing here or in the command modules imports torch or Ax at the top: `--help`,
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 
 import typer
 from rich.console import Console
@@ -15,23 +16,30 @@ from rich.markup import escape
 from cli import train, predict, study, evaluate, campaign, export, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
 from cli.app import app
 from cli.render import print_line
-from pipeline.errors import ServerLost, TrainingFailed, UserError
+from pipeline.errors import DatabaseFault, ServerLost, TrainingFailed, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the app; bad input (or a database another process keeps locked) prints one line naming the problem
-    and exits with code 2, a training run that cannot go on (NaN loss) or a server lost mid-run (the database's,
-    a Dask scheduler) one line and code 1. On a terminal the line wraps between words."""
+    and exits with code 2; a training run that cannot go on (NaN loss), a server lost mid-run (the database's, a
+    Dask scheduler), or a fault of the database's file or disk (full, read-only, damaged) one line and code 1. On a
+    terminal the line wraps between words."""
     errors = Console(stderr=True, highlight=False)
+    if (health := _store_health()) is not None:
+        health.forget()  # what an earlier command in this process opened
     try:
         code = app(args=argv, prog_name="robust-tune", standalone_mode=False)
+        if (health := _store_health()) is not None and (damage := health.damage_found()) is not None:
+            # a reader showed what it could read of a damaged file
+            print_line(errors, f"[bold yellow]warning:[/] {escape(damage)}; what was shown is what could still be "
+                       "read", markup=True)
     except UserError as error:
         print_line(errors, f"[bold red]error:[/] {escape(str(error))}", markup=True)
         sys.exit(2)
     except TrainingFailed as error:
         print_line(errors, f"[bold red]training failed:[/] {escape(str(error))}", markup=True)
         sys.exit(1)
-    except ServerLost as error:  # the environment failed, not the input
+    except (ServerLost, DatabaseFault) as error:  # the environment failed, not the input
         print_line(errors, f"[bold red]error:[/] {escape(str(error))}", markup=True)
         sys.exit(1)
     except typer.TyperException as error:  # usage errors from the argument parser
@@ -46,9 +54,12 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         errors.print("aborted")
         sys.exit(130)
-    except Exception as error:  # a database kept locked by another process, where the command did not say so
-        from pipeline.store import is_busy
+    except Exception as error:  # a database kept locked, or its file or disk failed, where the command did not say so
+        from pipeline.store import fault_in, is_busy
 
+        if (fault := fault_in(error)) is not None:  # full, read-only, damaged: the first cause, however deep
+            print_line(errors, f"[bold red]error:[/] {escape(str(fault))}", markup=True)
+            sys.exit(1)
         if not is_busy(error):
             raise
         print_line(errors, "[bold red]error:[/] the database is busy: another process keeps it locked in the middle "
@@ -56,3 +67,9 @@ def main(argv: list[str] | None = None) -> None:
                    markup=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _store_health() -> ModuleType | None:
+    """The store's notes of the database this command opened (pipeline/store/health.py), once a command has opened
+    one; None before: the commands that open none never import SQLAlchemy."""
+    return sys.modules.get("pipeline.store.health")

@@ -33,3 +33,8 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     "": put after the words "unknown field" or "unknown parameter"."""
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+class DatabaseFault(Exception):
+    """The database's file or the disk under it failed (read-only, full, damaged), or its server's disk: the
+    environment's failure, not the input's. The message names the database, the cause and what to do in one line."""

@@ -7,6 +7,11 @@ reads while a run writes, and two studies run at once into one SQLite file.
 
     python tools/fault_battery.py --kills 10 --seed 0
 
+With `--disk N` it runs the disk battery instead: N faults of the file or its disk under `run` (garbled at the
+header, the middle or the end; made read-only before or during the run, its folder during it; a small tmpfs that
+fills), each answered in one line (exit code 1), a garbled file unchanged, and the resume once the fault is undone
+ending with the budget exact and Ax agreeing; the cases that need root (chattr, mount) are skipped elsewhere.
+
 With `--pauses N` it runs the pause battery instead: N SIGSTOPs of `run --workers 1`, `run` and `compare` (at a
 random moment of training, inside a write transaction, or just after a trial ended, while Ax tells and proposes),
 held past the lock's stale time while a second process of the same command starts, the first continued at a
@@ -25,6 +30,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -459,15 +465,144 @@ def pause_table(cases: list[dict]) -> None:
               f"{sum(c['ax_agrees'] for c in landed)} of {len(landed)} |")
 
 
+DISK_KINDS = ("garbled header", "garbled middle", "garbled end", "read-only file", "read-only file mid-run",
+              "read-only folder mid-run", "full disk")
+
+
+def answer_lines(err: str) -> list[str]:
+    """The lines of a command's answer on stderr that are errors (its progress lines before them are not)."""
+    return [line for line in err.strip().splitlines() if line.startswith("error")]
+
+
+def disk_case(kind: str, rng: random.Random) -> dict:
+    """One fault of the file or its disk under `run`: the answer (exit code 1, its last line naming the database, no
+    traceback), the file's bytes where it was damaged (unchanged), and, once the fault is undone, the resume (the
+    budget exact, Ax agreeing with the table). Skipped where it needs root (chattr, a tmpfs mount) and cannot."""
+    folder = Path(tempfile.mkdtemp(prefix="rt-battery-disk-"))
+    (folder / "battery.toml").write_text(PAUSE_STUDY)
+    disk = folder / "disk"
+    disk.mkdir()
+    db = disk / "battery.db"
+    base = ["--db", str(db), "--device", "cpu", "--log-file", str(folder / "log.txt")]
+    run = [ROBUST_TUNE, "run", "battery.toml", *base]
+    subprocess.run([*run, "--trials", "1"], cwd=folder, capture_output=True, check=True)
+    case: dict = {"kind": kind, "skipped": None, "exit": None, "lines": 0, "tracebacks": 0, "names_file": False,
+                  "unchanged": None, "budget_exact": None, "ax_agrees": None}
+    undo: list[str] = []
+    if kind.startswith("garbled"):
+        size, where = db.stat().st_size, kind.split()[1]
+        offset = {"header": 16, "middle": rng.randrange(size // 4, size - 8192), "end": size - 8192}[where]
+        with open(db, "r+b") as file:
+            file.seek(offset)
+            file.write(rng.randbytes(84 if where == "header" else 8192))
+        before = db.read_bytes()
+    target = db if "file" in kind else disk
+    if "read-only" in kind:
+        if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode:
+            return {**case, "skipped": "chattr +i needs root"}
+        subprocess.run(["chattr", "-i", str(target)], check=True)
+        undo = ["chattr", "-i", str(target)]
+    process = launch(run, folder)
+    if kind == "read-only file":
+        subprocess.run(["chattr", "+i", str(target)], check=True)
+    elif "mid-run" in kind:
+        while trials_completed(db) < 2 and process.poll() is None:
+            time.sleep(0.1)
+        subprocess.run(["chattr", "+i", str(target)], check=True)
+    _, err = process.communicate()
+    lines = answer_lines(err)
+    case.update(exit=process.returncode, lines=len(lines), tracebacks=int("Traceback" in err),
+                names_file=bool(lines) and str(db) in lines[-1])
+    if kind.startswith("garbled"):
+        case["unchanged"] = db.read_bytes() == before
+        return case
+    if undo:
+        subprocess.run(undo, check=True)
+    resumed = subprocess.run(run, cwd=folder, capture_output=True, text=True)
+    case.update(budget_exact=resumed.returncode == 0 and ended_exactly(db, "battery", PAUSE_BUDGET),
+                ax_agrees=ax_agrees(db, "battery"))
+    return case
+
+
+def full_disk_case(rng: random.Random) -> dict:
+    """`run` on a 400 KB tmpfs holding the study's database, filled to a random few KB left; then room again."""
+    folder = Path(tempfile.mkdtemp(prefix="rt-battery-full-"))
+    (folder / "battery.toml").write_text(PAUSE_STUDY)
+    disk = folder / "disk"
+    disk.mkdir()
+    case: dict = {"kind": "full disk", "skipped": None, "exit": None, "lines": 0, "tracebacks": 0,
+                  "names_file": False, "unchanged": None, "budget_exact": None, "ax_agrees": None}
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode:
+        return {**case, "skipped": "a tmpfs mount needs root"}
+    try:
+        db, filler = disk / "battery.db", disk / "filler"
+        run = [ROBUST_TUNE, "run", "battery.toml", "--db", str(db), "--device", "cpu", "--log-file",
+               str(disk / "log.txt")]
+        subprocess.run([*run, "--trials", "1"], cwd=folder, capture_output=True, check=True)
+        filler.write_bytes(bytes(max(0, shutil.disk_usage(disk).free - rng.randrange(0, 48) * 1024)))
+        process = launch(run, folder)
+        _, err = process.communicate()
+        lines = answer_lines(err)
+        case.update(exit=process.returncode, lines=len(lines), tracebacks=int("Traceback" in err),
+                    names_file=bool(lines) and str(db) in lines[-1])
+        filler.unlink()
+        resumed = subprocess.run(run, cwd=folder, capture_output=True, text=True)
+        case.update(budget_exact=resumed.returncode == 0 and ended_exactly(db, "battery", PAUSE_BUDGET),
+                    ax_agrees=ax_agrees(db, "battery"))
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=False)  # this process may still hold the file
+    return case
+
+
+def disk_table(cases: list[dict]) -> None:
+    """The disk battery's figures, one row per kind of fault."""
+    print("\n| fault under `run` | cases | skipped | exit 1 | lines (most) | tracebacks | names the database | "
+          "file unchanged | budgets exact after | Ax agrees |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind in DISK_KINDS:
+        of = [c for c in cases if c["kind"] == kind]
+        ran = [c for c in of if not c["skipped"]]
+        if not of:
+            continue
+
+        def count(key: str) -> str:
+            known = [c[key] for c in ran if c[key] is not None]
+            return f"{sum(known)} of {len(known)}" if known else "-"
+        print(f"| {kind} | {len(of)} | {len(of) - len(ran)} | {sum(c['exit'] == 1 for c in ran)} | "
+              f"{max((c['lines'] for c in ran), default=0)} | {sum(c['tracebacks'] for c in ran)} | "
+              f"{count('names_file')} | {count('unchanged')} | {count('budget_exact')} | {count('ax_agrees')} |")
+
+
+def disk_battery(cases: int, rng: random.Random) -> list[dict]:
+    """`cases` faults of the file or disk, spread over DISK_KINDS."""
+    done = []
+    for number in range(cases):
+        kind = DISK_KINDS[number % len(DISK_KINDS)]
+        case = full_disk_case(rng) if kind == "full disk" else disk_case(kind, rng)
+        print(json.dumps(case), flush=True)
+        done.append(case)
+    return done
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=10, help="random kills per command")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pauses", type=int, default=0, help="run the pause battery instead, with this many pauses")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--disk", type=int, default=0,
+                        help="run the disk battery instead: this many garbled, read-only and full-disk cases")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     start = time.perf_counter()
+    if args.disk:
+        cases = disk_battery(args.disk, rng)
+        disk_table(cases)
+        print(f"\n{time.perf_counter() - start:.0f} s in all")
+        if args.out:
+            args.out.write_text(json.dumps({"disk": cases}, indent=2))
+        return
     if args.pauses:
         cases = pause_battery(args.pauses, rng)
         pause_table(cases)

@@ -259,14 +259,16 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
 
 
 def _searched(store: Store, study: StudyConfig) -> bool:
-    """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range) and a
-    completed trial to re-train."""
+    """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range), a
+    completed trial to re-train, and Ax told of every trial (else run_study reconciles Ax with the table first)."""
+    from pipeline.search.study import pending_in_ax
+
     stored = store.study(study.name)
     if stored is None:
         return False
     trials = store.trials(stored.id)
     return (trials_ran(trials) >= trial_budget(study, bool(store.widenings(stored.id)))
-            and any(t.status == TrialStatus.COMPLETED for t in trials))
+            and any(t.status == TrialStatus.COMPLETED for t in trials) and not pending_in_ax(store, study.name))
 
 
 def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, set_aside: dict[str, str],

@@ -24,6 +24,7 @@ from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store import lock as lock_module
+from pipeline.store.health import check_intact, fault_in, opened
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.params import Range
@@ -131,25 +132,33 @@ class Store:
             sqlite = sa.engine.make_url(self.url).get_backend_name() == "sqlite"  # its busy timeout: the lock wait
             self.engine = sa.create_engine(self.url,
                                            connect_args={"timeout": lock_module.LOCK_WAIT_MS / 1000} if sqlite else {})
+            opened(self.engine.url)
+            if (file := sqlite_file(self.url)) is not None:
+                check_intact(self.engine, file, write)  # a damaged file is never written to, and readers say so
             if not create and not sa.inspect(self.engine).has_table(studies.name):
                 raise UserError(f"{self.shown} holds no robust-tune studies; run a study first, or name one with --db")
             if write:
-                self.upgraded = upgrade_schema(self.engine, self.shown, sqlite_file(self.url))
+                self.upgraded = upgrade_schema(self.engine, self.shown, file)
             else:
                 check_readable(self.engine, self.shown)
-        except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
-            raise UserError(_open_error(error, self.shown)) from None
+        except (sa.exc.SQLAlchemyError, ImportError, ValueError, OSError) as error:
+            raise fault_in(error, sa.engine.make_url(self.url)) or UserError(_open_error(error, self.shown)) from None
         if self.upgraded is not None and on_upgrade is not None:
             on_upgrade(self.upgraded)
 
     @contextmanager
     def reporting_loss(self, doing: str = "go on") -> Iterator[None]:
-        """Within the block, a database error that lost the connection, or that came while the database no longer
-        answers, is ServerLost naming its server: one line, not a traceback; a write that gave up waiting for
-        another process's lock is DatabaseBusy, saying what could not `doing`. Other errors pass unchanged."""
+        """Within the block, a fault of the file or its disk (full, read-only, damaged) is DatabaseFault; a database
+        error that lost the connection, or that came while the database no longer answers, is ServerLost naming its
+        server: one line each, not a traceback; a write that gave up waiting for another process's lock is
+        DatabaseBusy, saying what could not `doing`. Other errors pass unchanged."""
         try:
             yield
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+        except Exception as error:
+            if (fault := fault_in(error, self.engine.url)) is not None:  # a full disk, a read-only or damaged file
+                raise fault from None
+            if not isinstance(error, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+                raise
             if is_busy(error):
                 raise busy_error(self.engine, f"could not {doing}", kept="what was stored before is kept") from None
             if not error.connection_invalidated and self.answers():

@@ -14,7 +14,7 @@ import pytest
 
 from cli.main import main
 from conftest import texts_off_canvas
-from pipeline.spec.campaign_config import parse_campaign
+from pipeline.spec.campaign_config import load_campaign, parse_campaign
 from pipeline.compare.decision import Design, Outcome
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
@@ -295,6 +295,26 @@ def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_ru
         == [(6, 6)]
     assert rows(db, "select count(*) from rt_campaigns") == [(1,)]
     assert rows(db, "select count(*) from rt_campaign_locks") == [(0,)]
+
+
+def test_a_campaign_killed_between_a_search_trials_row_and_telling_ax_tells_ax_when_it_resumes(tmp_path):
+    """Killed after the last search trial of ERM's study is stored and before Ax is told: the table holds the whole
+    budget and Ax a running trial. The resumed campaign reconciles the two, as `run` does, before it moves on."""
+    text = CAMPAIGN.replace('["ls", "cb"]', '["cb"]').replace("trials = 2\ninitial = 2", "trials = 1\ninitial = 1")
+    db, path = tmp_path / "c.db", campaign_file(tmp_path, text=text)
+    args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    killed = robust_tune(*args, env={"ROBUST_TUNE_KILL_AT": "after-record"})
+    assert killed.returncode == -9, killed.stderr
+    erm = load_campaign(path).study("erm", 0)
+    assert rows(db, "select status from rt_trials") == [("completed",)]
+    assert [status for status, _ in helpers.ax_trials(erm, db).values()] == ["running"]  # the window
+    resumed = robust_tune(*args)
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr
+    for method in ("erm", "cb"):
+        study = load_campaign(path).study(method, 0)
+        assert [status for status, _ in helpers.ax_trials(study, db).values()] == ["completed"], method
+    assert rows(db, "select s.name, t.status from rt_trials t join rt_studies s on s.id = t.study_id order by s.name") \
+        == [("trio.cb", "completed"), ("trio.erm", "completed")]
 
 
 @pytest.mark.parametrize("change, problem", [
