@@ -167,8 +167,8 @@ FLEXIBLE_WIDTH = 10  # a FLEXIBLE column (errors, parameter lists) given less ro
 # Results a terminal table always shows, even when every row has the same: the objective, test and worst class.
 RESULTS = ("best", "objective", "val acc", "test acc", "worst class", "val balanced", "test balanced", "val worst",
            "test worst")
-# Columns it never leaves out for room: the results and what names a row.
-KEPT = (*RESULTS, "study", "trial", "variant", "method", "metric", "verdict")
+# Columns it never leaves out for room: the results, what names a row, and a study's trials run (`studies`).
+KEPT = (*RESULTS, "study", "trial", "variant", "method", "metric", "verdict", "trials")
 # Short headers for a narrow terminal, each with the words the legend under the table gives it.
 ABBREVIATIONS = {
     "val acc": ("val", "validation accuracy"), "test acc": ("test", "test accuracy"),

@@ -201,7 +201,7 @@ def _study_config(ctx: typer.Context, name: str, trial: int | None, db: str | No
     store = Store(db, create=False)
     record, chosen = study_and_trial(store, name, trial)
     if trial is None and (note := pareto_note(store, record, chosen.trial_index)):
-        stderr.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
+        print_line(stderr, f"note: {note}", markup=False, highlight=False)
     return _with_command_line(ctx, trial_config(record, chosen), given)
 
 

@@ -197,10 +197,11 @@ CAMPAIGN_FILES = [p for p in sorted(STUDIES.rglob("*.toml")) if is_campaign(p)]
 
 def stored_before_rare_kept(campaign):
     """`campaign` as one stored before data.rare_kept existed settles it: every study of every task keeping the first
-    rare-class examples (their stored identities name no rare_kept) and not widening its ranges (nor widen)."""
-    studies = {method: {"data": {}} for method in campaign.methods}
+    rare-class examples (their stored identities name no rare_kept), not widening its ranges (nor widen) and keeping
+    the defaults of then (lr_backbone 1e-3 from scratch)."""
+    studies = {method: {"data": {}, "fixed": {"lr_backbone": 1e-3}} for method in campaign.methods}
     stored = {"studies": studies, "tasks": {t: {"studies": studies} for t in campaign.tasks}}
-    return campaign.settle_rare_kept(stored).settle_widen(stored)
+    return campaign.settle_rare_kept(stored).settle_widen(stored).settle_defaults(stored)
 
 
 def stored(store: Store, name: str = "held"):

@@ -189,7 +189,7 @@ def test_the_five_task_page_holds_a_critical_difference_diagram_per_metric_and_r
                                                                                                    tmp_path):
     page = robust_tune("report", "--verdict", "five", "--db", str(five_tasks), "--format", "html")
     assert page.returncode == 0, page.stderr
-    assert 'alt="five-ranks-test_accuracy.png"' in page.stdout and 'alt="five.t5-budget.png"' in page.stdout
+    assert 'id="picture-five-ranks-test_accuracy"' in page.stdout and 'id="picture-five-t5-budget"' in page.stdout
     from helpers import CHROMIUM, rendered
 
     if CHROMIUM is not None:  # .ci/run installs it; the page's own checks above hold without it

@@ -235,7 +235,8 @@ def test_resplit_false_trains_what_0_6_0_trained(tmp_path):
     path = tmp_path / "old-trio.toml"
     old = (data / "old-trio.toml").read_text()
     path.write_text(old.replace("seeds = 3", "seeds = 3\nmax_seeds = 3\nresplit = false")
-                    .replace('imbalance_in = "train"', 'imbalance_in = "train"\nrare_kept = "first"'))
+                    .replace('imbalance_in = "train"', 'imbalance_in = "train"\nrare_kept = "first"')
+                    .replace("epochs = 1", "epochs = 1\nlr_backbone = 0.001"))  # 0.6.0's default then
     ran = robust_tune("compare", str(path), "--db", str(tmp_path / "new.db"), "--device", "cpu",
                       "--log-file", str(tmp_path / "ax.log"))
     assert ran.returncode == 0, ran.stderr

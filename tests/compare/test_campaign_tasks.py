@@ -79,7 +79,7 @@ def test_report_verdict_reprints_the_across_task_verdict_in_every_format_and_cha
     for fmt in ("table", "markdown", "html"):
         assert "Reading across tasks" in shown[fmt].stdout
     page = shown["html"].stdout
-    assert 'alt="pair.rare3-budget.png"' in page and 'alt="pair.rare8-verdict.png"' in page
+    assert 'id="picture-pair-rare3-budget"' in page and 'id="picture-pair-rare8-verdict"' in page
     one = robust_tune("report", "--verdict", "pair.rare8", "--db", str(db), "--format", "json")
     assert [t["title"].split(":")[0] for t in json.loads(one.stdout)][:1] == ["Campaign pair.rare8"]
     assert "across" not in one.stdout and db.read_bytes() == before
