@@ -155,8 +155,8 @@ def train(
         return
     stdout.print(result_title(result), highlight=False)
     stdout.print(result_table(result))
-    stdout.print(batches_line(result))
-    stdout.print(params_line(result), style="dim")
+    print_line(stdout, batches_line(result))
+    print_line(stdout, params_line(result), style="dim")
 
 
 PIPE_WIDTH = 80  # the count lines' width where stderr is no terminal (a log file, a pipe)
