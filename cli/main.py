@@ -16,14 +16,14 @@ from rich.markup import escape
 from cli import train, predict, study, evaluate, campaign, export, data, bench  # noqa: F401, I001  (each registers its commands, in this order)
 from cli.app import app
 from cli.render import print_line
-from pipeline.errors import DatabaseFault, ServerLost, TrainingFailed, UserError
+from pipeline.errors import DatabaseBusy, DatabaseFault, ServerLost, TrainingFailed, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the app; bad input (or a database another process keeps locked) prints one line naming the problem
-    and exits with code 2; a training run that cannot go on (NaN loss), a server lost mid-run (the database's, a
-    Dask scheduler), or a fault of the database's file or disk (full, read-only, damaged) one line and code 1. On a
-    terminal the line wraps between words."""
+    """Run the app; bad input prints one line naming the problem and exits with code 2; a training run that cannot
+    go on (NaN loss), a server lost mid-run (the database's, a Dask scheduler), a database another process keeps
+    locked, or a fault of the database's file or disk (full, read-only, damaged) one line and code 1. On a terminal
+    the line wraps between words."""
     errors = Console(stderr=True, highlight=False)
     if (health := _store_health()) is not None:
         health.forget()  # what an earlier command in this process opened
@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> None:
             # a reader showed what it could read of a damaged file
             print_line(errors, f"[bold yellow]warning:[/] {escape(damage)}; what was shown is what could still be "
                        "read", markup=True)
+    except DatabaseBusy as error:  # another program keeps the database locked: the environment, not the input
+        print_line(errors, f"[bold red]error:[/] {escape(str(error))}", markup=True)
+        sys.exit(1)
     except UserError as error:
         print_line(errors, f"[bold red]error:[/] {escape(str(error))}", markup=True)
         sys.exit(2)
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         print_line(errors, "[bold red]error:[/] the database is busy: another process keeps it locked in the middle "
                    "of a write (one paused with Ctrl-Z, perhaps); resume or stop that process, then try again",
                    markup=True)
-        sys.exit(2)
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -35,6 +35,11 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+class DatabaseBusy(UserError):
+    """Another process kept the database locked for longer than this one waits to write (typically a process
+    paused in the middle of a write): one line, nothing written; exit code 1, as the environment's failure."""
+
+
 class DatabaseFault(Exception):
     """The database's file or the disk under it failed (read-only, full, damaged), or its server's disk: the
     environment's failure, not the input's. The message names the database, the cause and what to do in one line."""

@@ -238,9 +238,10 @@ def worker_battery(kills: int, rng: random.Random) -> dict[str, int]:
 
 
 def one_line_or_success(process: subprocess.CompletedProcess | subprocess.Popen, err: str) -> bool:
-    """A command's answer is clean: it succeeded, or it said one line and exited with code 2 (never a traceback)."""
+    """A command's answer is clean: it succeeded, or it said one line and exited with code 2 (bad input, a lock
+    held) or 1 (a database kept busy, a fault of its file or disk), never a traceback."""
     lines = [line for line in err.strip().splitlines() if line.strip()]
-    return "Traceback" not in err and (process.returncode == 0 or (process.returncode == 2 and len(lines) == 1))
+    return "Traceback" not in err and (process.returncode == 0 or (process.returncode in (1, 2) and len(lines) == 1))
 
 
 def ended_exactly(db: Path, name: str, budget: int) -> bool:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 import sqlalchemy as sa
 
 from pipeline.spec.epochs import flat_epoch_metrics
-from pipeline.errors import ServerLost, UserError
+from pipeline.errors import DatabaseBusy, ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store import lock as lock_module
 from pipeline.store.health import check_intact, fault_in, opened
@@ -142,7 +142,9 @@ class Store:
             else:
                 check_readable(self.engine, self.shown)
         except (sa.exc.SQLAlchemyError, ImportError, ValueError, OSError) as error:
-            raise fault_in(error, sa.engine.make_url(self.url)) or UserError(_open_error(error, self.shown)) from None
+            busy = is_busy(error)  # the environment, as a fault of the file is: exit code 1
+            raise (fault_in(error, sa.engine.make_url(self.url))
+                   or (DatabaseBusy if busy else UserError)(_open_error(error, self.shown))) from None
         if self.upgraded is not None and on_upgrade is not None:
             on_upgrade(self.upgraded)
 

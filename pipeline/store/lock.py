@@ -27,7 +27,7 @@ from typing import Iterator
 
 import sqlalchemy as sa
 
-from pipeline.errors import ServerLost, UserError
+from pipeline.errors import DatabaseBusy, ServerLost, UserError
 from pipeline.store.schema import campaign_locks, study_locks
 
 
@@ -69,11 +69,6 @@ def database_server(url: sa.URL) -> str:
 
 class LockLost(UserError):
     """This process no longer holds the study's lock: another one took it over."""
-
-
-class DatabaseBusy(UserError):
-    """Another process kept the database locked for longer than this one waits to write (typically a process
-    paused in the middle of a write): one line, exit code 2, nothing written."""
 
 
 def is_busy(error: BaseException) -> bool:

@@ -17,7 +17,7 @@ from pipeline.spec.study_config import load_study
 def one_line(process: subprocess.Popen) -> str:
     """The command's one-line answer, checked: exit code 2, one line on stderr, no traceback."""
     _, err = process.communicate(timeout=300)
-    assert process.returncode == 2 and "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert process.returncode == 1 and "Traceback" not in err and err.strip().count("\n") == 0, err
     return " ".join(err.split())
 
 
