@@ -7,7 +7,6 @@ the run's generator (torchvision's transforms draw from the global RNG, seeded f
 from __future__ import annotations
 
 import torch
-from torchvision.transforms import v2
 
 from pipeline.methods.context import PartContext, global_rng_from
 from pipeline.methods.interfaces import Params
@@ -27,10 +26,12 @@ class TorchvisionMixer:
     """Mixup (Zhang et al. 2018) or CutMix (Yun et al. 2019) as torchvision.transforms.v2 implements them:
     lambda ~ Beta(mix_alpha, mix_alpha), each image paired with the previous one in the batch."""
 
-    TRANSFORM: type[v2.Transform]
+    TRANSFORM: str  # the name of the torchvision.transforms.v2 class, imported with the first mixer (see models.py)
 
     def __init__(self, params: Params, context: PartContext) -> None:
-        self.transform = self.TRANSFORM(alpha=params["mix_alpha"], num_classes=context.num_classes)
+        from torchvision.transforms import v2
+
+        self.transform = getattr(v2, self.TRANSFORM)(alpha=params["mix_alpha"], num_classes=context.num_classes)
         self.generator = context.generator
 
     def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,11 +40,11 @@ class TorchvisionMixer:
 
 
 class MixUpMixer(TorchvisionMixer):
-    TRANSFORM = v2.MixUp
+    TRANSFORM = "MixUp"
 
 
 class CutMixMixer(TorchvisionMixer):
-    TRANSFORM = v2.CutMix
+    TRANSFORM = "CutMix"
 
 
 class CutoutMixer:

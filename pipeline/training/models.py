@@ -9,11 +9,10 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
-import torchvision
 
 from pipeline.config import BACKBONES
 from pipeline.errors import UserError
@@ -107,17 +106,25 @@ def wide_resnet(in_channels: int, depth: int = 16, width: int = 1) -> tuple[nn.M
 # Networks trained from scratch on small images (no ImageNet weights): name -> (in_channels -> trunk, features).
 SMALL_NETWORKS: dict[str, Callable[[int], tuple[nn.Module, int]]] = {"small_cnn": small_cnn, "wrn16_1": wide_resnet}
 
-RESNETS: dict[str, tuple[Callable[..., torchvision.models.ResNet], torchvision.models.WeightsEnum]] = {
-    "resnet18": (torchvision.models.resnet18, torchvision.models.ResNet18_Weights.IMAGENET1K_V1),
-    "resnet34": (torchvision.models.resnet34, torchvision.models.ResNet34_Weights.IMAGENET1K_V1),
-    "resnet50": (torchvision.models.resnet50, torchvision.models.ResNet50_Weights.IMAGENET1K_V1),
-}
+# torchvision's ResNets by name: (builder, ImageNet weights), each looked up when a ResNet is built. torchvision is
+# imported only then: its import takes about a second (it imports torch._dynamo), which every trial of a small
+# network would pay.
+RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights"), "resnet34": ("resnet34", "ResNet34_Weights"),
+           "resnet50": ("resnet50", "ResNet50_Weights")}
 assert BACKBONES == (*SMALL_NETWORKS, *RESNETS), "pipeline.config.BACKBONES names every network built here"
+
+
+def _resnet(backbone: str) -> tuple[Callable[..., Any], Any]:
+    """torchvision's builder of `backbone` and its ImageNet weights (a torchvision WeightsEnum member)."""
+    import torchvision
+
+    builder, weights = RESNETS[backbone]
+    return getattr(torchvision.models, builder), getattr(torchvision.models, weights).IMAGENET1K_V1
 
 
 def imagenet_cache_path(backbone: str) -> Path:
     """Where torchvision keeps the ImageNet weights of `backbone` (under $TORCH_HOME)."""
-    url = RESNETS[backbone][1].url
+    url = _resnet(backbone)[1].url
     return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
 
 
@@ -127,9 +134,9 @@ def _imagenet_state_dict(backbone: str) -> dict[str, torch.Tensor]:
         return torch.load(cached, map_location="cpu", weights_only=True)
     if os.environ.get("ROBUST_TUNE_OFFLINE"):
         raise UserError(f"ImageNet weights for {backbone} are not cached at {cached} and downloads are off "
-                        f"(ROBUST_TUNE_OFFLINE); copy {RESNETS[backbone][1].url} there or pass weights=<path>")
+                        f"(ROBUST_TUNE_OFFLINE); copy {_resnet(backbone)[1].url} there or pass weights=<path>")
     try:
-        return RESNETS[backbone][1].get_state_dict(progress=False)
+        return _resnet(backbone)[1].get_state_dict(progress=False)
     except Exception as error:  # no network, proxy, broken file: all end the same way for the user
         raise UserError(f"ImageNet weights for {backbone} are not cached at {cached} and could not be "
                         f"downloaded ({type(error).__name__}); copy the file there or pass weights=<path>") from None
@@ -213,7 +220,7 @@ def build_model(backbone: str, weights: str, in_channels: int, num_classes: int)
         return Classifier(trunk, feature_dim, num_classes)
     if backbone not in RESNETS:
         raise UserError(f"unknown backbone {backbone!r}; known: {', '.join(BACKBONES)}")
-    resnet = RESNETS[backbone][0](weights=None)
+    resnet = _resnet(backbone)[0](weights=None)
     if weights == "imagenet":
         _load_into(resnet, _imagenet_state_dict(backbone), "the ImageNet cache")
     elif weights != "none":

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 import math
 import platform
+import re
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
@@ -175,15 +179,30 @@ def torch_threads(threads: int) -> Iterator[None]:
 @functools.cache
 def library_versions() -> dict[str, str]:
     """The versions a run's numbers depend on, stored with its settings: python, torch, torchvision, this tool."""
-    import torchvision
-
     try:
         tool = version("robust-tune")
     except PackageNotFoundError:  # a source tree that was never installed
         tool = "unknown"
     # Plain strings (torch's version is a str subclass), so that a model saved with them loads with weights_only.
     return {"python": platform.python_version(), "torch": str(torch.__version__),
-            "torchvision": str(torchvision.__version__), "robust-tune": tool}
+            "torchvision": torchvision_version(), "robust-tune": tool}
+
+
+def torchvision_version() -> str:
+    """torchvision.__version__ (with its build's label, as "0.29.1+cu130"), read from its version.py without importing
+    torchvision: the import takes about a second (pipeline/training/models.py), and a small network needs none."""
+    if "torchvision" in sys.modules:
+        return str(sys.modules["torchvision"].__version__)
+    spec = importlib.util.find_spec("torchvision")  # the package's own spec: found, not imported
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    file = Path(folders[0]) / "version.py" if folders else None
+    text = file.read_text() if file is not None and file.exists() else ""
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    if found is None:  # a torchvision laid out otherwise: ask it
+        import torchvision
+
+        return str(torchvision.__version__)
+    return found.group(1)
 
 
 def train(config: TrainConfig, dataset: Dataset, progress: Progress | None = None,

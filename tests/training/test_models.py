@@ -111,3 +111,24 @@ def test_wrn16_1_has_the_published_size_and_a_64_feature_head():
     assert torch.equal(grayscale.head(grayscale.embed(images)), grayscale(images))
     with pytest.raises(UserError, match="wrn16_1 has no ImageNet weights"):
         build_model("wrn16_1", "imagenet", 1, 10)
+
+
+def test_a_small_network_trains_without_importing_torchvision_and_its_version_is_read_as_torchvision_says():
+    """torchvision's import costs about a second a process (it imports torch._dynamo): only a ResNet or a mixer
+    imports it; the version stored with every run is still torchvision.__version__, build label included."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "import torch\n"
+              "from pipeline.config import DataConfig, TrainConfig\n"
+              "from pipeline.data import load_dataset\n"
+              "from pipeline.training.trainer import train, torchvision_version\n"
+              "digits = load_dataset(DataConfig(), torch.device('cpu'))\n"
+              "train(TrainConfig(method='erm', params={'epochs': 1}, device='cpu'), digits)\n"
+              "version = torchvision_version()\n"
+              "assert 'torchvision' not in sys.modules, 'imported'\n"
+              "import torchvision\n"
+              "assert version == torchvision.__version__, (version, torchvision.__version__)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
