@@ -9,7 +9,7 @@ that a database written by an earlier version is upgraded to (see upgrade.py).
     database    the Store and database URLs
 """
 from pipeline.store.database import DEFAULT_DB, Store, database_url, shown_database, sqlite_file
-from pipeline.store.health import fault_in
+from pipeline.store.health import fault_in, watch
 from pipeline.store.lock import LOCK_STALE_SECONDS, DatabaseBusy, LockLost, StudyLock, is_busy
 from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
                                     TrialRecord, TrialStatus, Widening, best_trial, model_pick, picked_trial,
@@ -21,4 +21,4 @@ __all__ = ["best_trial", "CampaignRecord", "create_missing_tables", "database_ur
            "epochs", "EvaluationRecord", "evaluations", "fault_in", "ImportanceRecord", "is_busy", "LOCK_STALE_SECONDS",
            "LockLost", "model_pick", "ParameterShare", "picked_trial", "SchemaUpgraded", "shown_database",
            "sqlite_file", "Store", "studies", "study_locks", "StudyLock", "StudyRecord", "TrialRecord", "TrialStatus",
-           "trial_budget", "trials", "trials_completed", "trials_ran", "Widening"]
+           "trial_budget", "trials", "trials_completed", "trials_ran", "watch", "Widening"]

@@ -24,7 +24,7 @@ from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import DatabaseBusy, ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store import lock as lock_module
-from pipeline.store.health import check_intact, fault_in, opened
+from pipeline.store.health import check_intact, fault_in, opened, watch
 from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
 from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.params import Range
@@ -133,6 +133,7 @@ class Store:
             self.engine = sa.create_engine(self.url,
                                            connect_args={"timeout": lock_module.LOCK_WAIT_MS / 1000} if sqlite else {})
             opened(self.engine.url)
+            watch(self.engine)
             if (file := sqlite_file(self.url)) is not None:
                 check_intact(self.engine, file, write)  # a damaged file is never written to, and readers say so
             if not create and not sa.inspect(self.engine).has_table(studies.name):

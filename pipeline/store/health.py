@@ -105,13 +105,19 @@ def _fault_of(error: BaseException, url: sa.URL | None) -> DatabaseFault | None:
     return None
 
 
-@sa.event.listens_for(sa.engine.Engine, "handle_error")
 def _note_fault(context: sa.engine.ExceptionContext) -> None:
-    """Every engine's database calls: remember the last fault met. Ax retries a failed write and then raises the
-    retry's own error (a transaction closed by the first failure), which names no cause."""
+    """A watched engine's failed database call: remember the last fault met (see `watch`)."""
     fault = _fault_of(context.original_exception, context.engine.url if context.engine is not None else None)
     if fault is not None:
         _met[:] = [fault]
+
+
+def watch(engine: sa.Engine) -> None:
+    """Remember the faults `engine`'s database calls meet: Ax retries a failed write and then raises the retry's own
+    error (a transaction closed by the first failure), which names no cause. Only the tool's engines (the store's,
+    Ax's) are watched, never every engine of the process."""
+    if not sa.event.contains(engine, "handle_error", _note_fault):
+        sa.event.listen(engine, "handle_error", _note_fault)
 
 
 def fault_in(error: BaseException, url: sa.URL | None = None) -> DatabaseFault | None:

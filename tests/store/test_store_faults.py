@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from pipeline.errors import DatabaseFault
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
-from pipeline.store import Store, fault_in
+from pipeline.store import Store, fault_in, watch
 from helpers import FAST, ax_trials, robust_tune, rows, study_file
 
 
@@ -152,6 +152,7 @@ def test_a_fault_a_library_retried_past_is_still_the_one_named(tmp_path):
     store = Store(str(db))
     with disk_of(int(sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]), db):
         engine = sa.create_engine(store.url)
+        watch(engine)  # as the store watches its engine and Ax's
         with pytest.raises(sa.exc.OperationalError), engine.begin() as connection:
             connection.exec_driver_sql("create table filler (x)")
             connection.exec_driver_sql("insert into filler values (randomblob(100000))")
