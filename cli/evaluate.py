@@ -141,10 +141,11 @@ def evaluate(
         _drop(study, db, drop, yes)
         return
     check_log_file(log_file)
-    plan = plan_evaluation(Store(db, create=False), study, seeds, (against or "").split(","), vary,
+    stored = Store(db, create=False)
+    plan = plan_evaluation(stored, study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit,
                            threads, pick, trial)  # bad input changes nothing
-    if trial is None and (note := pareto_note(Store(db, create=False), plan.study, plan.trial_index)):
+    if trial is None and (note := pareto_note(stored, plan.study, plan.trial_index)):
         print_line(stderr, f"note: {note}", markup=False, highlight=False)
     check_precision(precision)
     print_image_line(plan.study.study.data)  # the study's, as stored

@@ -288,8 +288,9 @@ def run(
         live.study(study.name)  # a study resumed or finished before: what MLflow lacks of it
         if not live.failed:
             print_line(stderr, f"MLflow: study {study.name} and its trials at {live.uri}", highlight=False)
-    picks = model_pick_table(Store(db), [study.name])
-    print_tables([best_table(Store(db), [study.name]), *pareto_tables(Store(db), [study.name])]
+    store = Store(db)
+    picks = model_pick_table(store, [study.name])
+    print_tables([best_table(store, [study.name]), *pareto_tables(store, [study.name])]
                  + ([picks] if picks else []), "table", None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
