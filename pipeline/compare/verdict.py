@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from pipeline.search.bounds import BoundFlag, bound_flags, searched_ranges
 from pipeline.compare.budget_curves import BudgetCurve, budget_note, campaign_curves, half_budget, order_at
 from pipeline.compare.decision import Cell, Decisions, Design, Outcome, decide
 from pipeline.spec.campaign_config import MAX_SEEDS, REFERENCE, Evaluation
+from pipeline.errors import UserError
 from pipeline.methods import parse_method
+from pipeline.methods.declarations import FAMILIES, PARTS
 from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, clustered_difference, holm, mean_interval, \
     paired_difference
@@ -107,6 +109,62 @@ class VerdictWarning:
     score: float | None = None
 
 
+def shown(json: str | None, mlflow: str | None = None, mlflow_none: str | None = None) -> Any:
+    """A record field's name in each format that renders it: its JSON key, and its MLflow name (a metric for a
+    number, a tag for a word; None: not exported; `mlflow_none`: the tag it takes when the field is None).
+    The renderers walk these (dataclasses.fields), so a new field is shown everywhere it declares."""
+    return field(metadata={"json": json, "mlflow": mlflow, "mlflow_none": mlflow_none})
+
+
+@dataclass(frozen=True)
+class ImprovementRecord:
+    """P(method > ERM) on the cell's pairs with its Clopper-Pearson interval, as every format shows it (the MLflow
+    names are suffixes of the cell field's: p_improvement, p_improvement_low, p_improvement_high)."""
+
+    probability: float = shown("probability", mlflow="")
+    low: float = shown("low", mlflow="low")
+    high: float = shown("high", mlflow="high")
+    units: int = shown("units")
+    confidence: float = shown("confidence")
+
+
+@dataclass(frozen=True)
+class VerdictCell:
+    """One method against tuned ERM on one metric, as the verdict shows it: the terminal table and the page (its
+    row), `report --verdict --format json` (its `vs_erm` entry) and MLflow (METHOD.METRIC.NAME) all render this
+    record by its fields' declared names (`shown`); method and metric place it."""
+
+    method: str = shown(None)
+    metric: str = shown(None)
+    difference: float = shown("difference", mlflow="difference")  # method - ERM, mean over the units
+    low: float | None = shown("low", mlflow="low")  # the interval (simultaneous for a primary cell); None: none
+    high: float | None = shown("high", mlflow="high")
+    confidence: float = shown("confidence")
+    primary: bool = shown("primary")  # decided on: the cell has a word
+    outcome: Outcome | None = shown("verdict", mlflow="verdict", mlflow_none="secondary")
+    open: bool = shown("open")  # undecided only for now: the next planned round may decide it
+    why: str | None = shown("why")  # how it was decided, or why it is not
+    needed_pairs: int | None = shown("needed_pairs")  # pairs an undecided cell would need for 80% power
+    pairs: int = shown("pairs")  # pairs per replicate
+    units: int = shown("units")  # units of the test: the pairs, or the searches with several replicates
+    exact: bool = shown("exact")  # the sign-flip test's, not a t interval: the differences had no spread
+    smallest_effect: float | None = shown("smallest_effect")  # a primary cell's smallest effect that matters
+    level: float = shown("level")  # the error rate spent at the look that gave it
+    family: int = shown("family")  # primary cells
+    p_improvement: ImprovementRecord | None = shown("p_improvement", mlflow="p_improvement")
+    same_as_erm: bool = shown("same_as_erm")  # the method's runs equal ERM's: it is ERM here
+
+
+def verdict_cell(c: Cell, same_as_erm: bool = False) -> VerdictCell:
+    """The record of a decision's (or a secondary) cell, as every format shows it."""
+    i = c.improvement
+    return VerdictCell(c.method, c.metric, c.mean, c.low, c.high, c.confidence, c.outcome is not None, c.outcome,
+                       c.open, c.why or None, c.needed, c.pairs, c.units, c.exact,
+                       c.smallest if c.outcome is not None else None, c.level, c.family,
+                       None if i is None else ImprovementRecord(i.probability, i.low, i.high, i.units, CONFIDENCE),
+                       same_as_erm)
+
+
 @dataclass
 class Verdict:
     campaign: str
@@ -122,6 +180,8 @@ class Verdict:
     curves: list[BudgetCurve] = field(default_factory=list)  # each method's expected best after n trials
     budget_note: str = ""  # whether the order by expected best changes between half and the full budget, in words
     warnings: list[VerdictWarning] = field(default_factory=list)
+    # every method but ERM against ERM on every metric, primary cells first: what each format renders
+    records: dict[tuple[str, str], VerdictCell] = field(default_factory=dict)
 
     @property
     def cells(self) -> dict[tuple[str, str], Cell]:
@@ -293,6 +353,8 @@ def verdict_of(name: str, design: Design, replicates: int, values: Values, resul
     verdict = Verdict(name, design, replicates, results, decisions, varies=varies, rare=rare)
     verdict.same_as_erm = {r.method: said for r in results
                            if r.method != REFERENCE and (said := _same_as_erm(r, values))}
+    verdict.records = {key: verdict_cell(c, c.method in verdict.same_as_erm)
+                       for key, c in [*decisions.cells.items(), *decisions.secondary.items()] if c.method != REFERENCE}
     verdict.pairs = pairwise_ranking(values, [r.method for r in results if r.seeds > 0], replicates)
     verdict.warnings = design_warnings(verdict) + list(warnings)
     verdict.reading = reading(verdict)
@@ -308,8 +370,10 @@ def rare_class(runs: Sequence[EvaluationRecord]) -> RareClass | None:
     def spread(counts: list[int]) -> tuple[int, int] | None:
         return (min(counts), max(counts)) if counts else None
 
-    stored = [run.per_class.get("counts") for run in runs if run.per_class.get("counts")]
-    return RareClass(name, spread([run.train_class_counts[name] for run in runs]),
+    # per_class["counts"] holds images per class and split ({"val": {class: n}, "test": {...}}), not accuracies
+    stored = [cast(Mapping[str, Mapping[str, int]], c) for run in runs if (c := run.per_class.get("counts"))]
+    train = [run.train_class_counts[name] for run in runs]
+    return RareClass(name, (min(train), max(train)),
                      spread([c["val"].get(name, 0) for c in stored]), spread([c["test"].get(name, 0) for c in stored]),
                      min((min(c["test"].values()) for c in stored), default=None),
                      max(runs[0].train_class_counts.values()))
@@ -487,10 +551,11 @@ def reading(verdict: Verdict) -> str:
     if undecided:
         sentences.append("Undecided: " + "; ".join(f"{c.method} on {READING_LABELS[c.metric]} ({c.why})"
                                                    for c in undecided))
-    behind = [m for m in CONTAINS_ERM if any(c.method == m and c.outcome is Outcome.WORSE for c in cells.values())]
+    losing = {c.method for c in cells.values() if c.outcome is Outcome.WORSE}
+    behind = {m: at for m in sorted(losing, key=_declared_order) if (at := contains_erm_at(m))}
     if behind:
-        sentences.append(f"{_join(behind)} {'contains' if len(behind) == 1 else 'contain'} ERM "
-                         f"({'; '.join(f'{m} at {CONTAINS_ERM[m]}' for m in behind)}), so behind ERM after tuning "
+        sentences.append(f"{_join(list(behind))} {'contains' if len(behind) == 1 else 'contain'} ERM "
+                         f"({'; '.join(f'{m} at {at}' for m, at in behind.items())}), so behind ERM after tuning "
                          "means its search chose badly, not that the method hurts: widen its range or repeat the "
                          "search (replicates)")
     widened = [f"{m.method}'s {', '.join(sorted({w.parameter for _, w in m.widenings}))}" for m in verdict.methods
@@ -530,8 +595,24 @@ def _check(w: VerdictWarning) -> str:
     return "a decision rests on few test images"
 
 
-# Methods that are ERM at one value of their own parameter: tuned honestly, they cannot be truly worse than ERM.
-CONTAINS_ERM = {"ls": "alpha = 0", "hws": "beta near 0"}
+def contains_erm_at(method: str) -> str | None:
+    """Where `method` is ERM at values of its own parameters ("alpha = 0"), from its parts' declarations: tuned
+    honestly, it cannot be truly worse than ERM. None when a part it names declares no such value."""
+    try:
+        parts = [PARTS[name] for name in parse_method(method).parts]
+    except UserError:  # a method no longer declared: nothing to say
+        return None
+    named = [p for p in parts if p is not FAMILIES[p.family].default]  # erm, uniform: ERM already
+    if not named or any(p.contains_erm_at is None for p in named):
+        return None
+    return " and ".join(p.contains_erm_at for p in named if p.contains_erm_at)
+
+
+def _declared_order(method: str) -> tuple[int, ...]:
+    """Where a method's parts stand in the declarations (ls before hws), so that the reading names them in a
+    fixed order."""
+    order = list(PARTS)
+    return tuple(sorted(order.index(p) for p in method.split("+") if p in order))
 
 
 def _stated(c: Cell, equivalence: bool = False) -> str:

@@ -47,7 +47,7 @@ LOSS = "pipeline.methods.losses:SmoothedLoss"  # erm is eq. 3 with alpha = 0
 ERM = Part("erm", "loss", (), "plain cross-entropy training (the benchmark every table compares against)", LOSS)
 LOSSES: Registry[LossFactory] = Registry("loss", [
     ERM,
-    Part("ls", "loss", (ALPHA,), "label smoothing as in eq. 3 of the GI-LS paper", LOSS),
+    Part("ls", "loss", (ALPHA,), "label smoothing as in eq. 3 of the GI-LS paper", LOSS, contains_erm_at="alpha = 0"),
 ], default=ERM)
 
 UNIFORM = Part("uniform", "sampler", (), "every example once per epoch in a random order",
@@ -62,7 +62,7 @@ SAMPLERS: Registry[SamplerFactory] = Registry("sampler", [
         HParam("hws_replacement", "bool", True, "", "true: i.i.d. draws (the paper's formula); false: no "
                "example twice in a batch (the authors' released sampler)"),
     ), "DRO with hardness-weighted sampling (Algorithm 1 of the hardness-weighted sampling paper)",
-        "pipeline.methods.samplers:HardnessWeightedSampler"),
+        "pipeline.methods.samplers:HardnessWeightedSampler", contains_erm_at="beta near 0"),
 ], default=UNIFORM)
 
 MIXERS: Registry[MixerFactory] = Registry("mixer", [

@@ -53,6 +53,9 @@ class Part:
     # deferred re-weighting at a share of it): a run through such a part holds no exact shorter runs, and a
     # study searching epochs with it is refused epoch prefixes (pipeline/spec/epochs.py). No part does so today.
     uses_total_epochs: bool = False
+    # Where the part is ERM at a value of its own parameter ("alpha = 0"): tuned honestly, a method of such parts
+    # cannot be truly worse than ERM, so the verdict reads its falling behind as a search that chose badly.
+    contains_erm_at: str | None = None
 
     def load(self) -> Callable[..., Any]:
         """The part's constructor, imported now (once per process), with the declaration's options bound."""

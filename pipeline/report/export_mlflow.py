@@ -10,6 +10,7 @@ The tool's database is only read. Needs MLflow's client (the `mlflow` extra); no
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -18,9 +19,9 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from pipeline.spec.campaign_config import REFERENCE
 from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import UserError
 from pipeline.report.study_tables import dataset_label
@@ -71,8 +72,8 @@ def export_to_mlflow(store: Store, uri: str, studies: list[str] | None = None,
     stored campaign's when no study is named, none otherwise) to the MLflow tracking store at `uri`; what each
     run was is given to `on_run` as it is reached, and returned."""
     records = [store.require_study(name) for name in studies] if studies else store.all_studies()
-    campaigns = ([store.require_campaign(name) for name in campaigns] if campaigns is not None
-                 else store.all_campaigns() if not studies else [])
+    verdicts = ([store.require_campaign(name) for name in campaigns] if campaigns is not None
+                else store.all_campaigns() if not studies else [])
     client = mlflow_client(uri)
     done: list[Exported] = []
 
@@ -84,7 +85,7 @@ def export_to_mlflow(store: Store, uri: str, studies: list[str] | None = None,
     with _mlflow_errors(uri):
         for study in records:
             _export_study(client, study, store.trials(study.id), note)
-        for campaign in campaigns:
+        for campaign in verdicts:
             for _, task in campaign.task_records():  # a campaign of several tasks: each task's verdict
                 _export_verdict(client, store, task, note)
     return done
@@ -150,15 +151,15 @@ def _log(client: MlflowClient, run_id: str, params: dict[str, Any] | None = None
     from mlflow.entities import Metric, Param, RunTag
 
     stamp = int(time.time() * 1000)
-    params = [Param(k, _text(v)) for k, v in (params or {}).items()]
-    tags = [RunTag(k, _text(v)) for k, v in (tags or {}).items()]
-    metrics = [Metric(k, float(v), stamp, step) for k, v, step in metrics]
-    for start in range(0, len(params), 100):  # MLflow takes at most 100 params, 100 tags, 1000 metrics a call
-        client.log_batch(run_id, params=params[start:start + 100])
-    for start in range(0, len(tags), 100):
-        client.log_batch(run_id, tags=tags[start:start + 100])
-    for start in range(0, len(metrics), BATCH):
-        client.log_batch(run_id, metrics=metrics[start:start + BATCH])
+    logged_params = [Param(k, _text(v)) for k, v in (params or {}).items()]
+    logged_tags = [RunTag(k, _text(v)) for k, v in (tags or {}).items()]
+    logged_metrics = [Metric(k, float(v), stamp, step) for k, v, step in metrics]
+    for start in range(0, len(logged_params), 100):  # MLflow takes at most 100 params, 100 tags, 1000 metrics a call
+        client.log_batch(run_id, params=logged_params[start:start + 100])
+    for start in range(0, len(logged_tags), 100):
+        client.log_batch(run_id, tags=logged_tags[start:start + 100])
+    for start in range(0, len(logged_metrics), BATCH):
+        client.log_batch(run_id, metrics=logged_metrics[start:start + BATCH])
 
 
 def study_tags(study: StudyRecord) -> dict[str, str]:
@@ -224,8 +225,8 @@ def _export_study(client: MlflowClient, study: StudyRecord, trials: list[TrialRe
 def verdict_values(store: Store, campaign: CampaignRecord) -> tuple[dict[str, float], dict[str, str]]:
     """A campaign's verdict as MLflow metrics and tags: per method (other than ERM) and metric,
     METHOD.METRIC.difference, .low, .high, .p_improvement (with .p_improvement_low and _high), and the tag
-    METHOD.METRIC.verdict (better, worse, equivalent or undecided; secondary for a metric not decided on); per
-    method METHOD.METRIC.mean."""
+    METHOD.METRIC.verdict (better, worse, equivalent or undecided; secondary for a metric not decided on), each
+    its VerdictCell's field as it declares its MLflow name; per method METHOD.METRIC.mean."""
     from pipeline.compare.verdict import take_verdict
 
     verdict = take_verdict(store, campaign)
@@ -238,16 +239,38 @@ def verdict_values(store: Store, campaign: CampaignRecord) -> tuple[dict[str, fl
         tags[f"{m.method}.seeds"] = str(m.seeds)
         for metric, (mean, _) in m.means.items():
             metrics[f"{m.method}.{metric}.mean"] = mean
-    for (method, metric), c in [*verdict.cells.items(), *verdict.secondary.items()]:
-        if method == REFERENCE:
+    for (method, metric), record in verdict.records.items():
+        numbers, words = mlflow_record(record)
+        metrics |= {f"{method}.{metric}.{k}": v for k, v in numbers.items()}
+        tags |= {f"{method}.{metric}.{k}": v for k, v in words.items()}
+    return metrics, tags
+
+
+def mlflow_record(record: Any, prefix: str = "") -> tuple[dict[str, float], dict[str, str]]:
+    """A verdict record (VerdictCell, ImprovementRecord) as MLflow metrics and tags, each field under the name it
+    declares (a record inside under its own fields' names, joined to its field's with "_"): a number is a metric
+    (left out when None or NaN), a word a tag. Fields without an MLflow name are left out."""
+    metrics: dict[str, float] = {}
+    tags: dict[str, str] = {}
+    for f in dataclasses.fields(record):
+        name = f.metadata.get("mlflow")
+        if name is None:
             continue
-        name = f"{method}.{metric}"
-        values = {"difference": c.mean, "low": c.low, "high": c.high}
-        if c.improvement is not None:
-            values |= {"p_improvement": c.improvement.probability, "p_improvement_low": c.improvement.low,
-                       "p_improvement_high": c.improvement.high}
-        metrics |= {f"{name}.{k}": v for k, v in values.items() if v is not None and not math.isnan(v)}
-        tags[f"{name}.verdict"] = "secondary" if c.outcome is None else c.outcome.value
+        name = "_".join(part for part in (prefix, name) if part)
+        value = getattr(record, f.name)
+        if value is None:
+            if f.metadata.get("mlflow_none") is not None:
+                tags[name] = f.metadata["mlflow_none"]
+        elif dataclasses.is_dataclass(value):
+            inner_metrics, inner_tags = mlflow_record(value, name)
+            metrics |= inner_metrics
+            tags |= inner_tags
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isnan(value):
+                metrics[name] = float(value)
+        else:
+            tags[name] = str(value).lower() if isinstance(value, bool) else str(
+                value.value if isinstance(value, Enum) else value)
     return metrics, tags
 
 

@@ -3,16 +3,16 @@ methods, and each method against tuned ERM with the reading in words underneath.
 from __future__ import annotations
 
 import dataclasses
+from enum import Enum
 from typing import Any
 
 from pipeline.search.bounds import widening_lines
 from pipeline.compare.across_tasks import MIN_TASKS, AcrossTasks
 from pipeline.compare.budget_curves import half_budget
-from pipeline.compare.decision import Cell
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.compare.stats import CONFIDENCE
 from pipeline.report.tables import Table, parameter_text, percent
-from pipeline.compare.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, MethodResult, Verdict,
+from pipeline.compare.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, MethodResult, Verdict, VerdictCell,
                                       VerdictWarning, accuracy_bounds)
 
 SECONDARY = "secondary"  # the verdict column of a metric not decided on
@@ -46,8 +46,8 @@ def _end(value: float) -> str:
     return f"{points:+.1f}" if abs(points) < 10 else f"{points:+.0f}"
 
 
-def _difference(c: Cell) -> str:
-    text = f"{100 * c.mean:+.1f}"
+def _difference(c: VerdictCell) -> str:
+    text = f"{100 * c.difference:+.1f}"
     if c.low is None or c.high is None:
         return text + (" (exact)" if c.exact else "")
     if c.low == c.high:
@@ -55,18 +55,24 @@ def _difference(c: Cell) -> str:
     return f"{text} [{_end(c.low)}, {_end(c.high)}]"
 
 
-def _improvement(c: Cell) -> str:
+def _improvement(c: VerdictCell) -> str:
     """P(method > ERM) and its Clopper-Pearson interval, in %: `80 [44, 97]`."""
-    i = c.improvement
+    i = c.p_improvement
     if i is None:
         return ""
     return f"{100 * i.probability:.0f} [{100 * i.low:.0f}, {100 * i.high:.0f}]"
 
 
-def _word(c: Cell, constant: bool = False) -> str:
+def _word(c: VerdictCell, constant: bool = False) -> str:
     if c.outcome is None:
         return ALL_EQUAL if constant else SECONDARY
     return "open" if c.open else c.outcome.value
+
+
+def cell_columns(c: VerdictCell, constant: bool = False) -> list[str]:
+    """A cell as the terminal and the page show it: the difference with its interval, P>ERM % and the word (`all
+    equal` for a metric every run scored the same on, `constant`)."""
+    return [_difference(c), _improvement(c), _word(c, constant)]
 
 
 def cost_table(verdict: Verdict) -> Table:
@@ -120,18 +126,21 @@ def ranking_table(verdict: Verdict) -> Table:
     return table
 
 
-def _cell_record(c: Cell) -> dict[str, Any]:
-    i = c.improvement
-    return {"difference": c.mean, "low": c.low, "high": c.high, "confidence": c.confidence,
-            "primary": c.outcome is not None, "verdict": None if c.outcome is None else c.outcome.value,
-            "open": c.open, "why": c.why or None, "needed_pairs": c.needed, "pairs": c.pairs, "units": c.units,
-            "exact": c.exact, "smallest_effect": c.smallest if c.outcome is not None else None,
-            "level": c.level, "family": c.family,
-            "p_improvement": None if i is None else {"probability": i.probability, "low": i.low, "high": i.high,
-                                                     "units": i.units, "confidence": CONFIDENCE}}
+def json_record(record: Any) -> dict[str, Any]:
+    """A verdict record (VerdictCell, ImprovementRecord) as its JSON: each field under the key it declares, a
+    record inside as its own JSON, a word as its text."""
+    shown: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        if f.metadata.get("json") is None:
+            continue
+        value = getattr(record, f.name)
+        shown[f.metadata["json"]] = (json_record(value) if dataclasses.is_dataclass(value)
+                                     else value.value if isinstance(value, Enum) else value)
+    return shown
 
 
 def warning_record(w: VerdictWarning) -> dict[str, Any]:
+    """A warning as its JSON: what it names, its unset fields left out."""
     return {k: v for k, v in dataclasses.asdict(w).items() if v is not None}
 
 
@@ -164,15 +173,15 @@ def verdict_table(verdict: Verdict) -> Table:
                                                                            and m.method == REFERENCE)]}
         for i, metric in enumerate(metrics):
             mean = _interval(*m.means[metric]) if metric in m.means else "-"
-            c = verdict.cell(m.method, metric)
+            c = verdict.records.get((m.method, metric))
             label = METRIC_LABELS[metric] + ("*" if metric in thin else "")
             row = [m.method if i == 0 else "", label, mean]
             if m.method == REFERENCE or c is None:
                 row += ["", "", "reference" if m.method == REFERENCE and i == 0 else ("" if m.missing is None or i
                                                                                       else "no runs")]
             else:
-                row += [_difference(c), _improvement(c), _word(c, metric in verdict.decisions.constant)]
-                record["vs_erm"][metric] = {**_cell_record(c), "same_as_erm": m.method in verdict.same_as_erm}
+                row += cell_columns(c, metric in verdict.decisions.constant)
+                record["vs_erm"][metric] = json_record(c)
             table.rows.append(row)
         table.records.append(record)
     table.notes += _verdict_notes(verdict, thin)

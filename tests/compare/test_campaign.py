@@ -461,6 +461,27 @@ def test_behind_erm_for_a_method_that_contains_erm_is_read_as_a_search_that_chos
             in verdict.reading)
 
 
+def test_which_methods_contain_erm_is_read_off_their_parts_declarations():
+    from pipeline.compare.verdict import contains_erm_at
+    from pipeline.methods.declarations import PARTS
+    from pipeline.methods.parts import Part
+
+    assert contains_erm_at("ls") == "alpha = 0" and contains_erm_at("hws") == "beta near 0"
+    assert contains_erm_at("ls+hws") == "alpha = 0 and beta near 0"  # each part at its own ERM value
+    assert contains_erm_at("gils") is None and contains_erm_at("mixup+hws") is None and contains_erm_at("erm") is None
+    PARTS.add(Part("toyw", "weights", (), "a part declared elsewhere", "pipeline.methods.weights:NoWeights",
+                   contains_erm_at="w = 0"))
+    try:
+        rng = random.Random(8)
+        values = _noise_campaign(rng, ["erm", "toyw"], 3)
+        for m in METRICS:
+            values["toyw"][m] = {k: v - 0.2 - 0.001 * k[1] for k, v in values["erm"][m].items()}  # clearly behind
+        verdict = _verdict_of(values, {"erm": {"lr_head": 0.1}, "toyw": {"lr_head": 0.1}})
+        assert "toyw contains ERM (toyw at w = 0), so behind ERM after tuning" in verdict.reading
+    finally:
+        PARTS.remove("toyw")
+
+
 def test_a_search_replicate_draws_its_split_again_only_when_the_campaign_resplits():
     """DomainBed's trial seed: replicate r searches with search seed + r and, with resplit, on a split of its own
     (split seed + 1000 r); a file that does not say resplits when new and keeps what a stored campaign was stored

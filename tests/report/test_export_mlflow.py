@@ -133,6 +133,73 @@ def test_a_campaigns_verdict_exports_as_report_verdict_reads_it(tmp_path, cli):
     assert digest(db) == before
 
 
+def test_every_field_of_a_verdict_cell_is_in_the_json_and_mlflows_values_under_the_name_it_declares(tmp_path, cli):
+    """The verdict's cells are one record each: `report --verdict --format json` and the MLflow export show every
+    field of it (dataclasses.fields, not a list kept here), each under the name the field declares."""
+    from dataclasses import fields, is_dataclass
+    from enum import Enum
+
+    from pipeline.compare.verdict import VerdictCell, take_verdict
+    from pipeline.report.export_mlflow import verdict_values
+
+    db = tmp_path / "campaign.db"
+    shutil.copyfile(CAMPAIGN_DB, db)
+    code, report, _ = cli("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
+    assert code == 0
+    (table,) = [t for t in json.loads(report) if t["title"].startswith("Verdict of campaign")]
+    rows = {r["method"]: r for r in table["rows"]}
+    store = Store(str(db), create=False)
+    campaign = store.require_campaign("old-trio")
+    metrics, tags = verdict_values(store, campaign)
+    records = take_verdict(store, campaign).records
+    assert len(records) == 8 and all(type(r) is VerdictCell for r in records.values())  # ls and cb, 4 metrics each
+
+    def check(record, shown: dict, mlflow_name) -> None:
+        """Each field of `record` under its JSON key in `shown` and, where it has one, its MLflow name as
+        `mlflow_name` makes it whole."""
+        assert set(shown) == {f.metadata["json"] for f in fields(record) if f.metadata["json"] is not None}
+        for f in fields(record):
+            value, key = getattr(record, f.name), f.metadata["json"]
+            if key is None:  # the record's place: its row's method, its key under vs_erm
+                assert f.name in ("method", "metric")
+                continue
+            name = None if f.metadata["mlflow"] is None else mlflow_name(f.metadata["mlflow"])
+            if is_dataclass(value):  # a record inside: its fields' names joined to this one's with "_"
+                check(value, shown[key], lambda inner, outer=name: "_".join(p for p in (outer, inner) if p))
+                continue
+            assert shown[key] == (value.value if isinstance(value, Enum) else value)
+            if name is None:
+                continue
+            if value is None:
+                assert name not in metrics and tags.get(name) == f.metadata["mlflow_none"]
+            elif isinstance(value, Enum):
+                assert tags[name] == value.value
+            else:
+                assert metrics[name] == pytest.approx(value)
+
+    for (method, metric), record in records.items():
+        check(record, rows[method]["vs_erm"][metric], lambda inner, cell=f"{method}.{metric}": f"{cell}.{inner}")
+    assert any(r.outcome is not None for r in records.values()) and any(r.p_improvement for r in records.values())
+
+
+def test_a_statistic_added_to_the_verdict_cell_is_in_the_json_and_in_mlflow_with_no_other_change():
+    import dataclasses
+
+    from pipeline.compare.verdict import ImprovementRecord, VerdictCell, shown
+    from pipeline.report.export_mlflow import mlflow_record
+    from pipeline.report.verdict_report import json_record
+
+    extended = dataclasses.make_dataclass("Extended", [("skew", float, shown("skew", mlflow="skew"))],
+                                          bases=(VerdictCell,), frozen=True)
+    cell = extended("ls", "test_accuracy", 0.02, 0.01, 0.03, 0.95, False, None, False, None, None, 5, 5, False, None,
+                    0.0, 0, ImprovementRecord(0.8, 0.44, 0.97, 5, 0.95), False, skew=-0.5)
+    assert json_record(cell)["skew"] == -0.5 and json_record(cell)["p_improvement"]["probability"] == 0.8
+    metrics, tags = mlflow_record(cell)
+    assert metrics == {"difference": 0.02, "low": 0.01, "high": 0.03, "p_improvement": 0.8,
+                       "p_improvement_low": 0.44, "p_improvement_high": 0.97, "skew": -0.5}
+    assert tags == {"verdict": "secondary"}
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path, cli, monkeypatch):
     db = tmp_path / "campaign.db"
     shutil.copyfile(CAMPAIGN_DB, db)
