@@ -1,5 +1,11 @@
 """The Ax side of a study: search space, generation strategy and the client, stored in SQL
-(Ax's own SQL storage, in the tool's database; its schema made valid on PostgreSQL here).
+(Ax's own SQL storage, in the tool's database; its tables made valid on PostgreSQL here).
+
+The one module that touches Ax's storage and state: other modules call its functions and Searcher. It changes
+no class of Ax's and no SQLAlchemy compilation for the process: the study's rule of deduplication holds for the
+experiments made or loaded here (StudyExperiment), and Ax's tables get TEXT columns on PostgreSQL through a copy
+of Ax's metadata. Where Ax 1.3 has no public way (`experiment`), the one access is named here and checked by
+tests/search/test_ax_boundary.py against the Ax range pinned in pyproject.toml.
 
 Generation strategy as the GI-LS paper used it (`gp`): seeded Sobol initialisation, then a BoTorch
 SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here). The
