@@ -25,7 +25,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from pipeline.bench.problems import CHANCE, _to_unit, fit_surrogate
 
 CURVES_TABLE = Path(__file__).resolve().parent / "replay" / "digits-hws-curves.csv"
 PROBLEM = "digits-hws-epochs-replay"
-CURVE_SPACE = {"beta": Range(0.1, 1000.0, log=True), "lr_head": Range(0.01, 0.2, log=True),
+CURVE_SPACE: dict[str, Range | Choice] = {"beta": Range(0.1, 1000.0, log=True), "lr_head": Range(0.01, 0.2, log=True),
                "lr_backbone": Range(0.01, 0.2, log=True)}
 LOW_EPOCHS = 2  # the searched range of epochs is [LOW_EPOCHS, the table's top epoch count]
 VARIANTS = {
@@ -167,16 +167,11 @@ def run_variant(problem: EpochsProblem, variant: str, seed: int, budget: int, in
                 min_epochs: int, checkpoints: tuple[int, ...] = ()) -> EpochsRun:
     """`variant` from search seed `seed` until `budget` epochs are trained (the last trial may run past it), with
     the GP's pick measured once the epochs trained reach each of `checkpoints`."""
-    from ax.api.client import Client
-
-    from pipeline.search.ax import generation_strategy, range_and_choice_configs
+    from pipeline.search.ax import generation_strategy, in_memory_client, range_and_choice_configs
 
     prefixes, stopping = variant in ("prefix", "both"), variant in ("stop", "both")
-    client = Client(random_seed=seed)
-    client.configure_experiment(parameters=range_and_choice_configs(problem.search, problem.kinds),
-                                name=f"epochs-{variant}-{seed}")
-    client.configure_optimization(objective="value")
-    client.set_generation_strategy(generation_strategy(initial, seed, "gp"))
+    client = in_memory_client(range_and_choice_configs(problem.search, problem.kinds), f"epochs-{variant}-{seed}",
+                              seed, generation_strategy(initial, seed, "gp"))
     noise = np.random.default_rng([seed, 25])  # the same observations for every variant from one search seed
     curves: list[tuple[float, ...]] = []
     best: tuple[float, dict[str, Any]] | None = None
@@ -192,7 +187,8 @@ def run_variant(problem: EpochsProblem, variant: str, seed: int, budget: int, in
             trained = epochs
             if stopping:
                 rule = StopRule(50.0, min_epochs, tuple(curves))
-                trained = next((e for e in range(1, epochs) if rule.should_stop(curve[:e])), epochs)
+                values = cast(Sequence[float], curve)
+                trained = next((e for e in range(1, epochs) if rule.should_stop(values[:e])), epochs)
             curves.append(tuple(float(v) for v in curve[:trained]))
             value = float(curve[trained - 1])
             if trained == epochs:
@@ -227,10 +223,11 @@ def run_variant(problem: EpochsProblem, variant: str, seed: int, budget: int, in
 def _model_pick_value(client: Any, problem: EpochsProblem) -> float:
     """The true value of the tried configuration the GP (the study's, pipeline/surrogate.fit_gp) predicts best;
     NaN when it cannot be fitted yet."""
+    from pipeline.search.ax import experiment
     from pipeline.search.surrogate import fit_gp
 
-    experiment = client._experiment
-    model = fit_gp(experiment, experiment.lookup_data(), "value")
+    ran = experiment(client)
+    model = fit_gp(ran, ran.lookup_data(), "value")
     if model is None:
         return math.nan
     tried = model.completed_trials()
@@ -251,13 +248,20 @@ class Summary:
     model_quartiles: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # the same for the GP's pick
 
 
+def _quartiles(values: np.ndarray) -> tuple[float, float, float]:
+    """The 25%, 50% and 75% points of `values` without their NaNs (NaN each when none is left)."""
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return math.nan, math.nan, math.nan
+    low, middle, high = (float(q) for q in np.percentile(values, [25, 50, 75]))
+    return low, middle, high
+
+
 def summarise(runs: list[EpochsRun], checkpoints: tuple[int, ...]) -> list[Summary]:
     """Quartiles of the true value of each variant's recommendation at the checkpoints, and the epochs each
     variant needs to reach the median value plain search ends with."""
     def quartiles(mine: list[EpochsRun], epochs: int) -> tuple[float, float, float]:
-        values = np.array([r.value_at(epochs) for r in mine])
-        values = values[~np.isnan(values)]
-        return tuple(float(q) for q in np.percentile(values, [25, 50, 75])) if len(values) else (math.nan,) * 3
+        return _quartiles(np.array([r.value_at(epochs) for r in mine]))
 
     by_variant = {v: sorted((r for r in runs if r.variant == v), key=lambda r: r.seed) for v in VARIANTS}
     def epochs_to_reach(mine: list[EpochsRun], target: float) -> float:
@@ -268,9 +272,7 @@ def summarise(runs: list[EpochsRun], checkpoints: tuple[int, ...]) -> list[Summa
     by_variant = {v: mine for v, mine in by_variant.items() if mine}
     target = quartiles(by_variant["plain"], checkpoints[-1])[1] if "plain" in by_variant else math.nan
     def model_quartiles(mine: list[EpochsRun], epochs: int) -> tuple[float, float, float]:
-        values = np.array([r.model_values.get(epochs, math.nan) for r in mine])
-        values = values[~np.isnan(values)]
-        return tuple(float(q) for q in np.percentile(values, [25, 50, 75])) if len(values) else (math.nan,) * 3
+        return _quartiles(np.array([r.model_values.get(epochs, math.nan) for r in mine]))
 
     return [Summary(variant, len(mine), {k: quartiles(mine, k) for k in checkpoints}, epochs_to_reach(mine, target),
                     float(np.median([r.trials for r in mine])), float(np.median([r.observations[-1] for r in mine])),
@@ -297,9 +299,8 @@ def _run_job(job: tuple[str, int, int, int, int, tuple[int, ...], str]) -> Epoch
     """One search run in a worker process, its libraries' output routed to the log first."""
     from pipeline.library_logs import quiet_libraries
 
-    *arguments, log_file = job
+    variant, seed, budget, initial, min_epochs, checkpoints, log_file = job
     quiet_libraries(log_file)
-    variant, seed, budget, initial, min_epochs, checkpoints = arguments
     return run_variant(replay_problem(), variant, seed, budget, initial, min_epochs, checkpoints)
 
 

@@ -30,24 +30,21 @@ import numpy as np
 from pipeline.bench.problems import Problem, problems
 from pipeline.params import Choice, Range
 from pipeline.search.bounds import Widening
+from pipeline.spec.study_config import STRATEGIES
 
-STRATEGY_NOTES = {
-    "gp": "Sobol, then the Gaussian process (ARD Matern-5/2, unclipped results)",
-    "gp-rbf": "gp with BoTorch's default kernel and priors (RBF, dimension-scaled lengthscales)",
-    "gp-warp": "gp with learned input warping",
-    "gp-power": "gp on power-transformed results (Yeo-Johnson)",
-    "gp-centre": "gp with the centre of the box as the first trial",
-    "gp-rbf-power-centre": "gp-rbf, power transform, centre first",
-    "gp-trust": "gp with the acquisition optimised in a box of half each range around the best trial",
-    "gp-margin": "gp with the acquisition kept 5% inside the bounds the best trial has not reached",
+# The benchmark's own strategies beside a study's (study_config.STRATEGIES, the one list of those): variants of the
+# gp (BENCH_VARIANTS) and Optuna's TPE.
+BENCH_ONLY_GP = {
     "gp-fast": "gp with its acquisition optimised from 5 starts, the best of 256 raw samples (Ax: 20 of 1,024)",
     "gp-fast2": "gp with its acquisition optimised from 2 starts, the best of 64 raw samples",
     "gp-winsorized": "the gp on results winsorised as Ax does by default",
     "gp-2seeds": "the gp told the mean and standard error of 2 training seeds per proposal (half the proposals)",
-    "sobol": "a scrambled Sobol sequence",
-    "random": "uniform random search",
-    "tpe": "Optuna's TPE sampler, its defaults",
 }
+# Every strategy the benchmark knows, in the tables' order: a study's GP strategies, the benchmark's variants of the
+# gp, a study's strategies without a model, TPE.
+STRATEGY_NOTES = {**{name: note for name, note in STRATEGIES.items() if name.startswith("gp")}, **BENCH_ONLY_GP,
+                  **{name: note for name, note in STRATEGIES.items() if not name.startswith("gp")},
+                  "tpe": "Optuna's TPE sampler, its defaults"}
 WIDEN = "+widen"  # a strategy's suffix: widen the ranges as a study does (see the module's docstring)
 # Measured before, or too slow to measure at the default size (docs/design/search.md): run when named.
 ON_REQUEST = ("gp-warp", "gp-centre", "gp-winsorized", "gp-2seeds", "gp-trust", "gp-margin", "gp-fast", "gp-fast2")
@@ -124,18 +121,13 @@ class AxSearch:
     """A strategy of pipeline/search/ax.py driven through an in-memory Ax client, as a study drives it."""
 
     def __init__(self, problem: Problem, strategy: str, seed: int, initial: int) -> None:
-        from ax.api.client import Client
+        from pipeline.search.ax import generation_strategy, in_memory_client, range_and_choice_configs
 
-        from pipeline.search.ax import generation_strategy, range_and_choice_configs
-
-        self.client = Client(random_seed=seed)
-        self.client.configure_experiment(parameters=range_and_choice_configs(problem.search, problem.kinds),
-                                         name=f"{problem.name}-{strategy}-{seed}")
-        self.client.configure_optimization(objective="value")
         base = base_strategy(strategy)
         study_strategy, winsorize, effort = BENCH_VARIANTS.get(base, (base, False, None))
-        self.client.set_generation_strategy(generation_strategy(
-            initial, seed, study_strategy, winsorize, effort))
+        self.client = in_memory_client(range_and_choice_configs(problem.search, problem.kinds),
+                                       f"{problem.name}-{strategy}-{seed}", seed,
+                                       generation_strategy(initial, seed, study_strategy, winsorize, effort))
         self.index: int | None = None
         self.problem, self.widens = problem, strategy.endswith(WIDEN)
         self.search: dict[str, Range | Choice] = dict(problem.search)  # the box searched now
@@ -166,7 +158,7 @@ class AxSearch:
     def widen(self) -> list[Widening]:
         """As a study does after every recorded trial: each soft end of a range the best observed trial sits on,
         widened at once (bounds.widenings), and Ax's search space with it."""
-        from pipeline.search.ax import widen_search_space
+        from pipeline.search.ax import experiment, widen_search_space
         from pipeline.search.bounds import searched_ranges, widenings
 
         if not self.observed:
@@ -175,15 +167,16 @@ class AxSearch:
         moved = widenings(self.search, self.problem.declared, self.parameters[best], best, len(self.parameters))
         if moved:
             self.search = searched_ranges(self.search, moved)
-            widen_search_space(self.client._experiment, {w.parameter: w.after for w in moved})
+            widen_search_space(experiment(self.client), {w.parameter: w.after for w in moved})
         return moved
 
     def model_pick(self) -> int | None:
         """Index (in trial order) of the tried configuration with the best posterior mean of the study's GP."""
+        from pipeline.search.ax import experiment
         from pipeline.search.surrogate import fit_gp
 
-        experiment = self.client._experiment
-        model = fit_gp(experiment, experiment.lookup_data(), "value")
+        tried_so_far = experiment(self.client)
+        model = fit_gp(tried_so_far, tried_so_far.lookup_data(), "value")
         if model is None:
             return None
         tried = model.completed_trials()
@@ -286,8 +279,9 @@ def summarise(runs: list[SearchRun], checkpoints: tuple[int, ...], best: dict[st
             for k in checkpoints:
                 values = np.array([r.true_value(k, pick) for r in mine])
                 values = values[~np.isnan(values)]
-                quartiles[k] = tuple(float(q) for q in np.percentile(values, [25, 50, 75])) if len(values) else (
+                low, middle, high = (float(q) for q in np.percentile(values, [25, 50, 75])) if len(values) else (
                     math.nan,) * 3
+                quartiles[k] = (low, middle, high)
             last = checkpoints[-1]
             beats = None
             if strategy != "random" and random:
@@ -314,9 +308,8 @@ def _run_job(job: tuple[str, str, int, int, int, tuple[int, ...], str]) -> Searc
     """One search run in a worker process, its libraries' output routed to the log first."""
     from pipeline.library_logs import quiet_libraries
 
-    *arguments, log_file = job
+    name, strategy, seed, trainings, initial, checkpoints, log_file = job
     quiet_libraries(log_file)
-    name, strategy, seed, trainings, initial, checkpoints = arguments
     return run_search(_problem(name), strategy, seed, trainings, initial, checkpoints)
 
 

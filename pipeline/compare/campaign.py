@@ -261,7 +261,7 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
 def _searched(store: Store, study: StudyConfig) -> bool:
     """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range), a
     completed trial to re-train, and Ax told of every trial (else run_study reconciles Ax with the table first)."""
-    from pipeline.search.study import pending_in_ax
+    from pipeline.search.ax import pending_in_ax
 
     stored = store.study(study.name)
     if stored is None:

@@ -1,5 +1,11 @@
 """The Ax side of a study: search space, generation strategy and the client, stored in SQL
-(Ax's own SQL storage, in the tool's database; its schema made valid on PostgreSQL here).
+(Ax's own SQL storage, in the tool's database; its tables made valid on PostgreSQL here).
+
+The one module that touches Ax's storage and state: other modules call its functions and Searcher. It changes
+no class of Ax's and no SQLAlchemy compilation for the process: the study's rule of deduplication holds for the
+experiments made or loaded here (StudyExperiment), and Ax's tables get TEXT columns on PostgreSQL through a copy
+of Ax's metadata. Where Ax 1.3 has no public way (`experiment`), the one access is named here and checked by
+tests/search/test_ax_boundary.py against the Ax range pinned in pyproject.toml.
 
 Generation strategy as the GI-LS paper used it (`gp`): seeded Sobol initialisation, then a BoTorch
 SingleTaskGP with an ARD Matern-5/2 kernel (Ax's own default kernel is RBF, so it is set here). The
@@ -44,7 +50,6 @@ from ax.storage.botorch_modular_registry import register_acquisition
 from ax.storage.sqa_store import db as ax_db
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import Warp
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import scoped_session, sessionmaker
 
 from pipeline.methods import parse_method
@@ -53,9 +58,9 @@ from pipeline.store import create_missing_tables, watch
 from pipeline.spec.study_config import StudyConfig, gp_options
 
 if TYPE_CHECKING:
-    from pipeline.store import StudyLock
+    from pipeline.store import Store, StudyLock
 
-_CHOICE_TYPES = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
+_CHOICE_TYPES: dict[str, Any] = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
 
 
 def parameter_configs(study: StudyConfig) -> list[RangeParameterConfig | ChoiceParameterConfig]:
@@ -68,15 +73,16 @@ def range_and_choice_configs(search: dict[str, Range | Choice],
     """Ax parameters for a search space as a study file writes it, each parameter of its `kinds`."""
     configs: list[RangeParameterConfig | ChoiceParameterConfig] = []
     for name, space in search.items():
+        kind: Any = kinds[name]  # Ax's configs name their types by Literal strings
         if isinstance(space, Range):
-            to = int if kinds[name] == "int" else float
+            to = int if kind == "int" else float
             bounds = (to(space.low), to(space.high))
-            configs.append(RangeParameterConfig(name=name, bounds=bounds, parameter_type=kinds[name],
+            configs.append(RangeParameterConfig(name=name, bounds=bounds, parameter_type=kind,
                                                 scaling="log" if space.log else "linear"))
         elif isinstance(space, Choice):
-            configs.append(ChoiceParameterConfig(name=name, values=list(space.values),
-                                                 parameter_type=_CHOICE_TYPES[kinds[name]],
-                                                 is_ordered=kinds[name] != "choice"))
+            values: Any = list(space.values)
+            configs.append(ChoiceParameterConfig(name=name, values=values, parameter_type=_CHOICE_TYPES[kind],
+                                                 is_ordered=kind != "choice"))
     return configs
 
 
@@ -205,7 +211,7 @@ def gp_gen_kwargs(effort: str | None = None) -> dict[str, Any]:
 
 
 def gp_step(winsorize: bool = False, options: frozenset[str] = frozenset(),
-            effort: str | None = None) -> GenerationStep:
+            effort: str | None = None) -> GenerationNode:
     """The study's Gaussian process step (see `gp_generator_kwargs`), its acquisition optimised with `effort`."""
     return GenerationStep(generator=Generators.BOTORCH_MODULAR, num_trials=-1, should_deduplicate=True,
                           generator_kwargs=gp_generator_kwargs(winsorize, options),
@@ -250,7 +256,7 @@ def generation_strategy(initial_trials: int, seed: int, strategy: str = "gp", wi
 
     Every step refuses to propose parameters already tried; a trial that raised is marked
     abandoned (not failed) in Ax, so its parameters count as tried and are not proposed again, and so do an
-    interrupted trial's, failed in Ax and run again (see `_arms_for_deduplication`)."""
+    interrupted trial's, failed in Ax and run again (see `StudyExperiment`)."""
     if strategy == "sobol":
         return GenerationStrategy(name="Sobol", nodes=[GenerationStep(
             generator=Generators.SOBOL, num_trials=-1, generator_kwargs={"seed": seed}, should_deduplicate=True)])
@@ -274,38 +280,61 @@ def study_strategy(study: StudyConfig) -> GenerationStrategy:
     return generation_strategy(min(study.budget.initial, study.budget.trials), study.search_seed, study.strategy)
 
 
-def _arms_for_deduplication(experiment: Experiment) -> dict[str, Arm]:
-    """The arms Ax's strategies refuse to propose again, by signature: every arm of the experiment. Ax's own rule
-    leaves out the arms of failed trials, and a study marks failed only a trial that was interrupted, whose
-    parameters it runs again itself (Searcher.rerun) under the same arm: Ax's rule then dropped the rerun's arm too,
-    and a strategy could propose those parameters once more, to be trained and completed a second time."""
-    return experiment.arms_by_signature
+class StudyExperiment(Experiment):
+    """An Ax experiment of a study: Ax's own, but every arm counts as tried when a strategy deduplicates."""
+
+    @property
+    def arms_by_signature_for_deduplication(self) -> dict[str, Arm]:
+        """Every arm of the experiment, by signature. Ax's own rule leaves out the arms of failed trials, and a study
+        marks failed only a trial that was interrupted, whose parameters it runs again itself (Searcher.rerun) under
+        the same arm: Ax's rule then dropped the rerun's arm too, and a strategy could propose those parameters once
+        more, to be trained and completed a second time."""
+        return self.arms_by_signature
 
 
-Experiment.arms_by_signature_for_deduplication = property(_arms_for_deduplication)  # type: ignore[method-assign]
+def follow_study_rules(experiment: Experiment) -> Experiment:
+    """`experiment` (one this module created or loaded) made a StudyExperiment, in place: the study's rule of
+    deduplication holds for it alone, not for every Ax experiment of the process."""
+    if not isinstance(experiment, StudyExperiment):
+        experiment.__class__ = StudyExperiment
+    return experiment
 
 
-@compiles(sa.String, "postgresql")
-@compiles(sa.VARCHAR, "postgresql")
-@compiles(sa.Text, "postgresql")
-@compiles(sa.TEXT, "postgresql")
-def _ax_text_on_postgresql(type_: sa.String, compiler: Any, **kw: Any) -> str:
-    """Ax's text columns on PostgreSQL: without their MySQL lengths (PostgreSQL refuses TEXT(4294967295))
-    and without any length limit, as on SQLite, which ignores lengths (Ax stores JSON longer than the
-    4096 characters it declares); other tables keep their types."""
-    column = kw.get("type_expression")
-    if isinstance(column, sa.Column) and column.table is not None and column.table.metadata is ax_db.Base.metadata:
-        return "TEXT"
-    return compiler.visit_TEXT(type_, **kw) if isinstance(type_, sa.Text) else compiler.visit_VARCHAR(type_, **kw)
+def experiment(client: Client) -> Experiment:
+    """The experiment `client` holds. Ax 1.3's Client has no public accessor for it: `Client._experiment` (a
+    property) is the one read of the client's state, here alone (tests/search/test_ax_boundary.py checks it)."""
+    return client._experiment
+
+
+def _ax_tables_on_postgresql() -> sa.MetaData:
+    """Ax's tables as they are created on PostgreSQL: a copy of Ax's metadata whose text columns are TEXT, without
+    their MySQL lengths (PostgreSQL refuses TEXT(4294967295)) and without any length limit, as on SQLite, which
+    ignores lengths (Ax stores JSON longer than the 4096 characters it declares). Ax's own metadata, and every
+    other table of the process, keep their types."""
+    copy = sa.MetaData()
+    for table in ax_db.Base.metadata.sorted_tables:
+        for column in table.to_metadata(copy).columns:
+            kind = column.type.impl if isinstance(column.type, sa.types.TypeDecorator) else column.type
+            if type(kind) in (sa.String, sa.VARCHAR, sa.Text, sa.TEXT):
+                column.type = sa.TEXT()
+    return copy
+
+
+def create_ax_tables(engine: sa.Engine) -> None:
+    """Create Ax's tables that `engine`'s database lacks (on PostgreSQL with TEXT columns: _ax_tables_on_postgresql)."""
+    if engine.dialect.name == "postgresql":
+        _ax_tables_on_postgresql().create_all(engine)
+    else:
+        ax_db.create_all_tables(engine)
 
 
 def use_database(url: str) -> StorageConfig:
     """Point Ax's process-wide SQL session at `url` and create its tables there."""
     factory = ax_db.SESSION_FACTORY
-    if factory is None or ax_db._bound_engine(factory).url.render_as_string(hide_password=False) != url:
+    if factory is None or ax_db.get_engine().url.render_as_string(hide_password=False) != url:
         ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None)
     watch(ax_db.get_engine())  # a fault Ax's retry hides is still the one named (pipeline/store/health.py)
-    create_missing_tables(ax_db.create_all_tables, ax_db.get_engine())
+    create_missing_tables(create_ax_tables, ax_db.get_engine())
     return StorageConfig(url=url)
 
 
@@ -335,8 +364,21 @@ def new_client(study: StudyConfig, url: str) -> Client:
     """Create the study's Ax experiment in the database (inside `ax_writes_through`: in its transaction)."""
     client = Client(storage_config=StorageConfig(url=url), random_seed=study.search_seed)
     client.configure_experiment(parameters=parameter_configs(study), name=study.name)
+    follow_study_rules(experiment(client))
     configure_goals(client, study)
     client.set_generation_strategy(study_strategy(study))
+    return client
+
+
+def in_memory_client(parameters: Sequence[RangeParameterConfig | ChoiceParameterConfig], name: str, seed: int,
+                     strategy: GenerationStrategy) -> Client:
+    """An Ax client that stores nothing, maximising one metric "value" over `parameters` with `strategy`, under the
+    study's rules (the benchmarks drive a strategy through it as a study would)."""
+    client = Client(random_seed=seed)
+    client.configure_experiment(parameters=parameters, name=name)
+    follow_study_rules(experiment(client))
+    client.configure_optimization(objective="value")
+    client.set_generation_strategy(strategy)
     return client
 
 
@@ -366,6 +408,57 @@ def has_experiment(name: str) -> bool:
         return session.query(SQAExperiment.id).filter_by(name=name).first() is not None
 
 
+def pending_in_ax(store: Store, name: str) -> bool:
+    """Whether Ax's records of study `name` in `store`'s database hold a trial asked for and never told (running
+    there): a process stopped between storing a trial's end and telling Ax, which the study loop's `reconcile` heals.
+    One query on Ax's own tables (its SQA classes), without loading the experiment."""
+    from ax.storage.sqa_store.sqa_classes import SQAExperiment, SQATrial
+
+    trials, experiments = SQATrial.__table__, SQAExperiment.__table__
+    if not sa.inspect(store.engine).has_table(trials.name):
+        return False
+    status = sa.type_coerce(trials.c.status, sa.Integer)  # Ax's IntEnum column, compared as the integer it stores
+    query = (sa.select(sa.literal(1)).select_from(trials.join(experiments, trials.c.experiment_id == experiments.c.id))
+             .where(experiments.c.name == name, status == TrialStatus.RUNNING.value).limit(1))
+    with store.engine.connect() as connection:
+        return connection.execute(query).first() is not None
+
+
+def read_experiment(name: str, url: str) -> Experiment | None:
+    """Ax's experiment `name` loaded through `url` (a read-only one: Client.load_from_database saves what it loads);
+    None when Ax has no record of it. Ax's session is left pointing nowhere usable: the next user of Ax's storage
+    (a study run, `use_database`) points it at its own database again."""
+    from ax.exceptions.core import ObjectNotFoundError
+    from ax.storage.sqa_store.load import load_experiment
+    from ax.storage.sqa_store.sqa_classes import SQAExperiment
+
+    ax_db.init_engine_and_session_factory(url=url, force_init=True)
+    try:
+        if not sa.inspect(ax_db.get_engine()).has_table(SQAExperiment.__table__.name):
+            return None
+        return load_experiment(name)
+    except ObjectNotFoundError:
+        return None
+    finally:
+        ax_db.get_engine().dispose()
+
+
+def objective_model(adapter: Any, metric: str) -> tuple[Any, SearchSpaceDigest]:
+    """The BoTorch model of `metric` inside a fitted GP step's `adapter` (Ax's TorchAdapter over a BoTorchGenerator),
+    and the search space digest it was fitted in: what ax.utils.sensitivity.sobol_measures reads, by the
+    adapter's, generator's and surrogate's public attributes."""
+    from ax.adapter.torch import TorchAdapter
+    from ax.generators.torch.botorch_modular.generator import BoTorchGenerator
+
+    if not isinstance(adapter, TorchAdapter) or not isinstance(adapter.generator, BoTorchGenerator):
+        raise TypeError(f"not a BoTorch GP step's adapter: {type(adapter).__name__}")
+    generator = adapter.generator
+    model = generator.surrogate.model
+    if model.num_outputs > 1:
+        model = model.subset_output([generator.surrogate.outcomes.index(metric)])
+    return model, generator.search_space_digest
+
+
 def delete_experiment(name: str) -> None:
     """Delete Ax's experiment `name` and its generation strategy, if Ax has them."""
     from ax.storage.sqa_store import delete as ax_delete
@@ -381,11 +474,25 @@ def load_client(study: StudyConfig, url: str) -> Client:
     return _load_client(study, url)
 
 
-def _load_client(study: StudyConfig, url: str) -> Client:
-    """`load_client` once Ax's session is set up (`use_database`, or `ax_writes_through`). Ax's load saves the
-    experiment and strategy back as it loads them: a write like any other."""
-    client = Client.load_from_database(experiment_name=study.name, storage_config=StorageConfig(url=url))
-    client._random_seed = study.search_seed  # not restored by load_from_database
+def _load_client(study: StudyConfig, url: str, complete: bool = False) -> Client:
+    """`load_client` once Ax's session is set up (`use_database`, or `ax_writes_through`), seeded by the study's
+    search seed, as Client.load_from_database loads it: the experiment and its strategy saved back as they are set,
+    a write like any other. With `complete`, an objective or strategy the records lack is set (see `open_client`)."""
+    from ax.exceptions.core import ObjectNotFoundError
+    from ax.storage.sqa_store.load import load_experiment, load_generation_strategy_by_experiment_name
+
+    client = Client(storage_config=StorageConfig(url=url), random_seed=study.search_seed)
+    stored = follow_study_rules(load_experiment(study.name))
+    client.set_experiment(stored)
+    try:
+        client.set_generation_strategy(load_generation_strategy_by_experiment_name(study.name, experiment=stored))
+        has_strategy = True
+    except ObjectNotFoundError:
+        has_strategy = False
+    if complete and stored.optimization_config is None:
+        configure_goals(client, study)
+    if complete and not has_strategy:
+        client.set_generation_strategy(study_strategy(study))
     return client
 
 
@@ -395,12 +502,7 @@ def open_client(study: StudyConfig, url: str) -> Client:
     an experiment without its objective or strategy: those are completed here."""
     if not has_experiment(study.name):  # asked first: a failed load would roll back the transaction it runs in
         return new_client(study, url)  # a study stored by an earlier version, which created Ax's records apart
-    client = _load_client(study, url)
-    if client._experiment.optimization_config is None:
-        configure_goals(client, study)
-    if client._maybe_generation_strategy is None:
-        client.set_generation_strategy(study_strategy(study))
-    return client
+    return _load_client(study, url, complete=True)
 
 
 def standard_error(values: list[float]) -> float:
@@ -440,6 +542,11 @@ class Searcher:
         self.lock = lock
         with self._writing():  # loading writes Ax's records back: only while this process holds the lock
             self.client = open_client(study, url)
+
+    @property
+    def experiment(self) -> Experiment:
+        """The study's Ax experiment (its trials, data and search space)."""
+        return experiment(self.client)
 
     @contextmanager
     def _writing(self) -> Iterator[sa.Connection | None]:
@@ -481,11 +588,12 @@ class Searcher:
         Sobol step ends after `initial` trials it proposed that did not fail), so the study goes on to the
         same proposals as if nothing had stopped; a trial attached with the parameters alone would belong to
         no step, and Sobol would propose one trial more."""
-        experiment = self.client._experiment
+        from ax.storage.sqa_store.save import save_or_update_trial
+
         with self._writing():
-            trial = experiment.new_trial(generator_run=experiment.trials[index].generator_runs[0].clone())
+            trial = self.experiment.new_trial(generator_run=self.experiment.trials[index].generator_runs[0].clone())
             trial.mark_running(no_runner_required=True)
-            self.client._save_or_update_trial_in_db_if_possible(experiment=experiment, trial=trial)
+            save_or_update_trial(self.experiment, trial)
         return trial.index
 
     def complete(self, index: int, metrics: dict[str, float], seed_runs: Sequence[dict[str, float]] = ()) -> None:
@@ -521,7 +629,7 @@ class Searcher:
         """Widen the study's search space to `ranges` and have `store_them` record why, in the same transaction:
         Ax searches the wider space and the table says so, or neither."""
         with self._writing() as connection:
-            widen_search_space(self.client._experiment, ranges)
+            widen_search_space(self.experiment, ranges)
             store_them(connection)
 
     def abandon(self, index: int) -> None:
@@ -537,11 +645,12 @@ class Searcher:
 
     def pending(self) -> list[int]:
         """Trials asked for and not yet told (running in Ax)."""
-        return sorted(self.client._experiment.trial_indices_by_status[TrialStatus.RUNNING])
+        return sorted(self.experiment.trial_indices_by_status[TrialStatus.RUNNING])
 
     def status(self, index: int) -> str:
         """Ax's status of a trial, lower case: running, completed, failed, abandoned, ..."""
-        return self.client._experiment.trials[index].status.name.lower()
+        return self.experiment.trials[index].status.name.lower()
 
     def parameters(self, index: int) -> dict[str, Any]:
-        return dict(self.client._experiment.trials[index].arm.parameters)
+        """The parameters of Ax's trial `index`."""
+        return dict(self.experiment.trials[index].arms[0].parameters)  # a study's trial has one arm

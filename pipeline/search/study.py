@@ -149,25 +149,6 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     return sorted(requeued)
 
 
-# Ax's stored trials as its SQL storage keeps them (ax.storage.sqa_store: SQATrial, SQAExperiment, TrialStatus), read
-# without importing Ax, which takes seconds: a test holds these to Ax's own names.
-AX_TRIALS, AX_EXPERIMENTS, AX_RUNNING = "trial_v2", "experiment_v2", 4
-
-
-def pending_in_ax(store: Store, name: str) -> bool:
-    """Whether Ax's records of study `name` hold a trial asked for and never told (running there): a process stopped
-    between storing a trial's end and telling Ax, which `reconcile` heals. One query; Ax is not loaded."""
-    import sqlalchemy as sa
-
-    if not sa.inspect(store.engine).has_table(AX_TRIALS):
-        return False
-    with store.engine.connect() as connection:
-        return connection.execute(sa.text(
-            f"select 1 from {AX_TRIALS} t join {AX_EXPERIMENTS} e on t.experiment_id = e.id "
-            "where e.name = :name and t.status = :running limit 1"), {"name": name, "running": AX_RUNNING}).first() \
-            is not None
-
-
 def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
     """How many of the last trials, in trial order, failed in a row, and the last one's error line: the
     failure policy counts across runs of a study, not from zero at each. Interrupted trials, which run
@@ -551,7 +532,7 @@ class StudyLoop:
         from pipeline.search.surrogate import judge_study
 
         tick = time.perf_counter()
-        predictions, importance = judge_study(self.searcher.client._experiment, self.study.objective,
+        predictions, importance = judge_study(self.searcher.experiment, self.study.objective,
                                               strategy=self.study.strategy)
         if predictions and not self.study.multi_objective:  # a Pareto set has no one best to predict
             self.store.save_predictions(self.stored.id, predictions, lock=self.lock)

@@ -15,10 +15,8 @@ import numpy as np
 
 import sqlalchemy as sa
 from ax.core.observation import ObservationFeatures
-from ax.storage.sqa_store import db as ax_db
-from ax.storage.sqa_store.load import load_experiment
 
-from pipeline.search.ax import gp_step
+from pipeline.search.ax import gp_step, objective_model, read_experiment
 from pipeline.spec.study_config import gp_options
 from pipeline.store import sqlite_file
 from pipeline.store.records import importance_minimum, importance_refused
@@ -88,17 +86,9 @@ def load_study_model(name: str, url: str, objective: str, strategy: str = "gp") 
     """The GP of study `name` stored at `url` (see `model_options` for `strategy`); None when Ax has no record of
     it, it has fewer than MIN_TRIALS completed trials or the GP cannot be fitted. Reading never changes the
     database."""
-    from ax.exceptions.core import ObjectNotFoundError
-
-    ax_db.init_engine_and_session_factory(url=read_only_url(url), force_init=True)
-    try:
-        if not sa.inspect(ax_db.get_engine()).has_table("experiment_v2"):
-            return None
-        experiment = load_experiment(name)
-    except ObjectNotFoundError:
+    experiment = read_experiment(name, read_only_url(url))
+    if experiment is None:
         return None
-    finally:  # the next user of Ax's session (a study run) points it at its own database again
-        ax_db.get_engine().dispose()
     return fit_gp(experiment, experiment.lookup_data(), objective, strategy)
 
 
@@ -162,7 +152,6 @@ def parameter_importance(model: StudyModel, completed: int) -> dict[str, Any]:
     import torch
 
     from ax.adapter.transforms.one_hot import OH_PARAM_INFIX
-    from ax.utils.sensitivity.sobol_measures import _get_generator_and_digest, _get_model_per_metric
 
     names = list(model.parameters)
     minimum = importance_minimum(len(names))
@@ -171,8 +160,7 @@ def parameter_importance(model: StudyModel, completed: int) -> dict[str, Any]:
     if (refused := importance_refused(completed, len(names))) is not None:
         view["note"] = refused
         return view
-    generator, digest = _get_generator_and_digest(model.adapter)
-    gp = _get_model_per_metric(generator, [model.objective])[0]
+    gp, digest = objective_model(model.adapter, model.objective)
     columns = {name: [i for i, feature in enumerate(digest.feature_names)
                       if feature == name or feature.startswith(name + OH_PARAM_INFIX)] for name in names}
     rng = torch.Generator().manual_seed(0)  # the same draws at every run: the same numbers for the same trials

@@ -254,15 +254,3 @@ def test_the_parameters_of_an_interrupted_trial_are_never_proposed_again_once_it
     assert other != parameters
     searcher.complete(second, metrics)
     assert searcher.ask() is None  # both points tried: nothing left, not the interrupted one again
-
-
-def test_what_compare_reads_of_axs_trials_without_loading_ax_is_named_as_ax_names_it(tmp_path):
-    from pipeline.library_logs import quiet_libraries
-    from pipeline.search.study import AX_EXPERIMENTS, AX_RUNNING, AX_TRIALS
-
-    quiet_libraries(tmp_path / "ax.log")
-    from ax.core.trial_status import TrialStatus
-    from ax.storage.sqa_store.sqa_classes import SQAExperiment, SQATrial
-
-    assert (AX_TRIALS, AX_EXPERIMENTS, AX_RUNNING) == (SQATrial.__tablename__, SQAExperiment.__tablename__,
-                                                       TrialStatus.RUNNING.value)
