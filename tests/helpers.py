@@ -3,6 +3,7 @@ studies for the report tests. Test modules import these from here, never from ea
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import shutil
 import signal
@@ -141,6 +142,11 @@ def rows(db: Path, sql: str) -> list[tuple]:
         return sqlite3.connect(db).execute(sql).fetchall() if db.exists() else []
     except sqlite3.OperationalError:
         return []
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes: whether a command left it as it was."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def wait_for_running_trial(process: subprocess.Popen, db: Path) -> None:

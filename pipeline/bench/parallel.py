@@ -25,6 +25,7 @@ from pipeline.errors import TrainingFailed
 from pipeline.search.parallel import DaskRunner, usable_cores
 from pipeline.spec.study_config import load_study
 from pipeline.search.trial import InProcessRunner, Outcome, TrialJob, TrialRunner
+from pipeline.training.result import RunResult
 
 STUDY_FILE = Path(__file__).resolve().parents[2] / "studies" / "quickstart.toml"
 BETAS = (0.3, 3.0, 30.0, 300.0)  # the trials' parameters, cycled: hardness-weighted sampling at four strengths
@@ -60,6 +61,8 @@ class ParallelBench:
 class PlainDaskRunner(DaskRunner):
     """A one-worker `distributed.LocalCluster` as Dask configures it out of the box (the reference arm)."""
 
+    cluster: Any  # the LocalCluster once entered (DaskRunner leaves it None until its first trial)
+
     def __enter__(self) -> PlainDaskRunner:
         import dask
         from distributed import Client, LocalCluster
@@ -83,7 +86,8 @@ def jobs(epochs: int, threads: int, count: int) -> list[TrialJob]:
 def run_all(runner: TrialRunner, todo: list[TrialJob]) -> tuple[float, dict[int, Outcome]]:
     """Train `todo` through `runner`, up to its capacity at once: wall seconds and the outcomes by trial (a trial
     that did not complete stops the benchmark, which has nothing to time then)."""
-    pending, outcomes = list(todo), {}
+    pending = list(todo)
+    outcomes: dict[int, Outcome] = {}
     start = time.perf_counter()
     while pending or len(outcomes) < len(todo):
         while pending and len(todo) - len(pending) - len(outcomes) < runner.capacity:
@@ -96,9 +100,15 @@ def run_all(runner: TrialRunner, todo: list[TrialJob]) -> tuple[float, dict[int,
     return time.perf_counter() - start, outcomes
 
 
+def completed(outcome: Outcome) -> RunResult:
+    """The result of a trial that `run_all` returned: every one of them completed."""
+    assert outcome.result is not None, f"trial {outcome.trial_index} did not complete"
+    return outcome.result
+
+
 def metrics(outcome: Outcome) -> dict[str, Any]:
     """A completed trial's numbers, less its clock."""
-    return {**outcome.result.to_dict(), "train_seconds": None}
+    return {**completed(outcome).to_dict(), "train_seconds": None}
 
 
 def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, trials: int = 4,
@@ -142,7 +152,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 wall, outcomes = run_all(runners[name], jobs(epochs, threads, 1))
                 same &= agrees(outcomes)
                 if round_:
-                    seconds[name].append((outcomes[0].result.train_seconds, wall))
+                    seconds[name].append((completed(outcomes[0]).train_seconds, wall))
         hourly: dict[str, list[float]] = {name: [] for name in ("in this process",
                                                                 *(f"{n} Dask worker(s)" for n in workers))}
         own: dict[str, list[float]] = {name: [] for name in hourly}  # each trial's train_seconds
@@ -152,7 +162,7 @@ def parallel_benchmark(epochs: int = 10, threads: int = 1, rounds: int = 3, tria
                 wall, outcomes = run_all(runners[name], jobs(epochs, threads, trials))
                 same &= agrees(outcomes)
                 hourly[name].append(3600 * trials / wall)
-                own[name] += [o.result.train_seconds for o in outcomes.values()]
+                own[name] += [completed(o).train_seconds for o in outcomes.values()]
     finally:
         for runner in reversed(runners.values()):
             runner.__exit__(None, None, None)

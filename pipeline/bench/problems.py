@@ -122,7 +122,8 @@ def _noisy(truth: Callable[[dict[str, Any]], float], sd: float) -> Callable[[dic
 def gils_synthetic(noise_sd: float) -> Problem:
     """GI-LS's space: a narrow best region (little smoothing, few ascent steps, a middling step, many
     epochs) and a broad, lower one elsewhere."""
-    search = {"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0), "epochs": Range(21, 60)}
+    search: dict[str, Range | Choice] = {"alpha": Range(0.0, 0.5), "T": Range(1, 15), "eta": Range(1.5, 3.0),
+                                         "epochs": Range(21, 60)}
     kinds = {"alpha": "float", "T": "int", "eta": "float", "epochs": "int"}
 
     def truth(parameters: dict[str, Any]) -> float:
@@ -137,7 +138,8 @@ def gils_synthetic(noise_sd: float) -> Problem:
 def hws_synthetic(noise_sd: float) -> Problem:
     """Hardness-weighted sampling's space: accuracy rises with beta to a best region, then collapses;
     importance sampling shifts both a little."""
-    search = {"beta": Range(0.1, 1000.0, log=True), "importance_sampling": Choice((False, True))}
+    search: dict[str, Range | Choice] = {"beta": Range(0.1, 1000.0, log=True),
+                                         "importance_sampling": Choice((False, True))}
     kinds = {"beta": "float", "importance_sampling": "bool"}
 
     def truth(parameters: dict[str, Any]) -> float:
@@ -151,8 +153,9 @@ def hws_synthetic(noise_sd: float) -> Problem:
                    kinds, truth, _noisy(truth, noise_sd), _best_of(truth, search, kinds), declared("hws"))
 
 
-CLIFF_SPACE = {"lr_head": Range(0.001, 1.0, log=True), "lr_backbone": Range(0.001, 1.0, log=True),
-               "beta": Range(0.1, 1000.0, log=True)}
+CLIFF_SPACE: dict[str, Range | Choice] = {"lr_head": Range(0.001, 1.0, log=True),
+                                          "lr_backbone": Range(0.001, 1.0, log=True),
+                                          "beta": Range(0.1, 1000.0, log=True)}
 
 
 def cliff_synthetic(noise_sd: float) -> Problem:
@@ -207,11 +210,14 @@ class ReplayTable:
         return float(np.median(sds))
 
 
-HWS_REPLAY_SPACE = {"beta": Range(0.1, 1000.0, log=True), "importance_sampling": Choice((False, True)),
-                    "lr_head": Range(0.01, 0.2, log=True), "lr_backbone": Range(0.01, 0.2, log=True)}
+HWS_REPLAY_SPACE: dict[str, Range | Choice] = {
+    "beta": Range(0.1, 1000.0, log=True), "importance_sampling": Choice((False, True)),
+    "lr_head": Range(0.01, 0.2, log=True), "lr_backbone": Range(0.01, 0.2, log=True)}
 HWS_REPLAY_KINDS = {"beta": "float", "importance_sampling": "bool", "lr_head": "float", "lr_backbone": "float"}
-ERM_REPLAY_SPACE = {"lr_head": Range(0.003, 1.0, log=True), "lr_backbone": Range(0.003, 1.0, log=True)}
-ERM_CUT_SPACE = {"lr_head": Range(0.01, 0.2, log=True), "lr_backbone": Range(0.01, 0.2, log=True)}  # the campaign's
+ERM_REPLAY_SPACE: dict[str, Range | Choice] = {"lr_head": Range(0.003, 1.0, log=True),
+                                               "lr_backbone": Range(0.003, 1.0, log=True)}
+ERM_CUT_SPACE: dict[str, Range | Choice] = {"lr_head": Range(0.01, 0.2, log=True),
+                                            "lr_backbone": Range(0.01, 0.2, log=True)}  # the campaign's
 ERM_REPLAY_KINDS = {"lr_head": "float", "lr_backbone": "float"}
 
 

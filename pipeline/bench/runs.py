@@ -21,7 +21,7 @@ import copy
 import statistics
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 
@@ -59,7 +59,8 @@ def train_batched(config: TrainConfig, seeds: list[int], dataset: Dataset) -> li
         first = runs[0].optimizer.param_groups  # the trainer's SGD: head, then backbone (unless frozen)
         optimizer = torch.optim.SGD([{**{key: value for key, value in g.items() if key not in ("params", "initial_lr")},
                                       "params": ps} for g, ps in zip(first, groups)])
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, runs[0].scheduler.step_size, runs[0].scheduler.gamma)
+        schedule = cast(torch.optim.lr_scheduler.StepLR, runs[0].scheduler)  # the trainer's (make_optimizer)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, schedule.step_size, schedule.gamma)
         for ps in groups[len(first):]:  # a frozen backbone
             for p in ps:
                 p.requires_grad_(False)

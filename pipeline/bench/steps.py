@@ -31,7 +31,8 @@ from pipeline.training.trainer import Run, prepare, run_epoch
 # (label, method, parameters, what to compare the ratio with: a text, or the number of input-gradient
 # passes of the method's generator, whose ideal ratio is 2 descents + passes x one measured pass; an
 # attack adds a third of a pass, the no-grad forward that gives the sampler the original batch's losses)
-CASES = (
+Case = tuple[str, str, dict[str, Any], str | float]
+CASES: tuple[Case, ...] = (
     ("ls", "ls", {"alpha": 0.1}, "~1"),
     ("hws (beta 10)", "hws", {"beta": 10.0}, "<= 1.03"),
     ("hws + importance sampling", "hws", {"beta": 10.0, "importance_sampling": True}, "<= 1.03"),
@@ -156,7 +157,7 @@ def benchmark(setting: str, device_name: str = "auto", rounds: int = 5, steps: i
     ERM on the same model and data (and, for digits and resnet18, of a plain DataLoader loop)."""
     device = resolve_device(device_name)
     chosen = tuple(case for case in (PAPER_CASES if setting == "paper" else CASES) if not methods or case[1] in methods)
-    cases = (("erm", "erm", {}, "1"),) + chosen
+    cases: tuple[Case, ...] = (("erm", "erm", {}, "1"),) + chosen
     rows = []
     for backbone, data in make_setting(setting, device, steps, batch_size, image_size, backbones):
         label = f"{backbone}, {data.name} {tuple(data.train.images.shape[1:])}, batch {batch_size}"

@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pipeline.compare.budget_curves import TIE, Order, half_budget, order_at, order_text
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.store import CampaignRecord, Store
 from pipeline.compare.verdict import (ALPHA, METRICS, READING_LABELS, Values, Verdict, campaign_runs, run_values,
                                       take_verdict)
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 MIN_TASKS = 5  # autorank's (and Demsar's) least number of paired samples for a test on ranks
 BOOTSTRAP_RESAMPLES = 2000
@@ -165,7 +169,7 @@ def smallest_wilcoxon_p(differences: int) -> float:
     return min(1.0, 2.0 ** (1 - differences))
 
 
-def _percentile(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+def _percentile(values: Sequence[float] | NDArray[np.float64], confidence: float = 0.95) -> tuple[float, float]:
     import numpy as np
 
     tail = 100 * (1 - confidence) / 2

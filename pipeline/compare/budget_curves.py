@@ -81,9 +81,9 @@ def campaign_curves(store: Store, campaign: CampaignRecord) -> list[BudgetCurve]
             if study is None:
                 continue
             objective = study.study.objective
-            done = [t for t in store.trials(study.id) if t.ran and t.status != TrialStatus.FAILED and t.metrics
-                    and objective in t.metrics]
-            found = [t.metrics[objective] for t in sorted(done, key=lambda t: t.trial_index)]
+            done = [t for t in store.trials(study.id) if t.ran and t.status != TrialStatus.FAILED]
+            found = [t.metrics[objective] for t in sorted(done, key=lambda t: t.trial_index)
+                     if t.metrics and objective in t.metrics]
             scores += found
             run_order += found if replicate == 0 else []
         if scores and budget:

@@ -80,13 +80,15 @@ def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> C
     def first_mean(*choices: list[float] | None) -> float | None:
         return next((mean(times) for times in choices if times), None)
 
-    costs = []  # each study with work left: its trials, runs and later runs, and the seconds of a trial and a run
+    # each study with work left: its trials, runs and later runs, and the seconds of a trial and a run
+    costs: list[tuple[int, int, int, float | None, float | None]] = []
     for method, study in studies:
         if any(counts := left[study.name]):
             trial = first_mean(trial_times.get(study.name), trials_by_method.get(method), every)
             run = first_mean(run_times.get(study.name), runs_by_method.get(method)) or trial
             costs.append((*counts, trial, run))
-    trials, runs, more = (sum(cost[i] for cost in costs) for i in range(3))
+    trials, runs, more = (sum(cost[0] for cost in costs), sum(cost[1] for cost in costs),
+                          sum(cost[2] for cost in costs))
     known = all(trial is not None and run is not None for *_, trial, run in costs)
     trial_seconds = sum(n * (trial or 0.0) for n, _, _, trial, _ in costs) if known else None
     run_seconds = sum(n * (run or 0.0) for _, n, _, _, run in costs) if known else None

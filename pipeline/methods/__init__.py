@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from pipeline.errors import UserError, did_you_mean
 from pipeline.methods.declarations import FAMILIES, GENERATORS, LOSSES, PARTS, SAMPLERS
-from pipeline.methods.parts import Part
+from pipeline.methods.parts import Part, Stage
 from pipeline.params import TRAINING_PARAMS, HParam, Value, resolve
 
 # The torch code (the parts' classes) is imported when a run builds its parts, so reading the
@@ -94,7 +94,7 @@ def parse_method(name: str) -> Method:
     sampler = chosen["sampler"][0] if chosen["sampler"] else SAMPLERS.chosen(None)
     mixer = chosen["mixer"][0].name if chosen["mixer"] else None
     weights = chosen["weights"][0].name if chosen["weights"] else None
-    ordered = tuple(p.name for p in sorted(generators, key=lambda p: p.stage.order))
+    ordered = tuple(p.name for p in sorted(generators, key=lambda p: stage_of(p).order))
     implied = {part.implies_loss for family in chosen.values() for part in family}
     shown = [*ordered, *([mixer] if mixer else []),
              *([loss] if loss != LOSSES.chosen(None).name and loss not in implied else []),
@@ -104,12 +104,18 @@ def parse_method(name: str) -> Method:
 
 def check_stages(name: str, generators: list[Part]) -> None:
     """A UserError when two generators of `name` take one stage of the chain (two attacks)."""
-    for stage in sorted({part.stage for part in generators}, key=lambda stage: stage.order):
+    for stage in sorted({stage_of(part) for part in generators}, key=lambda stage: stage.order):
         members = [part.name for part in generators if part.stage == stage]
         if len(members) > 1:
-            earlier = [part.name for part in GENERATORS.values() if part.stage.order < stage.order]
+            earlier = [part.name for part in GENERATORS.values() if stage_of(part).order < stage.order]
             after = f" (after {' or '.join(earlier)})" if earlier else ""
             raise UserError(f"method {name!r} combines {' and '.join(members)}: one {stage.name} at most{after}")
+
+
+def stage_of(generator: Part) -> Stage:
+    """A generator's stage in a chain: every generator declares one (the registry refuses one without)."""
+    assert generator.stage is not None, f"generator {generator.name} declares no stage"
+    return generator.stage
 
 
 def implied_loss(name: str, chosen: list[Part], losses: list[Part]) -> str:
@@ -121,4 +127,4 @@ def implied_loss(name: str, chosen: list[Part], losses: list[Part]) -> str:
             raise UserError(f"method {name!r}: {part.implies_why}; drop {losses[0].name}")
     if losses:
         return losses[0].name
-    return implying[0].implies_loss if implying else LOSSES.chosen(None).name
+    return next((part.implies_loss for part in implying if part.implies_loss is not None), LOSSES.chosen(None).name)

@@ -8,14 +8,14 @@ class, `Attack`, given the attack's name in attacks.ATTACKS by their declaration
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, cast
 
 import torch
 import torch.nn as nn
 
 from pipeline.methods.attacks import ATTACKS
 from pipeline.methods.context import PartContext, global_rng_from
-from pipeline.methods.interfaces import Params
+from pipeline.methods.interfaces import FeatureModel, Params
 from pipeline.methods.losses import smoothed_cross_entropy, smoothed_targets
 
 Forward = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -23,10 +23,11 @@ Forward = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 def features_and_logits(model: nn.Module) -> Forward:
     """x -> (z, logits) in one backbone pass: what the input-space ascent differentiates."""
+    classifier = cast(FeatureModel, model)  # a run's model is a training.models.Classifier
 
     def forward(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        features = model.embed(images)
-        return features, model.head(features)
+        features = classifier.embed(images)
+        return features, classifier.head(features)
 
     return forward
 

@@ -43,6 +43,15 @@ class Mixer(Protocol):
     def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
+class FeatureModel(Protocol):
+    """What generators and updates reach of the run's model (training.models.Classifier): the feature map
+    z = f(x) through `embed`, and the linear head z -> logits."""
+
+    head: nn.Linear
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor: ...
+
+
 class Generator(Protocol):
     """Makes the extra batch a step trains on first, with the model in eval mode and no parameter gradient;
     also returns the losses of the batch it started from when it computes them (else None)."""

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from pipeline.methods.context import PartContext
 from pipeline.methods.declarations import GENERATORS, LOSSES
-from pipeline.methods.interfaces import FeatureGenerator, Generator, Loss, Params, Update, Weigh
+from pipeline.methods.interfaces import FeatureGenerator, FeatureModel, Generator, Loss, Params, Update, Weigh
 from pipeline.methods.losses import weighted_mean
 
 if TYPE_CHECKING:
@@ -82,18 +82,20 @@ class TwoDescentUpdate:
             generated, losses = generator.generate(model, generated, labels)
             start_losses = losses if start_losses is None else start_losses
         model.train(was_training)
+        assert start_losses is not None, "the first generator or the extra forward measures them"
         return generated, start_losses
 
     def _feature_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
                       labels: torch.Tensor, weigh: Weigh) -> torch.Tensor:
-        features = model.embed(images)  # one backbone pass serves both descent steps
+        classifier = cast(FeatureModel, model)  # a run's model is a training.models.Classifier
+        features = classifier.embed(images)  # one backbone pass serves both descent steps
         with torch.no_grad():
-            weights = weigh(self.loss(model.head(features), labels))
+            weights = weigh(self.loss(classifier.head(features), labels))
         generator = cast(FeatureGenerator, self.generators[0])
-        generated = generator.ascend_features(model.head, features.detach(), labels)
-        descend(optimizer, self.loss(model.head(generated), labels), weights)  # moves the head only
+        generated = generator.ascend_features(classifier.head, features.detach(), labels)
+        descend(optimizer, self.loss(classifier.head(generated), labels), weights)  # moves the head only
         # The backbone did not move, so `features` is still f(x) at the new parameters.
-        losses = self.loss(model.head(features), labels)
+        losses = self.loss(classifier.head(features), labels)
         descend(optimizer, losses, weights)
         return losses.detach()
 

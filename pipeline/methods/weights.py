@@ -120,7 +120,8 @@ def l2rw_weights(model: nn.Module, images: torch.Tensor, targets: torch.Tensor, 
     loss_i along v = lr * grad loss_clean(theta): a clean forward and backward give v, and one forward-mode
     pass of the batch gives every example's derivative along it (Ren et al.'s three passes), where backpropagating
     through the look-ahead's backward pass cost about twice as much."""
-    params = {name: p for name, p in model.named_parameters() if name in learning_rates and p.requires_grad}
+    params: dict[str, torch.Tensor] = {name: p for name, p in model.named_parameters()
+                                       if name in learning_rates and p.requires_grad}
 
     def buffers() -> dict[str, torch.Tensor]:
         return {name: b.clone() for name, b in model.named_buffers()}  # BatchNorm's statistics stay untouched

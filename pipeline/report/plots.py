@@ -15,7 +15,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -26,11 +26,14 @@ from pipeline.compare.evaluate import TUNED
 from pipeline.output_file import make_folder, write_output
 from pipeline.compare.evaluate import COMPARE_METRICS
 from pipeline.compare.verdict import accuracy_bounds
-from pipeline.report.study_tables import _select, compare_table, dataset_label
+from pipeline.report.study_tables import _select, compare_table, dataset_label, present_metrics
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
-from pipeline.store.records import EvaluationRecord, feasible, pareto_set
+from pipeline.store.records import EpochRecord, EvaluationRecord, feasible, pareto_set
 
 if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.ticker import MaxNLocator
+
     from pipeline.search.surrogate import Axis
 
 
@@ -200,7 +203,7 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     axes.set(title=title, xlabel="trial (Ax's index, in the order run)",
              ylabel=_percent_label(studies[0].objective))
     axes.title.set_fontsize(10)
-    axes.xaxis.get_major_locator().set_params(integer=True)
+    cast("MaxNLocator", axes.xaxis.get_major_locator()).set_params(integer=True)  # a linear axis's AutoLocator
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                 title="dots: trials; lines: best so far" if shared else None, title_fontsize=7)
     return figure, data
@@ -231,7 +234,9 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
     """The GP's mean and standard error over parameters x and y, the others at the best trial's values,
     with the trials as black points. A choice parameter is drawn as one curve per value; two choices
     as a grid of cells."""
-    best = dict(s.best.parameters)
+    best_so_far = s.best
+    assert best_so_far is not None, "map_pictures maps a study with a best trial"
+    best = dict(best_so_far.parameters)
     model = s.model
     xa, ya = model.axis(x, include=best[x]), model.axis(y, include=best[y])
     if xa.choice and not ya.choice:  # the continuous one across
@@ -312,7 +317,7 @@ def disagreements(s: StudyData) -> list[dict[str, Any]]:
     means, ses = s.model.predict([dict(t.parameters) for t in done])
     found = []
     for t, mean, se in zip(done, means, ses):
-        observed, predicted = 100 * t.metrics[s.objective], 100 * mean
+        observed, predicted = 100 * present_metrics(t)[s.objective], 100 * mean
         if abs(observed - predicted) > max(DISAGREE_SE * 100 * se, DISAGREE_POINTS):
             found.append({"trial": t.trial_index, "observed": observed, "predicted": predicted, "se": 100 * se,
                           "parameters": dict(t.parameters)})
@@ -484,6 +489,12 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     return [Picture(s.study.name, "compare", figure, data, caption)]
 
 
+def _test_metrics(epoch: EpochRecord) -> dict[str, Any]:
+    """An evaluation run's epoch's test metrics: a run stores its epochs with them (from 0.5.0 on)."""
+    assert epoch.test is not None, f"epoch {epoch.epoch} stored no test metrics"
+    return epoch.test
+
+
 def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_class: str | None,
                          who: str) -> Picture | None:
     """The hardness paper's Figure 1 for any evaluation whose runs stored per-epoch test metrics (`evaluate --vary
@@ -496,7 +507,7 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
     if not variants:
         return None
     panels = [("test_accuracy", "test accuracy", lambda test: test.get("accuracy"))]
-    if rare_class is not None and any(rare_class in epoch.test.get("per_class_accuracy", {})
+    if rare_class is not None and any(rare_class in _test_metrics(epoch).get("per_class_accuracy", {})
                                       for group in variants.values() for run in group for epoch in run.epochs):
         panels.append(("rare_class_accuracy", f"test accuracy of class {rare_class} (rare in training)",
                        lambda test: test.get("per_class_accuracy", {}).get(rare_class)))
@@ -504,12 +515,12 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
     data: dict[str, Any] = {"variants": list(variants), "seeds": {v: len(g) for v, g in variants.items()}}
     for number, (key, label, value_of) in enumerate(panels):
         axes = figure.add_subplot(1, len(panels), number + 1)
-        drawn: dict[str, dict[str, list[float]]] = {}
+        drawn: dict[str, dict[str, list[int] | list[float]]] = {}
         for colour, (variant, group) in enumerate(variants.items()):
             per_epoch: dict[int, list[float]] = {}
             for run in group:
                 for epoch in run.epochs:
-                    value = value_of(epoch.test)
+                    value = value_of(_test_metrics(epoch))
                     if value is not None:
                         per_epoch.setdefault(epoch.epoch, []).append(100 * value)
             epochs = sorted(per_epoch)
@@ -525,7 +536,7 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
         if len(epochs_drawn) <= 10:
             axes.set_xticks(epochs_drawn)  # a tick per epoch: never fractions of one
         else:
-            axes.xaxis.get_major_locator().set_params(integer=True)
+            cast("MaxNLocator", axes.xaxis.get_major_locator()).set_params(integer=True)  # a linear axis's AutoLocator
         axes.set(xlabel="epoch", ylabel=f"{label} (%)", title=label)
         axes.title.set_fontsize(9)
         data[key] = drawn
@@ -577,7 +588,7 @@ def front_pictures(s: StudyData) -> list[Picture]:
             if t.status == TrialStatus.COMPLETED and t.metrics and x in t.metrics and y in t.metrics]
     if not done:
         return []
-    front = sorted(pareto_set(s.study, s.trials), key=lambda t: (t.metrics[x], -t.metrics[y]))
+    front = sorted(pareto_set(s.study, s.trials), key=lambda t: (present_metrics(t)[x], -present_metrics(t)[y]))
     on_front = {t.trial_index for t in front}
     groups = {"infeasible": [t for t in done if not feasible(s.study, t)],
               "other": [t for t in done if feasible(s.study, t) and t.trial_index not in on_front]}
@@ -585,14 +596,15 @@ def front_pictures(s: StudyData) -> list[Picture]:
     axes = figure.add_subplot()
 
     def points(trials: list[TrialRecord]) -> tuple[list[float], list[float]]:
-        return [100 * t.metrics[x] for t in trials], [100 * t.metrics[y] for t in trials]
+        return [100 * present_metrics(t)[x] for t in trials], [100 * present_metrics(t)[y] for t in trials]
 
     if groups["infeasible"]:
         axes.plot(*points(groups["infeasible"]), "o", color="0.75", label="breaks a constraint")
     axes.plot(*points(groups["other"]), "o", color="C0", alpha=0.6, label="trial")
     axes.plot(*points(front), "D-", color="C3", markersize=7, label="Pareto set")
     for t in front:
-        axes.annotate(str(t.trial_index), (100 * t.metrics[x], 100 * t.metrics[y]), textcoords="offset points",
+        axes.annotate(str(t.trial_index), (100 * present_metrics(t)[x], 100 * present_metrics(t)[y]),
+                      textcoords="offset points",
                       xytext=(4, 4), fontsize=7)
     axes.set(xlabel=_percent_label(x), ylabel=_percent_label(y),
              title=f"{s.study.name}: Pareto front of {len(done)} completed trials")
@@ -600,7 +612,7 @@ def front_pictures(s: StudyData) -> list[Picture]:
     axes.legend(fontsize=7, loc="lower left")
     data = {"x": x, "y": y, "pareto": [t.trial_index for t in front],
             "infeasible": [t.trial_index for t in groups["infeasible"]],
-            "points": {t.trial_index: (t.metrics[x], t.metrics[y]) for t in done}}
+            "points": {t.trial_index: (present_metrics(t)[x], present_metrics(t)[y]) for t in done}}
     return [Picture(s.study.name, "pareto-front", figure, data,
                     f"Every completed trial of {s.study.name} on {_words(x)} and {_words(y)}; the Pareto set, the "
                     "trials no other beats on both, joined in red.")]
@@ -648,7 +660,8 @@ def verdict_picture(verdict: Any) -> Picture:
         axes.set_title(METRIC_LABELS[metric] + ("" if primary else " (secondary)"), fontsize=9)
         axes.set_xlabel("difference to ERM (points)", fontsize=8)
         data[metric] = rows
-    handles = [Line2D([], [], marker="o", linestyle="none", color=colour, label=word) for word, colour in drawn.items()]
+    handles: list[Artist] = [Line2D([], [], marker="o", linestyle="none", color=colour, label=word)
+                             for word, colour in drawn.items()]
     handles.append(Patch(color="0.9", label="within the smallest effect"))
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
     figure.suptitle(f"{verdict.campaign}: each method minus tuned ERM, with its interval, coloured by the verdict",

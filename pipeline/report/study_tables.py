@@ -64,6 +64,13 @@ def worst_class(trial: TrialRecord) -> str | None:
     return min(accuracies, key=lambda name: accuracies[name]) if accuracies else None
 
 
+def present_metrics(trial: TrialRecord) -> dict[str, float]:
+    """The metrics of a trial known to have them: one the best-trial rule, the Pareto set or the model's pick chose
+    (each chooses among completed trials with every objective), or one a filter on its metrics kept."""
+    assert trial.metrics is not None, f"trial {trial.trial_index} has no metrics"
+    return trial.metrics
+
+
 def best_table(store: Store, names: list[str] | None = None) -> Table:
     """One row per (data set, network, method): the best trial's searched parameters and accuracies."""
     best: dict[tuple[str, str, str], tuple[StudyRecord, TrialRecord, int]] = {}
@@ -75,7 +82,8 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         config = study.study
         key = (dataset_label(config.data), config.backbone, config.method)
         completed = trials_completed(trials)
-        if key not in best or trial.metrics[config.objective] > best[key][1].metrics[best[key][0].study.objective]:
+        if key not in best or (present_metrics(trial)[config.objective]
+                               > present_metrics(best[key][1])[best[key][0].study.objective]):
             best[key] = (study, trial, completed)
     # Every searched parameter, and the papers' columns (alpha, T, eta, epoch, beta, IS) where fixed,
     # in the registries' order.
@@ -98,9 +106,10 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
         params = [parameter_text(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
         on_bound = [", ".join(f.short for f in flags[study.name]) or "-"] if any(flags.values()) else []
         worst = worst_class(trial)
-        table.rows.append([dataset, network, method, *params, percent(trial.metrics.get(config.objective)),
-                           percent(trial.metrics.get("test_accuracy")),
-                           percent(trial.metrics.get("test_worst_class_accuracy")) + (f" ({worst})" if worst else ""),
+        metrics = present_metrics(trial)
+        table.rows.append([dataset, network, method, *params, percent(metrics.get(config.objective)),
+                           percent(metrics.get("test_accuracy")),
+                           percent(metrics.get("test_worst_class_accuracy")) + (f" ({worst})" if worst else ""),
                            f"{completed}/{trial_budget(config, bool(moved[study.name]))}",
                            selection_label(config), *on_bound, study.name])
         table.records.append({"dataset": dataset, "network": network, "method": method, "study": study.name,
@@ -163,9 +172,9 @@ def pareto_table(store: Store, name: str) -> Table:
     for t in front:
         marker = " *" if best is not None and t.trial_index == best.trial_index else ""
         table.rows.append([f"{t.trial_index}{marker}", *[parameter_text(t.parameters.get(p, "-")) for p in searched],
-                           *[percent(t.metrics[o]) for o in config.all_objectives]])
+                           *[percent(present_metrics(t)[o]) for o in config.all_objectives]])
         table.records.append({"study": name, "trial_index": t.trial_index, "parameters": t.parameters,
-                              "objectives": {o: t.metrics[o] for o in config.all_objectives},
+                              "objectives": {o: present_metrics(t)[o] for o in config.all_objectives},
                               "best": t is best})
     table.notes.append("Accuracies in %. No trial of the set is better on every objective than another; each is a "
                        f"trade-off. * the trial best on {config.objective}, the one `best`, `evaluate` and "
@@ -185,16 +194,18 @@ def model_pick_table(store: Store, names: list[str] | None = None) -> Table | No
         observed, modelled = best_trial(study, trials), model_pick(study, trials)
         if observed is None or modelled is None:
             continue
-        objective = study.study.objective
-        mean, sd = modelled.predicted["mean"], modelled.predicted["sd"]
+        objective, predicted = study.study.objective, modelled.predicted
+        assert predicted is not None, "model_pick picks a trial with a prediction"
+        mean, sd = predicted["mean"], predicted["sd"]
         table.rows.append([study.name, OBJECTIVE_LABELS.get(objective, objective), trial_label(observed),
-                           percent(observed.metrics[objective]), trial_label(modelled),
+                           percent(present_metrics(observed)[objective]), trial_label(modelled),
                            f"{percent(mean)} [{percent(mean - 1.96 * sd)}, {percent(mean + 1.96 * sd)}]",
-                           percent(modelled.metrics[objective])])
+                           percent(present_metrics(modelled)[objective])])
         table.records.append({"study": study.name, "objective": objective, "observed_trial": observed.trial_index,
-                              "observed_value": observed.metrics[objective], "model_trial": modelled.trial_index,
-                              "predicted_mean": mean, "predicted_sd": sd, "model_trial_value":
-                              modelled.metrics[objective], "fitted_on": modelled.predicted["fitted_on"]})
+                              "observed_value": present_metrics(observed)[objective],
+                              "model_trial": modelled.trial_index, "predicted_mean": mean, "predicted_sd": sd,
+                              "model_trial_value": present_metrics(modelled)[objective],
+                              "fitted_on": predicted["fitted_on"]})
     if not table.rows:
         return None
     table.notes.append("In %. best: the best observed trial and its value; pick: the model's pick, the completed "
@@ -327,13 +338,13 @@ def studies_table(store: Store) -> Table:
                            _progress_text(completed, budget)
                            + (f" +{running} running" if running else ""),
                            str(sum(t.status == TrialStatus.FAILED for t in trials)),
-                           "-" if best is None else percent(best.metrics[config.objective]),
+                           "-" if best is None else percent(present_metrics(best)[config.objective]),
                            objectives_label(config)
                            + (" (no val split) *" if config.data.val_fraction == 0 else "")])
         table.records.append({"study": study.name, "method": config.method, "completed": completed,
                               "running": running, "budget": budget,
                               "objective": config.objective,
-                              "best": None if best is None else best.metrics[config.objective]})
+                              "best": None if best is None else present_metrics(best)[config.objective]})
     if any(r["completed"] > r["budget"] for r in table.records):
         table.notes.append("(budget N): the study file's budget; `run --trials` took this study past it")
     return table

@@ -50,7 +50,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from pipeline.config import DataConfig
 from pipeline.errors import FieldError, UserError, did_you_mean
@@ -424,7 +424,7 @@ def parse_campaign(raw: dict[str, Any], source: str, replicates: int | None = No
     overrides = _tasks(source, raw.pop("tasks", None), raw)
 
     def studies_of(study_name: str, task: str | None) -> dict[str, StudyConfig]:
-        changed = overrides.get(task, {})
+        changed = {} if task is None else overrides[task]
         document = {**raw, **{table: {**raw.get(table, {}), **changed[table]} for table in changed}}
         return {m: _method_study({**document, "name": f"{study_name}.{m}", "method": {"name": m},
                                   "params": {**{k: v for k, v in shared.items() if k in _declared(m)},
@@ -534,7 +534,7 @@ def _method_study(raw: dict[str, Any], source: str, method: str, task: str | Non
         raise
 
 
-def load_campaign(path: str | Path, replicates: int | None = None, overrides: list[str] = ()) -> CampaignConfig:
+def load_campaign(path: str | Path, replicates: int | None = None, overrides: Sequence[str] = ()) -> CampaignConfig:
     """Read and validate a campaign file, with `--set section.key=value` overrides applied as `run` applies
     them to a study file; any problem is a one-line UserError."""
     path = Path(path)

@@ -42,7 +42,8 @@ import typing
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from collections.abc import Set
+from typing import Any, Callable, Iterator, Sequence, cast
 
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads, image_size_for
 from pipeline.spec.epochs import EARLY_STOPPING
@@ -424,7 +425,7 @@ class _Fields:
             words = "a number" if kinds == (float, int) else " or ".join(_TYPE_WORDS[k] for k in kinds)
             self.fail(self.where(key), f"must be {words}, "
                                        f"got {type(value).__name__} {value!r}")
-        return float(value) if kinds == (float, int) else value
+        return float(cast(float | int, value)) if kinds == (float, int) else value  # checked just above
 
     def done(self) -> None:
         if self.table:
@@ -439,7 +440,7 @@ _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "tru
 def _data_config(fields: _Fields) -> DataConfig:
     """Each DataConfig field, type-checked from its annotation."""
     hints = typing.get_type_hints(DataConfig)
-    values = {}
+    values: dict[str, Any] = {}
     for f in dataclasses.fields(DataConfig):
         kinds = tuple(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
         if kinds == (float,):
@@ -513,6 +514,7 @@ def _search_entry(fields: _Fields, hparam: HParam, spec: Any) -> Range | Choice 
         if log and isinstance(spec["low"], (int, float)) and spec["low"] <= 0:
             fields.fail(where, f"a log-scale range must start above 0, got low {spec['low']}")
         low, high = coerce(spec["low"], "low"), coerce(spec["high"], "high")
+        assert isinstance(low, (int, float)) and isinstance(high, (int, float))  # coerced for a float or int parameter
         if not low < high:
             fields.fail(where, f"low {low} must be below high {high}")
         return Range(low, high, log, widen)
@@ -611,7 +613,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     tracking.done()
 
     budget_fields = _Fields(source, "budget", top.take("budget", dict, {}))
-    budget = Budget(**{f.name: budget_fields.take(f.name, _BUDGET_TYPES[f.type], f.default)
+    budget = Budget(**{f.name: budget_fields.take(f.name, _BUDGET_TYPES[cast(str, f.type)], f.default)
                        for f in dataclasses.fields(Budget)})
     budget_fields.done()
     for key in ("trials", "initial", "max_failures"):
@@ -637,7 +639,8 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
                        rare_kept_given=rare_kept_given, widen_given=widen_given, mlflow=mlflow, defaulted=defaulted)
 
 
-_BUDGET_TYPES = {"int": int, "str": str, "float": (float, int)}
+# By Budget's annotations, strings here (from __future__ import annotations).
+_BUDGET_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "str": str, "float": (float, int)}
 
 
 def epoch_prefixes_refusal(parts: tuple[str, ...], search: dict[str, Range | Choice],
@@ -761,7 +764,7 @@ def naming_overrides(overrides: list[str], option: str = "--set", prefix: str = 
         raise
 
 
-def drop_params_the_method_lacks(raw: dict[str, Any], keep: set[str] = frozenset()) -> list[str]:
+def drop_params_the_method_lacks(raw: dict[str, Any], keep: Set[str] = frozenset()) -> list[str]:
     """Remove from `raw`'s [params] what its method does not take (except names in `keep`); returns
     the names removed. For a study whose method was switched: a GI-LS study run as ERM drops alpha."""
     method, params = raw.get("method"), raw.get("params")
@@ -797,7 +800,7 @@ def _value_example(hparam: HParam) -> str:
             else f"{value:g}" if isinstance(value, float) else str(value))
 
 
-def load_configuration(path: str | Path, params: list[str] = ()) -> StudyConfig:
+def load_configuration(path: str | Path, params: Sequence[str] = ()) -> StudyConfig:
     """Read a study file that fixes every parameter (one configuration to train, as `best` writes it), with
     `params` (NAME=VALUE, from --param) over its [params]; any problem is a one-line UserError."""
     path = Path(path)
@@ -806,7 +809,7 @@ def load_configuration(path: str | Path, params: list[str] = ()) -> StudyConfig:
         return parse_study(raw, str(path), searching=False)
 
 
-def load_study(path: str | Path, overrides: list[str] = (),
+def load_study(path: str | Path, overrides: Sequence[str] = (),
                on_note: Callable[[str], None] = lambda note: None) -> StudyConfig:
     """Read and validate a study file; any problem is a one-line UserError.
 

@@ -7,7 +7,6 @@ import re
 import os
 import random
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from pipeline.compare.decision import Design, Outcome
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
 import helpers
-from helpers import DATA
+from helpers import DATA, rows
 
 
 CAMPAIGN = """
@@ -58,11 +57,6 @@ def campaign_file(folder: Path, more: str = "", text: str = CAMPAIGN) -> Path:
 
 
 robust_tune = functools.partial(helpers.robust_tune, columns=100, threads=1)
-
-
-def rows(db: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(db) as connection:
-        return connection.execute(query).fetchall()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ refused in one line (real Ax, real PyTorch, real SQLite, through `compare` and `
 import io
 import json
 import shutil
-import sqlite3
 import tomllib
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -15,7 +14,7 @@ from cli.main import main
 from pipeline.compare.workload import campaign_work
 from pipeline.spec.campaign_config import parse_campaign
 from pipeline.store import Store
-from helpers import TWO_TASKS
+from helpers import TWO_TASKS, rows
 
 RARE8 = '[tasks.rare8.data]\nimbalance_class = "8"\n'
 ONE_TASK = TWO_TASKS.replace(RARE8, "")  # rare3 alone: erm and cb, 2 trials of 1 epoch, 2 pairs
@@ -24,11 +23,6 @@ OLD = ("select * from rt_studies where name like 'pair.rare3.%' order by id",
        "order by t.id",
        "select e.* from rt_evaluations e join rt_studies s on s.id = e.study_id where s.name like 'pair.rare3.%' "
        "order by e.id")
-
-
-def rows(db: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(db) as connection:
-        return connection.execute(query).fetchall()
 
 
 def compare(path: Path, db: Path) -> tuple[int, str, str]:

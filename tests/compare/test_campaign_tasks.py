@@ -2,7 +2,6 @@
 then reported in every format), and the GI-LS paper's Table 5 campaign on fake trees at two tasks."""
 import json
 import os
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -10,18 +9,13 @@ import pytest
 
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
-from helpers import ROBUST_TUNE, STUDIES, TWO_TASKS
+from helpers import ROBUST_TUNE, STUDIES, TWO_TASKS, rows
 
 
 
 def robust_tune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([ROBUST_TUNE, *args], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "COLUMNS": "80", "OMP_NUM_THREADS": "1", **(env or {})})
-
-
-def rows(db: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(db) as connection:
-        return connection.execute(query).fetchall()
 
 
 # --- a real two-task campaign, killed and resumed -----------------------------------------------------------------

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import tempfile
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,11 @@ from pipeline.search.studies import StudiesStarted
 from pipeline.search.trial import TrialRunning
 from pipeline.spec.campaign_config import load_campaign
 from pipeline.store import Store
-from helpers import ROBUST_TUNE, TWO_TASKS, default_sigint
+from helpers import ROBUST_TUNE, TWO_TASKS, default_sigint, rows
 
 DUO = TWO_TASKS.replace('name = "pair"', 'name = "duo"').replace(
     '[tasks.rare3.data]\nimbalance_class = "3"\n\n[tasks.rare8.data]\nimbalance_class = "8"\n', "").replace(
     'imbalance_keep = 0.1', 'imbalance_class = "3"\nimbalance_keep = 0.1')
-
-
-def rows(db: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(db) as connection:
-        return connection.execute(query).fetchall()
 
 
 def test_two_workers_search_both_studies_at_once_and_reach_the_sequential_verdicts_structure(tmp_path):

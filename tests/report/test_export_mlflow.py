@@ -1,7 +1,6 @@
 """`robust-tune export --mlflow`: a real study and a stored campaign written to a local MLflow store, read back
 with MLflow's own client: one parent run per study, a nested run per trial equal to the stored records, the
 verdict equal to `report --verdict`; a second export adds nothing, and the database is never changed."""
-import hashlib
 import json
 import shutil
 import sys
@@ -10,16 +9,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store, best_trial
-from helpers import DATA, kill_orphans, start_run, study_file
+from helpers import DATA, digest, kill_orphans, start_run, study_file
 
 mlflow = pytest.importorskip("mlflow")  # the test extra installs it; without it there is nothing to read back
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 CAMPAIGN_DB = DATA / "v0.6.0-campaign.db"
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,4 @@
 """Pictures and the HTML report from a real 6-trial digits study: real Ax, real PyTorch, real SQLite."""
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pipeline.store import Store
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
 from conftest import texts_off_canvas
-from helpers import one_line, add_study, rare_class_run, study_file
+from helpers import one_line, add_study, digest, rare_class_run, study_file
 
 # Three searched parameters: a log range, a linear range and a choice, so every kind of map is drawn.
 HWS = ('epochs = 1\nmomentum = 0.0\nbeta = { low = 0.1, high = 1000, log = true }\n'
@@ -33,10 +32,6 @@ def study_db(tmp_path_factory) -> Path:
     db = folder / "six.db"
     run_study(load_study(path), str(db), "cpu", log_file=folder / "ax.log")
     return db
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 once, with a copy kept; its studies list, report, resume and evaluate. Reading commands never change a byte;
 a database from a newer version is refused; a kill during the upgrade leaves the old database usable.
 Real SQLite files (and a real PostgreSQL server), the CLI as a user runs it, real processes for the kill."""
-import hashlib
 import functools
 import json
 import os
@@ -19,7 +18,7 @@ import sqlalchemy as sa
 from pipeline.store import Store, database_url
 from pipeline.store.schema import BASELINE, HEAD, VERSIONS
 import helpers
-from helpers import DATA, STUDY_FILES
+from helpers import DATA, STUDY_FILES, digest
 
 UPGRADED = "upgraded database"
 
@@ -31,10 +30,6 @@ def old(tmp_path, monkeypatch) -> Path:
         shutil.copy(DATA / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)  # the default log (runs/) lands here
     return tmp_path / "v0.1.0.db"
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
