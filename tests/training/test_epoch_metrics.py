@@ -30,7 +30,7 @@ def test_a_run_to_e_epochs_holds_the_run_to_fewer_exactly(digits, method):
     longer = train(TrainConfig(method=method, params={**params, "epochs": 3}, device="cpu", threads=1), data)
     assert [e.epoch for e in longer.epochs] == [1, 2, 3]
     assert longer.epochs[1].val == shorter.val and longer.epochs[1].test == shorter.test, method
-    assert longer.epochs[1].train_loss == shorter.epoch_train_loss[-1]
+    assert longer.epochs[1].train_loss == shorter.epochs[-1].train_loss
     assert longer.epochs[-1].test == longer.test  # the last epoch is the run's result
 
 

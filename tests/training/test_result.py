@@ -16,8 +16,8 @@ from helpers import DATA
 
 def _run(seed: int, val: float, per_class: dict[str, float], seconds: float = 2.0) -> RunResult:
     split = SplitMetrics(val, val + 0.01, min(per_class.values()), per_class, 30)
-    return RunResult(split, split, [1.0], [val], seconds, seed, RunSettings.from_dict({"seed": seed}),
-                     distinct_per_batch=31.5, epochs=(EpochMetrics(1, 1.0, split, split),))
+    return RunResult(split, split, (EpochMetrics(1, 1.0, split, split),), seconds, seed,
+                     RunSettings.from_dict({"seed": seed}), distinct_per_batch=31.5)
 
 
 def test_several_seeds_average_every_metric_and_each_class_and_keep_each_seed_apart():
