@@ -23,7 +23,7 @@ from pipeline.methods.declarations import PARTS
 from pipeline.params import Range
 from pipeline.store import LockLost, Store, study_locks
 from pipeline.spec.study_config import Budget, StudyConfig, parse_study
-from pipeline.training.result import RunResult, SplitMetrics
+from pipeline.training.result import EpochMetrics, RunResult, SplitMetrics
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DATA = ROOT / "tests" / "fixtures"  # databases and files written by earlier versions
@@ -59,13 +59,16 @@ def run_result(metrics: dict[str, float], per_class: dict[str, dict[str, float]]
                settings: dict | None = None, train_seconds: float = 1.0, epoch_train_loss: list[float] | None = None,
                epoch_val_accuracy: list[float] | None = None) -> RunResult:
     """A finished run's result as the trainer gives it, from its flat metrics (val_accuracy,
-    test_worst_class_accuracy, ...) and each split's accuracy per class."""
-    def split(name: str) -> SplitMetrics:
-        return SplitMetrics(metrics.get(f"{name}_accuracy"), metrics.get(f"{name}_balanced_accuracy"),
-                            metrics.get(f"{name}_worst_class_accuracy"), dict((per_class or {}).get(name, {})), 0)
+    test_worst_class_accuracy, ...) and each split's accuracy per class; each epoch its loss and validation
+    accuracy, the run's other metrics."""
+    def split(name: str, accuracy: float | None = None) -> SplitMetrics:
+        return SplitMetrics(metrics.get(f"{name}_accuracy") if accuracy is None else accuracy,
+                            metrics.get(f"{name}_balanced_accuracy"), metrics.get(f"{name}_worst_class_accuracy"),
+                            dict((per_class or {}).get(name, {})), 0)
 
-    return RunResult(split("val"), split("test"), epoch_train_loss or [], epoch_val_accuracy or [], train_seconds, 0,
-                     RunSettings.from_dict(settings or {}))
+    epochs = tuple(EpochMetrics(i, loss, split("val", accuracy), split("test"))
+                   for i, (loss, accuracy) in enumerate(zip(epoch_train_loss or [], epoch_val_accuracy or []), start=1))
+    return RunResult(split("val"), split("test"), epochs, train_seconds, 0, RunSettings.from_dict(settings or {}))
 
 
 def result(val, test, worst=0.5):
@@ -232,7 +235,7 @@ def check_writes_after_a_takeover_change_nothing(store: Store) -> None:
     with store.engine.begin() as connection:  # taken over between the holder's last check and its write
         connection.execute(study_locks.update().values(token="another", pid=4321, host="elsewhere"))
     assert lock.lost is None  # its heartbeat has not noticed: the write's own transaction must
-    before = [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)]
+    before = [(t.trial_index, t.status, t.metrics, t.epochs) for t in store.trials(study.id)]
     writes = [lambda: store.complete_trial(running, one_epoch_result(0.9), lock=lock),
               lambda: store.fail_trial(running, "TrainingDiverged", lock=lock),
               lambda: store.interrupt_trial(running, "stopped", lock=lock),
@@ -242,7 +245,7 @@ def check_writes_after_a_takeover_change_nothing(store: Store) -> None:
     for write in writes:
         with pytest.raises(LockLost, match="lost the lock of study held: process 4321 on host elsewhere took it over"):
             write()
-    assert [(t.trial_index, t.status, t.metrics, t.epoch_train_loss) for t in store.trials(study.id)] == before
+    assert [(t.trial_index, t.status, t.metrics, t.epochs) for t in store.trials(study.id)] == before
     assert before[1][:2] == (1, "running") and store.evaluations(study.id) == []
     lock.release()
     with store.engine.connect() as connection:  # the new holder's row stays, its heartbeat untouched

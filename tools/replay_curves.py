@@ -41,7 +41,6 @@ def configurations(count: int) -> list[dict]:
 
 def _run(job: tuple[int, dict, int, int]) -> list[dict]:
     """One run to `epochs` epochs: a row per epoch (a failed run: one row with its error)."""
-    from pipeline.spec.epochs import flat_epoch_metrics
     from pipeline.search.trial import run_trial
 
     index, config, seed, epochs = job
@@ -55,7 +54,7 @@ def _run(job: tuple[int, dict, int, int]) -> list[dict]:
     seconds = round(time.perf_counter() - start, 3)
     rows = []
     for record in result.epochs:
-        flat = flat_epoch_metrics(record.to_dict())
+        flat = record.metrics
         rows.append({**base, "epoch": record.epoch, "status": "completed", **{m: flat.get(m) for m in METRICS},
                      "train_seconds": seconds, "error": ""})
     return rows

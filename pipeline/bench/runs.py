@@ -101,9 +101,8 @@ def train_batched(config: TrainConfig, seeds: list[int], dataset: Dataset) -> li
         check_collapsed(val[i], dataset.val.labels, losses_so_far[i][-1], dataset.class_names)
         settings = RunSettings(config.data, config.backbone, config.weights, parse_method(config.method).name,
                                run.params, seed, str(run.device), "fp32", config.threads, dict(library_versions()))
-        results.append(RunResult(history[i][-1].val, history[i][-1].test, losses_so_far[i],
-                                 [epoch.val.accuracy for epoch in history[i]], seconds, seed, settings,
-                                 run.sampler.mean_distinct_per_batch(), tuple(history[i]), model=run.model))
+        results.append(RunResult(history[i][-1].val, history[i][-1].test, tuple(history[i]), seconds, seed, settings,
+                                 run.sampler.mean_distinct_per_batch(), model=run.model))
     return results
 
 
@@ -127,7 +126,7 @@ def differences(one: RunResult, batched: RunResult) -> tuple[float, float, float
     assert one.model is not None and batched.model is not None
     left, right = one.model.state_dict(), batched.model.state_dict()
     weights = max((left[name].double() - right[name].double()).abs().max().item() for name in left)
-    losses = max(abs(a - b) for a, b in zip(one.epoch_train_loss, batched.epoch_train_loss))
+    losses = max(abs(a.train_loss - b.train_loss) for a, b in zip(one.epochs, batched.epochs))
     metrics = [(a.val.scalars(), b.val.scalars()) for a, b in zip(one.epochs, batched.epochs)]
     metrics += [(a.test.scalars(), b.test.scalars()) for a, b in zip(one.epochs, batched.epochs)]
     points = max(100 * abs(a[key] - b[key]) for a, b in metrics for key in a)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import UserError
 from pipeline.report.study_tables import dataset_label
 from pipeline.store import CampaignRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
@@ -176,11 +175,11 @@ def epoch_metrics(trial: TrialRecord) -> list[tuple[str, float, int]]:
     epoch_test_balanced_accuracy, ... (the trial's final metrics keep their stored names)."""
     history = []
     for epoch in trial.epochs:
-        values = flat_epoch_metrics({"val": epoch.val, "test": epoch.test})
-        if not values and epoch.val is None and epoch.test is None:  # stored before 0.5.0: the curves it had
-            values = {"val_accuracy": trial.epoch_val_accuracy[epoch.epoch - 1]}
-        if epoch.train_loss is not None:
-            values = {"train_loss": epoch.train_loss, **values}
+        if epoch.splits is not None:
+            values = epoch.splits.metrics_and_examples()
+        else:  # stored before 0.5.0: the curves it had
+            values = {"val_accuracy": epoch.val_accuracy} if epoch.val_accuracy is not None else {}
+        values = {"train_loss": epoch.train_loss, **values}
         history += [(f"epoch_{name}", value, epoch.epoch) for name, value in values.items()]
     return history
 

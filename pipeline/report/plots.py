@@ -28,7 +28,7 @@ from pipeline.compare.evaluate import COMPARE_METRICS
 from pipeline.compare.verdict import accuracy_bounds
 from pipeline.report.study_tables import _select, compare_table, dataset_label, present_metrics
 from pipeline.store import ImportanceRecord, Store, StudyRecord, TrialRecord, TrialStatus, best_trial
-from pipeline.store.records import EpochRecord, EvaluationRecord, feasible, pareto_set
+from pipeline.store.records import EvaluationRecord, feasible, pareto_set
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -384,21 +384,22 @@ def map_pictures(s: StudyData) -> list[Picture]:
 def curves_pictures(s: StudyData) -> list[Picture]:
     """The best trial's training loss and validation accuracy per epoch."""
     best = s.best
-    if best is None or not best.epoch_train_loss:
+    if best is None or not best.epochs:
         return []
     figure = Figure(figsize=(9, 3.5), layout="constrained")
     loss, accuracy = figure.subplots(1, 2)
-    epochs = list(range(1, len(best.epoch_train_loss) + 1))
-    loss.plot(epochs, best.epoch_train_loss, "o-")
+    epochs = [e.epoch for e in best.epochs]
+    losses, accuracies = [e.train_loss for e in best.epochs], [e.val_accuracy for e in best.epochs]
+    loss.plot(epochs, losses, "o-")
     loss.set(xlabel="epoch", ylabel="training loss (cross-entropy, nats)", title="training loss")
-    accuracy.plot(epochs, [100 * a for a in best.epoch_val_accuracy], "o-", color="C2")
+    accuracy.plot(epochs, [math.nan if a is None else 100 * a for a in accuracies], "o-", color="C2")
     accuracy.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation accuracy")
     for axes in (loss, accuracy):
         axes.xaxis.get_major_locator().set_params(integer=True)
     figure.suptitle(f"{_who(s)}: best trial {best.trial_index}, training loss and validation accuracy per epoch",
                     fontsize=10)
     return [Picture(s.study.name, "curves", figure,
-                    {"train_loss": best.epoch_train_loss, "val_accuracy": best.epoch_val_accuracy},
+                    {"train_loss": losses, "val_accuracy": accuracies},
                     f"The training loss and validation accuracy of {s.study.name}'s best trial "
                     f"({best.trial_index}) after each epoch.")]
 
@@ -489,12 +490,6 @@ def compare_pictures(s: StudyData) -> list[Picture]:
     return [Picture(s.study.name, "compare", figure, data, caption)]
 
 
-def _test_metrics(epoch: EpochRecord) -> dict[str, Any]:
-    """An evaluation run's epoch's test metrics: a run stores its epochs with them (from 0.5.0 on)."""
-    assert epoch.test is not None, f"epoch {epoch.epoch} stored no test metrics"
-    return epoch.test
-
-
 def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_class: str | None,
                          who: str) -> Picture | None:
     """The hardness paper's Figure 1 for any evaluation whose runs stored per-epoch test metrics (`evaluate --vary
@@ -506,11 +501,11 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
             variants.setdefault(run.variant, []).append(run)
     if not variants:
         return None
-    panels = [("test_accuracy", "test accuracy", lambda test: test.get("accuracy"))]
-    if rare_class is not None and any(rare_class in _test_metrics(epoch).get("per_class_accuracy", {})
+    panels = [("test_accuracy", "test accuracy", lambda test: test.accuracy)]
+    if rare_class is not None and any(epoch.splits is not None and rare_class in epoch.splits.test.per_class_accuracy
                                       for group in variants.values() for run in group for epoch in run.epochs):
         panels.append(("rare_class_accuracy", f"test accuracy of class {rare_class} (rare in training)",
-                       lambda test: test.get("per_class_accuracy", {}).get(rare_class)))
+                       lambda test: test.per_class_accuracy.get(rare_class)))
     figure = Figure(figsize=(5 * len(panels) + 2, 4), layout="constrained")
     data: dict[str, Any] = {"variants": list(variants), "seeds": {v: len(g) for v, g in variants.items()}}
     for number, (key, label, value_of) in enumerate(panels):
@@ -520,7 +515,7 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
             per_epoch: dict[int, list[float]] = {}
             for run in group:
                 for epoch in run.epochs:
-                    value = value_of(_test_metrics(epoch))
+                    value = None if epoch.splits is None else value_of(epoch.splits.test)
                     if value is not None:
                         per_epoch.setdefault(epoch.epoch, []).append(100 * value)
             epochs = sorted(per_epoch)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pipeline.config import DEFAULT_THREADS, resolve_device
-from pipeline.spec.epochs import StopRule, flat_epoch_metrics, objective_curve, prefix_epochs, stop_percentile
+from pipeline.spec.epochs import StopRule, objective_curve, prefix_epochs, stop_percentile
 from pipeline.errors import ServerLost, UserError
 from pipeline.faults import kill_point
 from pipeline.library_logs import quiet_libraries
@@ -393,7 +393,7 @@ class StudyLoop:
         percentile = stop_percentile(budget.early_stopping, budget.early_stopping_percentile)
         if percentile is None:
             return None
-        curves = tuple(objective_curve([{"val": e.val, "test": e.test} for e in t.epochs], self.study.objective)
+        curves = tuple(objective_curve([e.metrics for e in t.epochs], self.study.objective)
                        for t in self.store.trials(self.stored.id) if t.ran and t.status != TrialStatus.FAILED)
         return StopRule(percentile, budget.early_stopping_min_epochs, tuple(c for c in curves if c))
 
@@ -476,10 +476,10 @@ class StudyLoop:
         if any(t.prefix_of == trial.trial_index for t in trials):
             return 0
         counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == TrialStatus.COMPLETED)
-        observed = [e for e in trial.epochs if e.epoch in counts and e.val is not None and e.test is not None]
+        observed = [e for e in trial.epochs if e.epoch in counts and e.splits is not None]
         if not observed:
             return 0
-        observations = [({**trial.parameters, "epochs": e.epoch}, flat_epoch_metrics({"val": e.val, "test": e.test}))
+        observations = [({**trial.parameters, "epochs": e.epoch}, e.metrics)
                         for e in observed]
 
         def store_them(connection: Any, indices: list[int]) -> None:

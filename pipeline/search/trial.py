@@ -96,7 +96,7 @@ def stopping(rule: StopRule | None, objective: str) -> StopEarly | None:
         return None
 
     def stop(epochs: list[EpochMetrics]) -> bool:
-        return rule.should_stop(objective_curve([epoch.to_dict() for epoch in epochs], objective))
+        return rule.should_stop(objective_curve([epoch.metrics for epoch in epochs], objective))
 
     return stop
 
@@ -153,4 +153,5 @@ class InProcessRunner:
     def wait(self, on_event: OnEvent) -> list[Outcome]:
         """Train the submitted trial; a UserError or Ctrl-C propagates (the loop stops the study)."""
         job, self.queued = self.queued, None
+        assert job is not None, "wait() before submit()"
         return [trial_outcome(job, on_event)]

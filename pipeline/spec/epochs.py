@@ -22,33 +22,17 @@ EARLY_STOPPING = {
 }
 # Earlier trials that must have reached an epoch before a trial may be stopped there: with fewer, a median is noise.
 MIN_CURVES = 3
-SPLITS = ("val", "test")
 
 
-def epoch_metric(split_metrics: Mapping[str, Mapping[str, Any] | None], metric: str) -> float | None:
-    """One flat metric (val_accuracy, test_worst_class_accuracy, ...) of an epoch given as {"val": {...}, "test":
-    {...}} (EpochRecord's and EpochMetrics.to_dict's layout); None when the epoch lacks it."""
-    split, _, name = metric.partition("_")
-    values = split_metrics.get(split) if split in SPLITS else None
-    value = None if values is None else values.get(name)
-    return None if value is None else float(value)
-
-
-def flat_epoch_metrics(split_metrics: Mapping[str, Mapping[str, Any] | None]) -> dict[str, float]:
-    """An epoch's metrics flattened as a trial's are stored (val_accuracy, test_balanced_accuracy, ...)."""
-    return {f"{split}_{name}": float(value)
-            for split in SPLITS for name, value in (split_metrics.get(split) or {}).items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool)}
-
-
-def objective_curve(epochs: Sequence[Mapping[str, Any]], metric: str) -> tuple[float, ...]:
-    """`metric` at each epoch of a run, up to the first epoch that lacks it (a run stored before 0.5.0 has none)."""
+def objective_curve(epochs: Sequence[Mapping[str, float]], metric: str) -> tuple[float, ...]:
+    """`metric` at each epoch of a run, given each epoch's metrics by name (EpochMetrics.metrics, EpochRecord.metrics),
+    up to the first epoch that lacks it (a run stored before 0.5.0 has none)."""
     curve = []
     for epoch in epochs:
-        value = epoch_metric(epoch, metric)
+        value = epoch.get(metric)
         if value is None:
             break
-        curve.append(value)
+        curve.append(float(value))
     return tuple(curve)
 
 

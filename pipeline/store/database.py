@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 import datetime as dt
-from dataclasses import asdict, replace
+from dataclasses import replace
 import json
 import re
 from contextlib import contextmanager
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import sqlalchemy as sa
 
-from pipeline.spec.epochs import flat_epoch_metrics
 from pipeline.errors import DatabaseBusy, ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store import lock as lock_module
@@ -244,12 +243,9 @@ class Store:
                 metrics=result.stored_metrics(), settings=result.settings.to_dict(),
                 seed_runs=[run.to_dict() for run in result.seed_runs] or None, per_class=result.per_class,
                 train_seconds=result.train_seconds, ended_at=now(), **_started_at(started)))
-            metrics_of = {e.epoch: e for e in result.epochs}
             connection.execute(epochs.insert(), [
-                {"trial_id": trial_id, "epoch": i, "train_loss": loss, "val_accuracy": accuracy,
-                 "val": asdict(metrics_of[i].val) if i in metrics_of else None,
-                 "test": asdict(metrics_of[i].test) if i in metrics_of else None}
-                for i, (loss, accuracy) in enumerate(zip(result.epoch_train_loss, result.epoch_val_accuracy), start=1)])
+                {"trial_id": trial_id, "epoch": e.epoch, "train_loss": e.train_loss, "val_accuracy": e.val.accuracy,
+                 **e.splits.to_dict()} for e in result.epochs])
 
     @staticmethod
     def add_prefix(connection: sa.Connection, study_id: int, trial_index: int, source: TrialRecord,
@@ -263,8 +259,8 @@ class Store:
         connection.execute(trials.insert().values(
             study_id=study_id, trial_index=trial_index, status=TrialStatus.COMPLETED,
             parameters={**source.parameters, "epochs": epoch.epoch}, seed=source.seed,
-            metrics=flat_epoch_metrics({"val": epoch.val, "test": epoch.test}), settings=settings,
-            per_class={split: (getattr(epoch, split) or {}).get("per_class_accuracy") for split in ("val", "test")},
+            metrics=epoch.splits.metrics_and_examples() if epoch.splits else {}, settings=settings,
+            per_class=epoch.splits.per_class() if epoch.splits else {"val": None, "test": None},
             started_at=now(), ended_at=now(), prefix_of=source.trial_index))
 
     @staticmethod
@@ -377,7 +373,7 @@ class Store:
             lock, study_id=study_id, variant=variant, seed=run.seed, trial_index=trial_index, config=run.config,
             metrics=run.stored_metrics(), per_class=run.per_class, train_class_counts=run.train_class_counts,
             settings=run.settings.to_dict(), train_seconds=run.train_seconds,
-            epochs=[asdict(epoch) for epoch in run.epochs] or None)
+            epochs=[epoch.to_dict() for epoch in run.epochs] or None)
 
     def _insert_evaluation(self, lock: StudyLock | None, **values: Any) -> bool:
         """One rt_evaluations row in its own transaction (fenced by `lock`, when given); False when its
@@ -564,19 +560,19 @@ def _trial_record(r: sa.Row, curve: list[sa.Row]) -> TrialRecord:
     """A trials row and its epochs rows as a record (columns an old database lacks read as None)."""
     stored = StoredMetrics.part(r.metrics)
     return TrialRecord(r.id, r.trial_index, TrialStatus(r.status), r.parameters, r.seed, stored.metrics, r.per_class,
-                       r.train_seconds, r.proposal_seconds, r.error, [e.train_loss for e in curve],
-                       [e.val_accuracy for e in curve],
+                       r.train_seconds, r.proposal_seconds, r.error,
                        None if r.settings is None else RunSettings.from_dict(r.settings),
                        seed_runs_read(getattr(r, "seed_runs", None)), getattr(r, "predicted", None),
-                       tuple(EpochRecord(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None))
-                             for e in curve), getattr(r, "prefix_of", None), stored.examples, stored.distinct_per_batch)
+                       tuple(EpochRecord.read(e.epoch, e.train_loss, getattr(e, "val", None), getattr(e, "test", None),
+                                              e.val_accuracy) for e in curve),
+                       getattr(r, "prefix_of", None), stored.examples, stored.distinct_per_batch)
 
 
 def _evaluation_record(row: sa.Row) -> EvaluationRecord:
     stored = StoredMetrics.part(row.metrics)
     return EvaluationRecord(row.variant, row.seed, row.trial_index, row.config, stored.metrics or {}, row.per_class,
                             row.train_class_counts, RunSettings.from_dict(row.settings), row.train_seconds,
-                            tuple(EpochRecord(e["epoch"], e["train_loss"], e["val"], e["test"])
+                            tuple(EpochRecord.read(e["epoch"], e["train_loss"], e["val"], e["test"])
                                   for e in getattr(row, "epochs", None) or []), stored.examples,
                             stored.distinct_per_batch)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as dt
 from enum import StrEnum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from pipeline.spec.campaign_config import Evaluation, pair_of
 from pipeline.config import RunSettings
 from pipeline.params import Range, Value
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
-from pipeline.training.result import RUN_FACTS, SeedRun, metrics_column
+from pipeline.training.result import RUN_FACTS, SeedRun, ValTest, metrics_column
 
 
 @dataclass(frozen=True)
@@ -134,13 +134,33 @@ class CampaignRecord:
 
 @dataclass(frozen=True)
 class EpochRecord:
-    """One epoch of a stored run: its training loss, and its validation and test metrics as dicts (SplitMetrics:
-    accuracy, balanced_accuracy, worst_class_accuracy, per_class_accuracy, examples); None when stored before 0.5.0."""
+    """One epoch of a stored run: its training loss, its validation accuracy (every version stored it), and its
+    validation and test metrics (`splits`; None when stored before 0.5.0)."""
 
     epoch: int
-    train_loss: float | None
-    val: dict[str, Any] | None
-    test: dict[str, Any] | None
+    train_loss: float
+    val_accuracy: float | None  # None where the run had no validation split
+    splits: ValTest | None = None
+
+    @classmethod
+    def read(cls, epoch: int, train_loss: float, val: Mapping[str, Any] | None, test: Mapping[str, Any] | None,
+             val_accuracy: float | None = None) -> EpochRecord:
+        """An epoch as stored, its "val" and "test" laid out as ValTest.to_dict: a trial's epoch row, which gives its
+        val_accuracy column, or an evaluation's `epochs` item, whose validation accuracy is its val's."""
+        splits = ValTest.read(val, test)
+        if splits is not None and val_accuracy is None:
+            val_accuracy = splits.val.accuracy
+        return cls(epoch, train_loss, val_accuracy, splits)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The epoch's metrics by their names in study files (val_accuracy, ...); none when stored before 0.5.0."""
+        return {} if self.splits is None else self.splits.metrics()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As an evaluation run's `epochs` keeps it (EpochMetrics.to_dict's layout), to store it again."""
+        stored = {"val": None, "test": None} if self.splits is None else self.splits.to_dict()
+        return {"epoch": self.epoch, "train_loss": self.train_loss, **stored}
 
 
 class TrialStatus(StrEnum):
@@ -172,14 +192,12 @@ class TrialRecord:
     train_seconds: float | None
     proposal_seconds: float | None
     error: str | None
-    epoch_train_loss: list[float]
-    epoch_val_accuracy: list[float]
     settings: RunSettings | None = None  # what it trained with; None until it completed
     # trained on several seeds (budget.seeds_per_trial): each seed's metrics, and `metrics` their mean
     seed_runs: tuple[SeedRun, ...] | None = None
     # the study's GP's posterior of the objective here ({"mean", "sd", "fitted_on"}), when a run of the study ended
     predicted: dict[str, float] | None = None
-    epochs: tuple[EpochRecord, ...] = ()  # every epoch's metrics, in order
+    epochs: tuple[EpochRecord, ...] = ()  # every epoch's loss and metrics, in order
     prefix_of: int | None = None  # an epoch prefix: the index of the trial whose run holds this result
     examples: dict[str, int] | None = None  # {"val": n, "test": n}: the images its metrics rest on
     distinct_per_batch: float | None = None  # the mean distinct examples in a training batch (samplers)

@@ -84,7 +84,7 @@ def _what_to_try(result: RunResult, classes: int) -> str:
     """What to change after a poor run, read off its training loss: barely fallen (too few epochs, rates too low),
     or fallen while evaluation stayed poor (rates too high for BatchNorm's running statistics to follow)."""
     params, uniform = result.settings.params, math.log(classes)
-    losses = result.epoch_train_loss
+    losses = [epoch.train_loss for epoch in result.epochs]
     epochs = params.get("epochs", len(losses))
     if not losses or losses[-1] > BARELY_LEARNED * uniform:
         rates = (f"-p lr_backbone={params['lr_head']:g} (the head's rate)"

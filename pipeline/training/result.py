@@ -7,14 +7,13 @@ rest on (`examples`), the batches' distinct examples and the training time are f
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pipeline.config import RunSettings
 
 if TYPE_CHECKING:
     import torch
 
-SPLITS = ("val", "test")
 # What the store's `metrics` column holds beside the metrics, as every version has stored it: facts about the run.
 RUN_FACTS = ("val_examples", "test_examples", "train_seconds", "distinct_per_batch")
 
@@ -48,6 +47,48 @@ class SplitMetrics:
 
 
 @dataclass(frozen=True)
+class ValTest:
+    """A run's or an epoch's validation and test metrics together: the one place the pair is flattened into the
+    names study files use (val_accuracy, test_worst_class_accuracy, ...) and laid out as the store keeps it."""
+
+    val: SplitMetrics
+    test: SplitMetrics
+
+    def metrics(self) -> dict[str, float]:
+        """The metrics by their names in study files, those the splits have: val_accuracy, test_accuracy, ..."""
+        return {f"{split}_{key}": value for split, metrics in self.items() for key, value in metrics.scalars().items()}
+
+    def metrics_and_examples(self) -> dict[str, float]:
+        """Each split's metrics, then its image count (val_examples), split by split: an epoch prefix's stored
+        `metrics` column, as every version since 0.5.0 has written it."""
+        return {f"{split}_{key}": float(value) for split, metrics in self.items()
+                for key, value in {**metrics.scalars(), "examples": metrics.examples}.items()}
+
+    def per_class(self) -> dict[str, dict[str, float]]:
+        """Each split's accuracy per class: {"val": {class: accuracy}, "test": {...}}."""
+        return {split: metrics.per_class_accuracy for split, metrics in self.items()}
+
+    def examples(self) -> dict[str, int]:
+        """How many images each split's metrics rest on: {"val": n, "test": n}."""
+        return {split: metrics.examples for split, metrics in self.items()}
+
+    def items(self) -> tuple[tuple[str, SplitMetrics], tuple[str, SplitMetrics]]:
+        """(name, metrics) of each split, validation first."""
+        return ("val", self.val), ("test", self.test)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """As the store keeps an epoch's: {"val": SplitMetrics as a dict, "test": ...}."""
+        return {"val": asdict(self.val), "test": asdict(self.test)}
+
+    @classmethod
+    def read(cls, val: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> ValTest | None:
+        """An epoch's pair from its stored "val" and "test" (`to_dict`); None when stored before 0.5.0 (neither)."""
+        if val is None or test is None:
+            return None
+        return cls(SplitMetrics(**val), SplitMetrics(**test))
+
+
+@dataclass(frozen=True)
 class EpochMetrics:
     """What one epoch ended with: its mean training loss, and the model's validation and test metrics then.
     The run to E epochs passes through the state a run to E' < E ends in, so epoch E' here is that run's result."""
@@ -57,8 +98,19 @@ class EpochMetrics:
     val: SplitMetrics
     test: SplitMetrics
 
+    @property
+    def splits(self) -> ValTest:
+        """The epoch's validation and test metrics as one pair."""
+        return ValTest(self.val, self.test)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The epoch's metrics by their names in study files: val_accuracy, test_worst_class_accuracy, ..."""
+        return self.splits.metrics()
+
     def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "train_loss": self.train_loss, "val": asdict(self.val), "test": asdict(self.test)}
+        """As the store keeps it (rt_evaluations.epochs): {"epoch", "train_loss", "val": {...}, "test": {...}}."""
+        return {"epoch": self.epoch, "train_loss": self.train_loss, **self.splits.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -80,34 +132,37 @@ class RunResult:
 
     val: SplitMetrics
     test: SplitMetrics
-    epoch_train_loss: list[float]
-    epoch_val_accuracy: list[float | None]
+    epochs: tuple[EpochMetrics, ...]  # every epoch's training loss, validation and test metrics, in order
     train_seconds: float
     seed: int
     settings: RunSettings
     # Mean number of different examples in a training batch: below the batch size when a sampler drew
     # an example twice (hardness-weighted sampling at a large beta).
     distinct_per_batch: float | None = None
-    epochs: tuple[EpochMetrics, ...] = ()  # every epoch's validation and test metrics
     stopped_at: int | None = None  # the epoch an early-stopping rule ended the run at, before its planned end
     seed_runs: tuple[SeedRun, ...] = ()  # trained on several seeds: each one's part, and this their mean
     # the trained network, where it was trained; never sent from a worker or stored (`without_model`)
     model: torch.nn.Module | None = field(default=None, repr=False, compare=False)
 
     @property
+    def splits(self) -> ValTest:
+        """The run's validation and test metrics as one pair."""
+        return ValTest(self.val, self.test)
+
+    @property
     def metrics(self) -> dict[str, float]:
         """The validation and test metrics by their names in study files: val_accuracy, test_worst_class_accuracy..."""
-        return {f"{split}_{key}": value for split in SPLITS for key, value in getattr(self, split).scalars().items()}
+        return self.splits.metrics()
 
     @property
     def per_class(self) -> dict[str, dict[str, float]]:
         """Each split's accuracy per class: {"val": {class: accuracy}, "test": {...}}."""
-        return {split: getattr(self, split).per_class_accuracy for split in SPLITS}
+        return self.splits.per_class()
 
     @property
     def examples(self) -> dict[str, int]:
         """How many images each split's metrics rest on: {"val": n, "test": n}."""
-        return {split: getattr(self, split).examples for split in SPLITS}
+        return self.splits.examples()
 
     def stored_metrics(self) -> dict[str, float]:
         """The store's `metrics` column of this run (`metrics_column`)."""
@@ -124,7 +179,8 @@ class RunResult:
         return {**flat,
                 "val_per_class_accuracy": self.val.per_class_accuracy,
                 "test_per_class_accuracy": self.test.per_class_accuracy,
-                "epoch_train_loss": self.epoch_train_loss, "epoch_val_accuracy": self.epoch_val_accuracy,
+                "epoch_train_loss": [epoch.train_loss for epoch in self.epochs],
+                "epoch_val_accuracy": [epoch.val.accuracy for epoch in self.epochs],
                 "epochs": [epoch.to_dict() for epoch in self.epochs],
                 "train_seconds": self.train_seconds, "distinct_per_batch": self.distinct_per_batch,
                 "seed": self.seed, "settings": self.settings.to_dict(), "stopped_at": self.stopped_at}

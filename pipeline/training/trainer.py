@@ -223,7 +223,6 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, sto
     report = progress or (lambda event: None)
     epochs = run.params["epochs"]
     epoch_losses: list[float] = []
-    epoch_val_accuracy: list[float | None] = []
     epoch_metrics: list[EpochMetrics] = []
     stopped_at = None
     start = time.perf_counter()
@@ -237,7 +236,6 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, sto
         val_predictions = predict(run.model, dataset.val,
                                   lambda chunk, chunks: report(BatchEnd(epoch, chunk, chunks, epochs, "val")))
         val_metrics = split_metrics(val_predictions, dataset.val.labels, dataset.class_names)
-        epoch_val_accuracy.append(val_metrics.accuracy)
         test_metrics = evaluate(run.model, dataset.test, dataset.class_names,
                                 lambda chunk, chunks: report(BatchEnd(epoch, chunk, chunks, epochs, "test")))
         epoch_metrics.append(EpochMetrics(epoch, loss, val_metrics, test_metrics))
@@ -253,7 +251,6 @@ def _train(config: TrainConfig, dataset: Dataset, progress: Progress | None, sto
     settings = RunSettings(config.data, config.backbone, config.weights, parse_method(config.method).name, run.params,
                            config.seed, str(run.device), run.precision, config.threads, dict(library_versions()))
     return RunResult(
-        val=val_metrics, test=epoch_metrics[-1].test,
-        epoch_train_loss=epoch_losses, epoch_val_accuracy=epoch_val_accuracy,
+        val=val_metrics, test=epoch_metrics[-1].test, epochs=tuple(epoch_metrics),
         train_seconds=train_seconds, seed=config.seed, settings=settings, model=run.model,
-        distinct_per_batch=run.sampler.mean_distinct_per_batch(), epochs=tuple(epoch_metrics), stopped_at=stopped_at)
+        distinct_per_batch=run.sampler.mean_distinct_per_batch(), stopped_at=stopped_at)

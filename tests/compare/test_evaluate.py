@@ -150,7 +150,7 @@ def test_val_fraction_zero_is_refused_with_a_val_objective_and_ranks_on_test_oth
     assert done.returncode == 0, done.stderr
     trial = Store(str(db)).trials(Store(str(db)).study("paper").id)[0]
     assert "val_accuracy" not in trial.metrics and trial.metrics["test_accuracy"] > 0.3
-    assert trial.epoch_val_accuracy and all(a is None for a in trial.epoch_val_accuracy)
+    assert trial.epochs and all(e.val_accuracy is None for e in trial.epochs)
     assert "(no val split) *" in robust_tune("studies", "--db", str(db)).stdout
     assert "no val split *" in robust_tune("report", "--db", str(db), "--format", "csv").stdout
 
@@ -201,7 +201,8 @@ def test_train_from_study_reproduces_the_best_trial_and_saves_weights_that_load(
     result = json.loads(done.stdout)
     for key in ("val_accuracy", "test_accuracy", "test_worst_class_accuracy"):
         assert result[key] == best.metrics[key]  # the same code path, the same seed: the same numbers on CPU
-    assert result["epoch_train_loss"] == best.epoch_train_loss and result["settings"] == best.settings.to_dict()
+    assert result["epoch_train_loss"] == [e.train_loss for e in best.epochs]
+    assert result["settings"] == best.settings.to_dict()
 
     saved = torch.load(weights, weights_only=True)
     assert saved["settings"]["params"]["alpha"] == pytest.approx(best.parameters["alpha"])

@@ -94,7 +94,7 @@ def test_train_and_a_one_trial_study_of_the_same_settings_give_the_same_metrics(
     assert trained["settings"]["params"] == trial.settings.params
     assert {k: v for k, v in trained.items() if k in trial.metrics and k != "train_seconds"} == {
         k: v for k, v in trial.metrics.items() if k != "train_seconds"}
-    assert trained["epoch_train_loss"] == trial.epoch_train_loss
+    assert trained["epoch_train_loss"] == [e.train_loss for e in trial.epochs]
     assert trained["test_per_class_accuracy"] == trial.per_class["test"]
 
 

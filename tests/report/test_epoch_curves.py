@@ -1,7 +1,7 @@
 """The hardness paper's Figure 1 from evaluation runs' per-epoch test metrics, built from records made here.
 
-The records follow the per-epoch metrics contract (EvaluationRecord.epochs: a list of EpochRecord(epoch,
-train_loss, val, test), val and test SplitMetrics as dicts); the picture reads only the fields built here.
+The runs hold the store's typed epochs (EvaluationRecord.epochs: EpochRecord, its val and test SplitMetrics);
+the picture reads only the fields built here.
 """
 from __future__ import annotations
 
@@ -12,14 +12,8 @@ from typing import Any
 from PIL import Image
 
 from pipeline.report.plots import epoch_curves_picture
-
-
-@dataclass(frozen=True)
-class Epoch:
-    epoch: int
-    train_loss: float
-    val: dict[str, Any]
-    test: dict[str, Any]
+from pipeline.store.records import EpochRecord
+from pipeline.training.result import SplitMetrics, ValTest
 
 
 @dataclass(frozen=True)
@@ -27,12 +21,13 @@ class Run:
     variant: str
     seed: int
     config: dict[str, Any]
-    epochs: list[Epoch] = field(default_factory=list)
+    epochs: list[EpochRecord] = field(default_factory=list)
 
 
 def run(variant: str, seed: int, overall: list[float], rare: list[float]) -> Run:
     """A run of `variant` whose test accuracy at epoch k is overall[k - 1], its digit 3's rare[k - 1]."""
-    epochs = [Epoch(k, 0.5, {}, {"accuracy": a, "per_class_accuracy": {"3": r, "1": 0.99}})
+    val = SplitMetrics(None, None, None, {}, 0)
+    epochs = [EpochRecord(k, 0.5, None, ValTest(val, SplitMetrics(a, None, None, {"3": r, "1": 0.99}, 100)))
               for k, (a, r) in enumerate(zip(overall, rare), start=1)]
     return Run(variant, seed, {"method": "erm" if variant == "erm" else "hws"}, epochs)
 

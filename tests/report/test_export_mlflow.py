@@ -80,7 +80,7 @@ def test_a_study_exports_as_a_parent_run_with_a_nested_run_per_trial_equal_to_th
         for split in ("val", "test"):
             history = client.get_metric_history(run.info.run_id, f"epoch_{split}_balanced_accuracy")
             assert [(m.step, m.value) for m in history] == [
-                (e.epoch, pytest.approx(getattr(e, split)["balanced_accuracy"])) for e in trial.epochs]
+                (e.epoch, pytest.approx(getattr(e.splits, split).balanced_accuracy)) for e in trial.epochs]
 
     code, out, err = cli("export", "--mlflow", uri, "--db", str(tiny_db))  # again: nothing new, nothing doubled
     assert code == 0 and "new runs for 0 studies, 0 trial(s)" in out and "3 run(s) were there already" in out

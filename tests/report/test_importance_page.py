@@ -166,7 +166,7 @@ def test_the_map_marks_a_trial_the_model_does_not_believe():
         client.attach_trial(parameters={"x": float(x), "z": float(z)})
         client.complete_trial(trial_index=i, raw_data={"val_accuracy": float(value)})
         trials.append(TrialRecord(i, i, "completed", {"x": float(x), "z": float(z)}, 0, {"val_accuracy": float(value)},
-                                  {"test": {"0": 1.0}}, 1.0, 0.0, None, [], []))
+                                  {"test": {"0": 1.0}}, 1.0, 0.0, None))
     experiment = client._experiment
     config = StudyConfig(name="hill", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
                          method="erm", fixed={}, search={"x": Range(0.0, 1.0), "z": Range(0.0, 1.0)})
@@ -217,7 +217,7 @@ def test_the_trace_of_nearly_equal_results_keeps_a_readable_y_axis():
     config = StudyConfig(name="flat", data=DataConfig(name="digits"), backbone="small_cnn", weights="none",
                          method="erm", fixed={}, search={"x": Range(0.0, 1.0)})
     values = [0.94032, 0.94046, 0.94040, 0.94035]
-    trials = [TrialRecord(i, i, "completed", {"x": i / 4}, 0, {"val_accuracy": v}, None, 1.0, 0.0, None, [], [])
+    trials = [TrialRecord(i, i, "completed", {"x": i / 4}, 0, {"val_accuracy": v}, None, 1.0, 0.0, None)
               for i, v in enumerate(values)]
     (trace,) = trace_pictures(StudyData(StudyRecord(1, "flat", "", config, None), trials))
     low, high = trace.figure.axes[0].get_ylim()

@@ -31,8 +31,8 @@ def check_prefixes(trials, study) -> int:
         assert [t.parameters["epochs"] for t in mine] == expected
         for prefix in mine:
             epoch = trained.epochs[prefix.parameters["epochs"] - 1]
-            assert prefix.metrics["val_balanced_accuracy"] == epoch.val["balanced_accuracy"]
-            assert prefix.metrics["test_accuracy"] == epoch.test["accuracy"]
+            assert prefix.metrics["val_balanced_accuracy"] == epoch.splits.val.balanced_accuracy
+            assert prefix.metrics["test_accuracy"] == epoch.splits.test.accuracy
             assert {k: v for k, v in prefix.parameters.items() if k != "epochs"} == {
                 k: v for k, v in trained.parameters.items() if k != "epochs"}
             assert prefix.settings.params["epochs"] == prefix.parameters["epochs"]
@@ -98,8 +98,8 @@ def test_early_stopping_stops_trials_behind_the_median_and_stores_each_once_with
     stopped = [t for t in trained if t.status == "early_stopped"]
     assert stopped and summary.early_stopped == len(stopped)
     for k, trial in enumerate(trained):
-        curves = [objective_curve([{"val": e.val} for e in t.epochs], "val_balanced_accuracy") for t in trained[:k]]
-        values = [e.val["balanced_accuracy"] for e in trial.epochs]
+        curves = [objective_curve([e.metrics for e in t.epochs], "val_balanced_accuracy") for t in trained[:k]]
+        values = [e.splits.val.balanced_accuracy for e in trial.epochs]
         for epoch in range(1, len(values) + 1):
             reached = [max(c[:epoch]) for c in curves if len(c) >= epoch]
             below = len(reached) >= MIN_CURVES and max(values[:epoch]) < np.median(reached)

@@ -188,7 +188,7 @@ def record(study: StudyConfig) -> StudyRecord:
 
 def trial(index: int, status: str = "completed", **metrics: float) -> TrialRecord:
     return TrialRecord(index, index, status, {"lr_head": 0.1}, 0, metrics if status == "completed" else None, None,
-                       1.0, 0.1, None, [], [])
+                       1.0, 0.1, None)
 
 
 def hand_study(**fields) -> StudyConfig:

@@ -210,7 +210,7 @@ def test_the_models_pick_passes_over_one_lucky_outlier():
         client.complete_trial(trial_index=index, raw_data={"y": float(value)})
     predictions = predict_tried(client._experiment, "y")
     assert set(predictions) == set(range(12)) and all(p["fitted_on"] == 12 for p in predictions.values())
-    trials = [TrialRecord(i, i, "completed", {"x": float(x)}, 0, {"y": float(v)}, None, 1.0, 0.0, None, [], [],
+    trials = [TrialRecord(i, i, "completed", {"x": float(x)}, 0, {"y": float(v)}, None, 1.0, 0.0, None,
                           predicted=predictions[i]) for i, (x, v) in enumerate(zip(xs, values))]
     assert max(trials, key=lambda t: t.metrics["y"]).trial_index == outlier  # the best observed: luck
     from pipeline.store import StudyRecord

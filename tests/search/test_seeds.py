@@ -48,7 +48,7 @@ def test_search_seed_moves_the_proposals_and_seed_moves_the_training(tmp_path):
     # seed: the same Sobol point, trained with another seed, ends elsewhere
     assert other_train.parameters == base.parameters
     assert (other_train.seed, base.seed) == (1, 0)
-    assert other_train.epoch_train_loss != base.epoch_train_loss
+    assert [e.train_loss for e in other_train.epochs] != [e.train_loss for e in base.epochs]
 
 
 def test_run_search_seed_option_is_stored_with_the_study(tmp_path, cli):

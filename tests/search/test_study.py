@@ -38,7 +38,7 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
     for t in trials:
         assert set(t.parameters) == {"alpha", "T", "eta"} and 1 <= t.parameters["T"] <= 3
         assert 0 <= t.metrics["val_accuracy"] <= 1 and 0 <= t.metrics["test_worst_class_accuracy"] <= 1
-        assert set(t.per_class["test"]) == {str(i) for i in range(10)} and len(t.epoch_train_loss) == 1
+        assert set(t.per_class["test"]) == {str(i) for i in range(10)} and len(t.epochs) == 1
         assert t.train_seconds > 0 and t.proposal_seconds >= 0
 
     code, out, _ = cli("run", str(study_file(tmp_path)), "--db", db, "--log-file", str(tmp_path / "ax.log"))

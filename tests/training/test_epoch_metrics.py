@@ -4,7 +4,6 @@ rest on)."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict
 
 import pytest
 
@@ -30,7 +29,7 @@ def test_a_run_to_e_epochs_holds_the_run_to_fewer_exactly(digits, method):
     longer = train(TrainConfig(method=method, params={**params, "epochs": 3}, device="cpu", threads=1), data)
     assert [e.epoch for e in longer.epochs] == [1, 2, 3]
     assert longer.epochs[1].val == shorter.val and longer.epochs[1].test == shorter.test, method
-    assert longer.epochs[1].train_loss == shorter.epoch_train_loss[-1]
+    assert longer.epochs[1].train_loss == shorter.epochs[-1].train_loss
     assert longer.epochs[-1].test == longer.test  # the last epoch is the run's result
 
 
@@ -41,16 +40,16 @@ def test_trials_and_evaluation_runs_keep_every_epochs_metrics(tuned, cli, tmp_pa
     study = store.study("tiny")
     for trial in store.trials(study.id):
         assert [e.epoch for e in trial.epochs] == [1]  # TUNED_LS trains 1 epoch
-        last = trial.epochs[-1]
-        assert last.test["accuracy"] == trial.metrics["test_accuracy"]
-        assert last.val["per_class_accuracy"] == trial.per_class["val"]
+        last = trial.epochs[-1].splits
+        assert last.test.accuracy == trial.metrics["test_accuracy"]
+        assert last.val.per_class_accuracy == trial.per_class["val"]
     code, _, err = cli("evaluate", "tiny", "--seeds", "1", "--db", str(db), "--device", "cpu",
                        "--log-file", str(tmp_path / "log.txt"))
     assert code == 0, err
     (run,) = Store(str(db), create=False).evaluations(study.id)
     assert [e.epoch for e in run.epochs] == [1]
-    assert run.epochs[0].test["accuracy"] == run.metrics["test_accuracy"]
-    assert asdict(run.epochs[0])["val"]["examples"] == run.epochs[0].val["examples"] > 0
+    assert run.epochs[0].splits.test.accuracy == run.metrics["test_accuracy"]
+    assert run.epochs[0].to_dict()["val"]["examples"] == run.epochs[0].splits.val.examples > 0
     code, _, err = cli("report", "tiny", "--db", str(db), "--plots", str(tmp_path / "pictures"),
                        "--log-file", str(tmp_path / "log.txt"))
     assert code == 0, err

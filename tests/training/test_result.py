@@ -10,14 +10,15 @@ import pytest
 from pipeline.config import RunSettings
 from pipeline.spec.study_config import parse_study
 from pipeline.store import Store
-from pipeline.training.result import EpochMetrics, RunResult, SplitMetrics, over_seeds
+from pipeline.store.records import EpochRecord
+from pipeline.training.result import EpochMetrics, RunResult, SplitMetrics, ValTest, over_seeds
 from helpers import DATA
 
 
 def _run(seed: int, val: float, per_class: dict[str, float], seconds: float = 2.0) -> RunResult:
     split = SplitMetrics(val, val + 0.01, min(per_class.values()), per_class, 30)
-    return RunResult(split, split, [1.0], [val], seconds, seed, RunSettings.from_dict({"seed": seed}),
-                     distinct_per_batch=31.5, epochs=(EpochMetrics(1, 1.0, split, split),))
+    return RunResult(split, split, (EpochMetrics(1, 1.0, split, split),), seconds, seed,
+                     RunSettings.from_dict({"seed": seed}), distinct_per_batch=31.5)
 
 
 def test_several_seeds_average_every_metric_and_each_class_and_keep_each_seed_apart():
@@ -61,3 +62,38 @@ def test_a_database_of_0_6_reads_its_metrics_without_the_facts_stored_beside_the
         assert run.examples == {"val": 359, "test": 359} and run.distinct_per_batch is not None
     assert sorted(json.dumps(run.stored_metrics(), sort_keys=True) for run in runs) == sorted(
         json.dumps(m, sort_keys=True) for m in stored)  # copied to another variant, a run is stored as it was
+
+
+def test_each_epoch_is_stored_as_every_version_since_0_5_wrote_it_and_reads_back_typed(tmp_path):
+    """An epoch's row, an evaluation's epochs (copied to another variant too) and an epoch prefix's metrics, as
+    0.5.0 and later store them (an epoch without a validation split included); read back as typed records."""
+    store = Store(str(tmp_path / "r.db"))
+    study = store.create_study(parse_study({"name": "s", "method": {"name": "ls"}}, "s.toml"))
+    empty, split = SplitMetrics(None, None, None, {}, 0), SplitMetrics(0.5, 0.52, 0.25, {"a": 0.25}, 30)
+    epochs = (EpochMetrics(1, 2.5, empty, split), EpochMetrics(2, 1.25, split, split))
+    result = RunResult(split, split, epochs, 3.0, 0, RunSettings.from_dict({"seed": 0}))
+    store.complete_trial(store.start_trial(study.id, 0, {"alpha": 0.1}, 0, 0.1), result)
+    (trial,) = store.trials(study.id)
+    with store.engine.begin() as connection:
+        store.add_prefix(connection, study.id, 1, trial, trial.epochs[1])
+    store.add_evaluation(study.id, "tuned", 0, 0, {}, result, {"a": 1})
+    (run,) = store.evaluations(study.id)
+    store.copy_evaluation(study.id, "again", 0, run)
+    none = '{"accuracy": null, "balanced_accuracy": null, "worst_class_accuracy": null, "per_class_accuracy": {}, ' \
+           '"examples": 0}'
+    some = '{"accuracy": 0.5, "balanced_accuracy": 0.52, "worst_class_accuracy": 0.25, "per_class_accuracy": ' \
+           '{"a": 0.25}, "examples": 30}'
+    with sqlite3.connect(tmp_path / "r.db") as connection:
+        rows = connection.execute("select epoch, train_loss, val_accuracy, val, test from rt_trial_epochs").fetchall()
+        (prefix,) = connection.execute("select metrics, per_class from rt_trials where prefix_of = 0").fetchall()
+        stored = [epochs for (epochs,) in connection.execute("select epochs from rt_evaluations order by id")]
+    assert rows == [(1, 2.5, None, none, some), (2, 1.25, 0.5, some, some)]
+    assert prefix == ('{"val_accuracy": 0.5, "val_balanced_accuracy": 0.52, "val_worst_class_accuracy": 0.25, '
+                      '"val_examples": 30.0, "test_accuracy": 0.5, "test_balanced_accuracy": 0.52, '
+                      '"test_worst_class_accuracy": 0.25, "test_examples": 30.0}',
+                      '{"val": {"a": 0.25}, "test": {"a": 0.25}}')
+    assert stored == [f'[{{"epoch": 1, "train_loss": 2.5, "val": {none}, "test": {some}}}, '
+                      f'{{"epoch": 2, "train_loss": 1.25, "val": {some}, "test": {some}}}]'] * 2
+    typed = (EpochRecord(1, 2.5, None, ValTest(empty, split)), EpochRecord(2, 1.25, 0.5, ValTest(split, split)))
+    assert trial.epochs == run.epochs == store.evaluations(study.id)[1].epochs == typed
+    assert [e.metrics for e in trial.epochs] == [e.metrics for e in epochs]
