@@ -16,7 +16,7 @@ from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
-                         TrialsPerGpu, Wide, Workers)
+                         TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS, TablesFormat)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, clock, live_export
 from pipeline.spec.campaign_config import APART, REFERENCE, SEED_STRIDE
@@ -268,6 +268,7 @@ def compare(
         "--set", metavar="KEY=VALUE",
         help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,
+    format_: TablesFormat = "table",
 ) -> None:
     """Tune and compare every method of a campaign.
 
@@ -287,6 +288,7 @@ def compare(
     from pipeline.compare.verdict import take_verdict
     from pipeline.report.verdict_report import across_tables, verdict_tables
 
+    fmt = chosen_format(format_, TABLE_FORMATS)
     check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates, list(set_ or []))
     check_precision(precision)
@@ -329,4 +331,4 @@ def compare(
     store = Store(db, create=False)
     record = store.require_campaign(campaign.name)
     print_tables(across_tables(take_across_tasks(store, record)) if record.tasks
-                 else verdict_tables(take_verdict(store, record)), "table", None, wide=wide)
+                 else verdict_tables(take_verdict(store, record)), fmt, None, wide=wide)

@@ -594,7 +594,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     if not search and searching:
         params.fail("params", "nothing to search: every parameter is fixed; search one, "
                               "e.g. epochs = { low = 21, high = 60 }; to train this one configuration: "
-                              "robust-tune train --study FILE")
+                              "robust-tune train --study-file FILE")
 
     search_fields = _Fields(source, "search", top.take("search", dict, {}))
     strategy_given = "strategy" in search_fields.table
