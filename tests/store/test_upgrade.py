@@ -88,7 +88,7 @@ def test_reading_commands_leave_an_old_database_byte_identical(old, cli):
     assert code == 0 and 'name = "old-quick-best"' in out and 'imbalance_in = "train"' in out
     code, out, err = cli("best", "old-ls", "--db", str(old), "--format", "json")
     assert code == 0 and json.loads(out)["train"]["method"] == "ls"
-    code, out, err = cli("train", "--from-study", "old-ls", "--db", str(old), "--device", "cpu", "--json")
+    code, out, err = cli("train", "--from-study", "old-ls", "--db", str(old), "--device", "cpu", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["settings"]["method"] == "ls"
     assert UPGRADED not in err
