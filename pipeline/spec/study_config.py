@@ -116,7 +116,6 @@ MAX_SEEDS_PER_TRIAL = 100
 PICKS = ("observed", "model")
 DEFAULT_PICK = "observed"
 
-CONSTRAINT_OPERATORS = (">=", "<=")
 _CONSTRAINT = re.compile(r"\s*([A-Za-z_]\w*)\s*(>=|<=)\s*(\S+)\s*")
 
 MAX_TRIALS = 10_000  # per study; a larger number is a typo
