@@ -176,8 +176,8 @@ class CampaignView:
             self.clock.on_event(event, self.searching)
         if isinstance(event, CampaignWork):
             self.clock = CampaignClock(event)
-            for line in work_lines(event):
-                print_line(stderr, line, markup=False, highlight=False)
+            for work in work_lines(event):
+                print_line(stderr, work, markup=False, highlight=False)
         elif isinstance(event, CampaignTogether):
             self.header, self.study, self.together, self.searched_together = Text(""), None, {}, 0
             self.retraining = False
@@ -191,19 +191,19 @@ class CampaignView:
             self.evaluation.name_study = True
             print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, StudiesStarted):
-            for view in self.together.values():
-                view.slots = max(1, event.capacity)
+            for waiting in self.together.values():
+                waiting.slots = max(1, event.capacity)
             print_line(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
                        highlight=False)
         elif isinstance(event, StudyFinished):
             self.searched_together += 1
         elif self.together and (view := self.together.get(event.name if isinstance(event, StudyStarted)
                                                           else getattr(event, "study", ""))) is not None:
-            line = view.on_event(event)
-            if line and not isinstance(event, StudyStarted):  # each line names its study (widenings come several)
-                line = "\n".join(f"{view.name}: {part}" for part in line.splitlines())
-            if line:
-                print_line(stderr, line, markup=False, highlight=False)
+            said = view.on_event(event)
+            if said and not isinstance(event, StudyStarted):  # each line names its study (widenings come several)
+                said = "\n".join(f"{view.name}: {part}" for part in said.splitlines())
+            if said:
+                print_line(stderr, said, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
         elif isinstance(event, TasksAdded):
@@ -243,9 +243,9 @@ class CampaignView:
         elif isinstance(event, RunEnded) or self.retraining or self.evaluation.name_study:
             self.evaluation.on_event(event)  # runs, epochs and batches (bars only for runs in this process)
         elif self.study is not None:
-            line = self.study.on_event(event)
-            if line:  # above the live view on a terminal, the log's line otherwise
-                print_line(stderr, line, markup=False, highlight=False)
+            said = self.study.on_event(event)
+            if said:  # above the live view on a terminal, the log's line otherwise
+                print_line(stderr, said, markup=False, highlight=False)
 
 
 @app.command()

@@ -246,7 +246,7 @@ def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> 
     objective = stored.objective
     tuned = ", ".join(stored.search) or "none"
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
-             f"{objective} {percent(trial.metrics[objective])}%.",
+             f"{objective} {percent((trial.metrics or {}).get(objective))}%.",
              f"# Every parameter is fixed (the study tuned {tuned}).",
              "# Train it with `robust-tune train --study-file FILE`.",
              f"name = {_toml_value(study.name + '-best')}", *_goal_lines(stored), f"seed = {stored.seed}", "",

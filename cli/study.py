@@ -234,8 +234,8 @@ def run(
         if live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
             live.study(study.name)
 
-    view = StudyView(study.fixed.get("epochs"), runner.capacity)
-    parallel = dict(runner=runner, precision=precision)
+    fixed_epochs = study.fixed.get("epochs")
+    view = StudyView(fixed_epochs if isinstance(fixed_epochs, int) else None, runner.capacity)
     resume = resume_command(ctx, {"db": shown_database})
     try:
         if stderr.is_terminal:
@@ -250,7 +250,8 @@ def run(
                     print_line(stderr, line, markup=False, highlight=False)
 
             with ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4, transient=True):
-                summary = run_study(study, db, device, trials, log_file, on_live_event, **parallel)
+                summary = run_study(study, db, device, trials, log_file, on_live_event, runner=runner,
+                                    precision=precision)
             if view.rows:
                 stderr.print(view.trials_grid())  # the run's trials stay on screen
         else:  # a log (nohup, CI): one plain line per study start and per trial end
@@ -263,7 +264,7 @@ def run(
                     print_line(stderr, line, markup=False, highlight=False)
 
             with ctrl_c_kept() as ctrl_c:
-                summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
+                summary = run_study(study, db, device, trials, log_file, on_event, runner=runner, precision=precision)
     except KeyboardInterrupt as stop:
         if stderr.is_terminal and view.rows:
             stderr.print(view.trials_grid())  # the live table went with Ctrl-C: its trials stay on screen
@@ -396,7 +397,7 @@ def report(
         stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
     from pipeline.report.report_page import page_images, page_source
 
-    chosen = []
+    chosen: list[ReportTable] = []
     if columns is not None:
         tables, chosen = _pick_columns(tables, [best, *trials], columns)
     print_tables(tables, fmt, out, force, sqlite_file(store.url), page_images(pictures) or None, wide, chosen,

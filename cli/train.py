@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
 from rich.table import Table
@@ -111,10 +111,10 @@ def train(
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
         precision=precision, threads=DEFAULT_THREADS if threads is None else threads)
     if set_:
-        data = data_with(config.data, list(set_))
+        fields = data_with(config.data, list(set_))
         if image_size is None and not any(text.startswith("data.image_size") for text in set_):
-            data = replace(data, image_size=image_size_for(data.name, backbone))  # --set data.name=images
-        config = replace(config, data=data)
+            fields = replace(fields, image_size=image_size_for(fields.name, backbone))  # --set data.name=images
+        config = replace(config, data=fields)
     if from_study is not None and study_file is not None:
         raise UserError("--from-study and --study-file each name the configuration: give one")
     if from_study is not None:
@@ -145,6 +145,7 @@ def train(
 
         from pipeline.training.predict import CARD_KEY, model_card
 
+        assert result.model is not None  # the trainer's own result keeps its model
         torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict(),
                     CARD_KEY: model_card(data, config.data.name, config.backbone)}, save)
         stderr.print(f"wrote {save}")
@@ -221,7 +222,7 @@ def methods() -> None:
     Each part of a method (loss, sampler, mixer, generator, weights) with the hyper-parameters it takes, their
     defaults, valid values, study ranges and which ends of a range a study may widen (soft ends: see
     docs/guide/study-files.md, "Ranges that widen")."""
-    sections = [("every method: the shared trainer", TRAINING_PARAMS)]
+    sections: list[tuple[str, Sequence[HParam]]] = [("every method: the shared trainer", TRAINING_PARAMS)]
     sections += [(f"{family} {part.name}: {part.source}", part.params)
                  for family, registry in FAMILIES.items() for part in registry.values()]
     narrow = stdout.width < _table_width([p for _, params in sections for p in params])
@@ -253,7 +254,7 @@ MEANING_WIDTH = 30  # the least room the table's meaning column gets; narrower t
 COLUMNS = ("parameter", "default", "valid", "study range", "widens")
 
 
-def _table_width(params: list[HParam]) -> int:
+def _table_width(params: Sequence[HParam]) -> int:
     """How wide the parameters table must be for its meaning column to get MEANING_WIDTH: the four columns
     that never wrap at their widest, and a border and a space either side of every column."""
     widest = [max(len(text) for text in texts) for texts in zip(
@@ -262,7 +263,7 @@ def _table_width(params: list[HParam]) -> int:
     return sum(widest) + MEANING_WIDTH + 3 * (len(COLUMNS) + 1) + 1
 
 
-def _print_block(title: str, params: list[HParam]) -> None:
+def _print_block(title: str, params: Sequence[HParam]) -> None:
     """A part as a block, for a terminal too narrow for the table: its title, then a line per parameter with its
     default, valid values and study range, and its meaning under it; long lines wrap between words, indented
     under their first."""
