@@ -120,7 +120,7 @@ OPTIONS = [
     ("bench-unknown-subcommand", ["bench", "nope"], "nope"),
     ("bench-option-of-another", ["bench", "search", "--rounds", "2"], "--rounds"),
     ("bench-old-flag-refused-input", ["bench", "--search", "--problem", "nope"], "robust-tune bench search"),
-    ("bench-two-old-flags", ["bench", "--search", "--prefixes"], "one at a time"),
+    ("bench-two-old-flags", ["bench", "--search", "--prefixes"], "bench --search is now"),
     ("bench-parallel-no-workers", ["bench", "parallel", "--workers", "0"], "--workers must be 1 or more"),
     ("option-with-markup", ["studies", "--x[/]"], "No such option: --x[/]"),  # shown as typed, never as markup
     ("option-with-a-style", ["report", "--bogus[red]x"], "--bogus[red]x"),

@@ -32,7 +32,7 @@ def stored(tmp_path) -> str:
 
 @pytest.mark.parametrize("args", [["--help"], ["methods"], ["studies"], ["report"], ["report", "--all-trials"],
                                   ["data", "prepare", "--help"], ["studies", "--help"], ["export", "--help"],
-                                  ["bench", "--help"], ["bench", "search", "--help"], ["bench", "--study", "--help"]])
+                                  ["bench", "--help"], ["bench", "search", "--help"], ["bench", "study", "--help"]])
 def test_reading_commands_never_import_torch_ax_or_mlflow_nor_sqlalchemy_without_a_database_to_read(stored, args):
     reads = args[0] in ("studies", "report") and "--help" not in args
     probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
