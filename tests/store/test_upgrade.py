@@ -78,7 +78,7 @@ def test_reading_commands_leave_an_old_database_byte_identical(old, cli):
     code, out, err = cli("studies", "--db", str(old))
     assert code == 0, err
     assert "old-quick" in out and "old-ls" in out and "2 of 3" in out
-    code, out, err = cli("report", "--db", str(old), "--format", "markdown", "--trials")
+    code, out, err = cli("report", "--db", str(old), "--format", "markdown", "--all-trials")
     assert code == 0, err
     assert "| digits (class 3 at 5% in train) | small_cnn | hws |" in out and "| digits | small_cnn | ls |" in out
     code, out, err = cli("report", "--db", str(old), "--compare", "--format", "json")

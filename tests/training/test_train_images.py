@@ -75,7 +75,7 @@ initial = 2
     db = tmp_path / "runs.db"
     code, out, err = cli("run", str(study), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
-    code, out, _ = cli("report", "--db", str(db), "--format", "json", "--trials")
+    code, out, _ = cli("report", "--db", str(db), "--format", "json", "--all-trials")
     best, *_, trials = json.loads(out)
     assert best["rows"][0]["dataset"] == "mt-defect" and best["rows"][0]["network"] == "resnet18"
     assert [t["status"] for t in trials["rows"]] == ["completed", "completed"]
