@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 # the same (seed, split) pairs, and the verdict (studies/demo-campaign.toml).
 demo: $(STAMP)
 	$(VENV)/bin/robust-tune run studies/quickstart.toml
-	$(VENV)/bin/robust-tune report quickstart --trials
+	$(VENV)/bin/robust-tune report quickstart --all-trials
 	$(VENV)/bin/robust-tune report quickstart --plots runs/pictures --format html --out runs/quickstart.html --force
 	@echo "Pictures of the quickstart: runs/pictures/quickstart-*.png; all of it on one page: runs/quickstart.html"
 	@echo "The quickstart tuned hws alone. Is it better than plain training? Only against an ERM tuned as carefully:"

@@ -15,7 +15,7 @@ app = typer.Typer(
          "and compare them honestly against plain training.",
     no_args_is_help=True,
     add_completion=True,
-    # Plain help: typer's Rich help panels print every flag as `--json <bool>`, as if it took a value.
+    # Plain help: typer's Rich help panels print every flag as `--wide <bool>`, as if it took a value.
     rich_markup_mode=None,
 )
 

@@ -1,6 +1,5 @@
 """`robust-tune bench steps|study|search|prefixes|parallel|workers|runs|startup|verdict`: the tool measured here and
-now, one benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`; the old
-mode flags (`bench --search ...`) still run their subcommand, with a note naming the new form."""
+now, one benchmark per subcommand, each with only the options it uses. `robust-tune bench` alone runs `steps`."""
 from __future__ import annotations
 
 import math
@@ -8,84 +7,28 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
-from typer.core import TyperGroup
 
 from cli.app import app
-from cli.options import (BenchFormat, Db, Device, Initial, MarkdownAlias, PlotForce, Processes,
-                         Rounds, chosen_format)
-from cli.render import print_line, print_tables, stderr, stdout
+from cli.options import BenchFormat, Db, Device, Initial, PlotForce, Processes, Rounds, chosen_format
+from cli.render import print_tables, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.report.tables import Table as ReportTable
 
-# The flags that chose a benchmark before each had its own subcommand, and that subcommand.
-OLD_MODES = {"--study": "study", "--search": "search", "--prefixes": "prefixes", "--parallel": "parallel",
-             "--startup": "startup"}
-DEFAULT = "steps"  # what `robust-tune bench` runs without a subcommand
-
-
-def new_form(args: list[str], commands: Any, meta: dict) -> list[str]:
-    """`bench`'s arguments as the subcommands read them: none, or options alone, run `steps` (as `bench` did
-    before it had subcommands); an old mode flag (`--search`) becomes its subcommand, and `meta` keeps a note
-    naming the new form. Two old mode flags are refused: each is a benchmark of its own."""
-    if not args:
-        return [DEFAULT]
-    if args[0] in commands or args == ["--help"]:
-        return args
-    own = args[:args.index("--")] if "--" in args else args
-    modes = list(dict.fromkeys(arg for arg in own if arg in OLD_MODES))  # in the order given
-    if len(modes) > 1:
-        raise UserError(f"bench {' and '.join(modes)} are {len(modes)} benchmarks: run one at a time, "
-                        + " or ".join(f"`robust-tune bench {OLD_MODES[flag]}`" for flag in modes))
-    if modes:
-        meta[OLD_FORM] = f"bench {modes[0]} is now `robust-tune bench {OLD_MODES[modes[0]]}`"
-        rest = list(args)
-        rest.remove(modes[0])
-        return [OLD_MODES[modes[0]], *rest]
-    if args[0].startswith("-"):
-        return [DEFAULT, *args]
-    return args  # an unknown subcommand: the parser names it
-
-
-OLD_FORM = "robust-tune.bench.old-form"  # the note on an old mode flag, kept in the click context's meta
-
-
-class BenchGroup(TyperGroup):
-    """The bench group, reading the command lines `bench` took before it had subcommands (see `new_form`). An
-    old mode flag runs its subcommand; the note naming the new form comes after the benchmark's output, or as
-    part of the one error line where the command line was refused."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if not ctx.resilient_parsing:  # shell completion parses as typed
-            args = new_form(args, self.commands, ctx.meta)
-        return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: Any) -> Any:
-        note = ctx.meta.get(OLD_FORM)
-        if note is None:
-            return super().invoke(ctx)
-        try:
-            value = super().invoke(ctx)
-        except UserError as error:
-            raise UserError(f"{error}; {note}") from None
-        except typer.TyperException as error:  # a usage error: an option the subcommand does not take
-            if not hasattr(error, "message"):
-                raise
-            error.message = f"{error.message}; {note}"
-            raise
-        print_line(stderr, f"note: {note}", highlight=False, markup=False)
-        return value
-
-
 bench_app = typer.Typer(
-    cls=BenchGroup,
     help="Measure the tool on this machine, one benchmark per subcommand.\n\n`robust-tune bench` alone runs "
          "`bench steps`. Each subcommand's --help says what it measures and what its options mean.")
 app.add_typer(bench_app, name="bench")
 
 
-def _markdown(format_: str, markdown: bool) -> bool:
-    return chosen_format(format_, ("table", "markdown"), "markdown" if markdown else None) == "markdown"
+@bench_app.callback(invoke_without_command=True)
+def bench_alone(ctx: typer.Context) -> None:
+    """`robust-tune bench` with no subcommand: the step-time benchmark at its defaults."""
+    if ctx.invoked_subcommand is None:
+        bench_steps()
+
+
+def _markdown(format_: str) -> bool:
+    return chosen_format(format_, ("table", "markdown")) == "markdown"
 
 
 @bench_app.command("steps")
@@ -110,13 +53,12 @@ def bench_steps(
         help="The paper setting's ResNets (repeat; default resnet18, resnet34 and resnet50).")] = None,
     image_size: Annotated[int, typer.Option(min=8, max=4096, help="Pixels a side in the paper setting.")] = 224,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Time a training step of every method against ERM.
 
     Each method's step time is measured as a ratio to ERM's at the same precision, side by side in one
     process: the median of --rounds rounds of --steps steps each. `robust-tune bench` alone runs this."""
-    markdown = _markdown(format_, markdown)
+    markdown = _markdown(format_)
     from pipeline.config import check_precision
 
     precisions = tuple(precision or ["auto"])
@@ -156,23 +98,17 @@ def bench_steps(
             values.insert(-1, "" if row.memory_mib is None else f"{row.memory_mib:.0f}")
         return values
 
-    if markdown:
-        print(f"Measured on {machine()}.\n")
-        print("| set-up | " + " | ".join(columns) + " |")
-        print("|---|---|---|" + "---:|" * (len(columns) - 3) + "---|")
-        for i, row in enumerate(rows):  # each set-up named on its first row only
-            setting = row.setting if i == 0 or row.setting != rows[i - 1].setting else ""
-            print(f"| {setting} | " + " | ".join(cells(row)) + " |")
+    if markdown:  # one table for the README, each set-up named on its first row only
+        named = [[row.setting if i == 0 or row.setting != rows[i - 1].setting else "", *cells(row)]
+                 for i, row in enumerate(rows)]
+        _print_results([ReportTable("Step time as a ratio to ERM at the same precision", ["set-up", *columns],
+                                    named, [f"Measured on {machine()}."])], markdown)
         return
-    stdout.print(f"Step time as a ratio to ERM at the same precision ({machine()})")
-    for setting in dict.fromkeys(row.setting for row in rows):
-        table = Table(title=setting, title_justify="left")
-        for i, column in enumerate(columns):
-            table.add_column(column, justify="left" if i < 2 or i == len(columns) - 1 else "right", no_wrap=i == 0)
-        for row in rows:
-            if row.setting == setting:
-                table.add_row(*cells(row))
-        stdout.print(table)
+    tables = [ReportTable(setting, columns, [cells(row) for row in rows if row.setting == setting])
+              for setting in dict.fromkeys(row.setting for row in rows)]
+    if tables:
+        tables[-1].notes.append(f"Step time as a ratio to ERM at the same precision, measured on {machine()}.")
+    _print_results(tables, markdown)
 
 
 @bench_app.command("study")
@@ -186,13 +122,12 @@ def bench_study(
     epochs: Annotated[Optional[int], typer.Option(
         min=1, help="Fix each trial's epochs (default: searched in [21, 60], as the study file says).")] = None,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Time a whole GI-LS study, alone and with trials at once.
 
     The wall time of the GI-LS paper's MT-Defect ResNet18 study (studies/paper/gils-mt-defect-resnet18.toml)
     on generated images of MT-Defect's size, one trial at a time and with --workers trials at once."""
-    _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs, _markdown(format_, markdown))
+    _print_study(device, tuple(workers or (2, 4, 8)), trials, image_size, epochs, _markdown(format_))
 
 
 # Search seeds per strategy and problem by default: every default strategy on the first five problems in under 30
@@ -220,14 +155,13 @@ def bench_search(
              "file.")] = None,
     force: PlotForce = False,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Compare the search strategies on problems whose truth is known.
 
     The GP and its variants, Sobol, random and Optuna's TPE (if installed) side by side: the true value of
     each strategy's recommendation after k trainings, over --seeds search seeds."""
     _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials, initial, processes, plot, force,
-                  _markdown(format_, markdown))
+                  _markdown(format_))
 
 
 @bench_app.command("prefixes")
@@ -244,14 +178,13 @@ def bench_prefixes(
         help="Draw each variant's true value against the epochs trained into this PNG file.")] = None,
     force: PlotForce = False,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Measure what epoch prefixes and early stopping save.
 
     In a search that tunes epochs, replayed from real per-epoch digits curves: plain search against telling
     Ax every epoch prefix, stopping trials early, and both."""
     _print_prefixes(tuple(variant or ()), seeds, budget, initial, min_epochs, processes, plot, force,
-                    _markdown(format_, markdown))
+                    _markdown(format_))
 
 
 @bench_app.command("parallel")
@@ -263,13 +196,12 @@ def bench_parallel(
     threads: Annotated[int, typer.Option(min=1, max=64, help="torch's CPU threads of each trial.")] = 1,
     rounds: Rounds = 5,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Time trials in this process against trials on Dask workers.
 
     A quickstart trial's seconds in this process and on a Dask worker, then trials per hour one at a time
     and on clusters of --workers workers, on the CPU."""
-    _print_parallel(epochs, threads, rounds, trials, tuple(workers or (1, 2)), _markdown(format_, markdown))
+    _print_parallel(epochs, threads, rounds, trials, tuple(workers or (1, 2)), _markdown(format_))
 
 
 @bench_app.command("workers")
@@ -288,7 +220,7 @@ def bench_workers(
     their ratio, and whether the default's trials trained at once, kept each budget exactly and never trained a
     configuration twice."""
 
-    _print_workers(file, tuple(set_ or ()), device, rounds, _markdown(format_, False))
+    _print_workers(file, tuple(set_ or ()), device, rounds, _markdown(format_))
 @bench_app.command("runs")
 def bench_runs(
     runs: Annotated[Optional[list[int]], typer.Option(
@@ -300,14 +232,13 @@ def bench_runs(
     device: Device = "auto",
     rounds: Rounds = 3,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Time runs of one configuration batched against one at a time.
 
     Runs per hour of N ERM runs (the small CNN on the digits) through the trainer one after another and as one
     batched model over the seeds, side by side in one process, and the largest difference between the two arms'
     numbers."""
-    _print_runs(tuple(runs or (4, 8)), tuple(threads or (1, 2)), epochs, device, rounds, _markdown(format_, markdown))
+    _print_runs(tuple(runs or (4, 8)), tuple(threads or (1, 2)), epochs, device, rounds, _markdown(format_))
 
 
 @bench_app.command("startup")
@@ -317,12 +248,11 @@ def bench_startup(
         envvar="ROBUST_TUNE_DB", help="The database report and studies read (default "
                                       "runs/robust-tune.db).")] = None,
     format_: BenchFormat = "table",
-    markdown: MarkdownAlias = False,
 ) -> None:
     """Time how fast --help, methods, report and studies answer.
 
     Each in a fresh process, as a ratio to a bare `import typer, rich`."""
-    _print_startup(db or "runs/robust-tune.db", rounds, _markdown(format_, markdown))
+    _print_startup(db or "runs/robust-tune.db", rounds, _markdown(format_))
 
 
 def _print_results(tables: list[ReportTable], markdown: bool) -> None:
@@ -499,8 +429,6 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
     """Per problem, the true value of each strategy's recommendation after k trainings; then, per strategy, how
     its proposals after the initial ones sit in the box (random search's give the base rate) and how long one
     takes."""
-    from rich.markup import escape
-
     from pipeline.bench.search import STRATEGY_NOTES, WIDEN, base_strategy
 
     def percent(value: float) -> str:
@@ -537,20 +465,9 @@ def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, in
             + "; ".join(f"{k}: {v}" for k, v in STRATEGY_NOTES.items() if k in bases)
             + (f"; {WIDEN}: after every trial, each soft end of a range the best observed trial sits on widened, as a "
                "study widens it (a bound then counts in the box searched at the time)" if widens else "") + ".")
-    if markdown:
-        for title, header, rows in tables:
-            print(f"**{title}**\n\n| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1))
-            print("\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n")
-        print(note)
-        return
-    for title, header, rows in tables:
-        table = Table(title=escape(title), title_justify="left")
-        for i, column in enumerate(header):
-            table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-        for row in rows:
-            table.add_row(*row)
-        stdout.print(table)
-    stdout.print(escape(note))
+    grids = [ReportTable(title, header, rows) for title, header, rows in tables]
+    grids[-1].notes.append(note)
+    _print_results(grids, markdown)
 
 
 def _proposal_cost_table(proposals: dict[str, list], initial: int) -> tuple[str, list[str], list[list[str]]]:
@@ -633,24 +550,11 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
             "recommendation's true value first reaches plain search's median at the full budget; trials and "
             "observations told to Ax: medians over search seeds. "
             + "; ".join(f"{k}: {v}" for k, v in VARIANTS.items() if k in chosen) + f" (from epoch {min_epochs}).")
-    if markdown:
-        print(f"**{title}**\n")
-        for caption, (header, rows) in zip(CAPTIONS, (values, picks, savings)):
-            print(f"{caption}\n\n| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1))
-            print("\n".join("| " + " | ".join(row) + " |" for row in rows) + "\n")
-        print(note)
-    else:
-        stdout.print(escape(title))
-        for caption, (header, rows) in zip(CAPTIONS, (values, picks, savings)):
-            stdout.print(caption, style="bold")
-            table = Table(box=None, pad_edge=False, header_style="bold")
-            for i, column in enumerate(header):
-                table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)
-            for row in rows:
-                table.add_row(*row)
-            stdout.print(table)
-            stdout.print()
-        stdout.print(escape(note))
+    captioned = [ReportTable(caption, header, rows)
+                 for caption, (header, rows) in zip(CAPTIONS, (values, picks, savings))]
+    captioned[0].title = f"{title}. {captioned[0].title}"
+    captioned[-1].notes.append(note)
+    _print_results(captioned, markdown)
     from pipeline.bench.prefixes import read_curves, surrogate_checks
 
     table = read_curves()

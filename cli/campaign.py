@@ -16,7 +16,7 @@ from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
-                         TrialsPerGpu, Wide, Workers)
+                         TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS, TablesFormat)
 from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
 from cli.study import StudyView, clock, live_export
 from pipeline.spec.campaign_config import APART, REFERENCE, SEED_STRIDE
@@ -176,8 +176,8 @@ class CampaignView:
             self.clock.on_event(event, self.searching)
         if isinstance(event, CampaignWork):
             self.clock = CampaignClock(event)
-            for line in work_lines(event):
-                print_line(stderr, line, markup=False, highlight=False)
+            for work in work_lines(event):
+                print_line(stderr, work, markup=False, highlight=False)
         elif isinstance(event, CampaignTogether):
             self.header, self.study, self.together, self.searched_together = Text(""), None, {}, 0
             self.retraining = False
@@ -191,19 +191,19 @@ class CampaignView:
             self.evaluation.name_study = True
             print_line(stderr, line, markup=False, highlight=False)
         elif isinstance(event, StudiesStarted):
-            for view in self.together.values():
-                view.slots = max(1, event.capacity)
+            for waiting in self.together.values():
+                waiting.slots = max(1, event.capacity)
             print_line(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
                        highlight=False)
         elif isinstance(event, StudyFinished):
             self.searched_together += 1
         elif self.together and (view := self.together.get(event.name if isinstance(event, StudyStarted)
                                                           else getattr(event, "study", ""))) is not None:
-            line = view.on_event(event)
-            if line and not isinstance(event, StudyStarted):  # each line names its study (widenings come several)
-                line = "\n".join(f"{view.name}: {part}" for part in line.splitlines())
-            if line:
-                print_line(stderr, line, markup=False, highlight=False)
+            said = view.on_event(event)
+            if said and not isinstance(event, StudyStarted):  # each line names its study (widenings come several)
+                said = "\n".join(f"{view.name}: {part}" for part in said.splitlines())
+            if said:
+                print_line(stderr, said, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
         elif isinstance(event, TasksAdded):
@@ -243,9 +243,9 @@ class CampaignView:
         elif isinstance(event, RunEnded) or self.retraining or self.evaluation.name_study:
             self.evaluation.on_event(event)  # runs, epochs and batches (bars only for runs in this process)
         elif self.study is not None:
-            line = self.study.on_event(event)
-            if line:  # above the live view on a terminal, the log's line otherwise
-                print_line(stderr, line, markup=False, highlight=False)
+            said = self.study.on_event(event)
+            if said:  # above the live view on a terminal, the log's line otherwise
+                print_line(stderr, said, markup=False, highlight=False)
 
 
 @app.command()
@@ -268,6 +268,7 @@ def compare(
         "--set", metavar="KEY=VALUE",
         help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,
+    format_: TablesFormat = "table",
 ) -> None:
     """Tune and compare every method of a campaign.
 
@@ -287,6 +288,7 @@ def compare(
     from pipeline.compare.verdict import take_verdict
     from pipeline.report.verdict_report import across_tables, verdict_tables
 
+    fmt = chosen_format(format_, TABLE_FORMATS)
     check_log_file(log_file)
     campaign = load_campaign(campaign_file, replicates, list(set_ or []))
     check_precision(precision)
@@ -329,4 +331,4 @@ def compare(
     store = Store(db, create=False)
     record = store.require_campaign(campaign.name)
     print_tables(across_tables(take_across_tasks(store, record)) if record.tasks
-                 else verdict_tables(take_verdict(store, record)), "table", None, wide=wide)
+                 else verdict_tables(take_verdict(store, record)), fmt, None, wide=wide)

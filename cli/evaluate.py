@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_format, chosen_workers, Db, Device, LogFile, Precision, Scheduler,
-                         Threads, TrialsPerGpu, typed, Wide, Workers)
+                         TABLE_FORMATS, TablesFormat, Threads, TrialsPerGpu, typed, Wide, Workers)
 from cli.render import (print_file_text, print_image_line, print_line, print_tables, print_upgrade, stderr, stdout,
                         update_batch_bars)
 from pipeline.config import DEFAULT_TRIALS_PER_GPU, TrainConfig, check_precision
@@ -106,8 +106,9 @@ def evaluate(
              "erm,cb:cb_power=0.5), at every setting it shares with the best trial and its own values over "
              "them; a baseline with own values is its own variant, named by them.")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
-        "--param", "-p", metavar="NAME=VALUE",
-        help="A baseline's own parameter as name=value (repeat); the rest are its defaults.")]
+        "--baseline-param", metavar="NAME=VALUE",
+        help="A parameter of every --against baseline as name=value (repeat; not of the study's configuration, "
+             "which --vary moves); the rest are its defaults.")]
     = None,
     vary: Annotated[Optional[str], typer.Option(
         help="Re-train the best configuration with one parameter moved: NAME=V1,V2,...")] = None,
@@ -126,6 +127,7 @@ def evaluate(
     trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
     log_file: LogFile = DEFAULT_LOG_FILE,
     wide: Wide = False,
+    format_: TablesFormat = "table",
 ) -> None:
     """Re-train a study's best over seeds, against baselines.
 
@@ -134,6 +136,7 @@ def evaluate(
     from pipeline.report.study_tables import compare_table
     from pipeline.store import Store, shown_database
 
+    fmt = chosen_format(format_, TABLE_FORMATS)
     if drop is not None:
         if (against or param or vary or resplit or threads is not None or trial is not None
                 or any(typed(ctx, name) for name in ("workers", "scheduler"))):  # not from the environment
@@ -168,9 +171,10 @@ def evaluate(
         raise typer.Exit(130)
     except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
         raise ServerLost(f"{lost}; {_stopped_runs(view, study)}; resume with {resume} once it is back") from None
-    if not ran:
-        stdout.print(f"study {study}: every run is already stored; nothing was changed.")
-    print_tables([compare_table(store, [study])], "table", None, wide=wide)
+    if not ran:  # stdout holds only the table in a file format
+        (stdout if fmt == "table" else stderr).print(f"study {study}: every run is already stored; nothing was "
+                                                     "changed.")
+    print_tables([compare_table(store, [study])], fmt, None, wide=wide)
 
 
 def _stopped_runs(view: EvaluationView | None, study: str) -> str:
@@ -235,16 +239,16 @@ def _goal_lines(stored: StudyConfig) -> list[str]:
 
 
 def _study_toml(study: StudyRecord, trial: TrialRecord, config: TrainConfig) -> str:
-    """The best configuration as a study file that `train --study` trains as it is: the study's data (only the
+    """The best configuration as a study file that `train --study-file` trains as it is: the study's data (only the
     fields it reads), network and method, every parameter fixed at the trial's value; no search, as nothing is
     left to search."""
     stored = study.study
     objective = stored.objective
     tuned = ", ".join(stored.search) or "none"
     lines = [f"# The best configuration of study {study.name}: trial {trial.trial_index}, "
-             f"{objective} {percent(trial.metrics[objective])}%.",
+             f"{objective} {percent((trial.metrics or {}).get(objective))}%.",
              f"# Every parameter is fixed (the study tuned {tuned}).",
-             "# Train it with `robust-tune train --study FILE`.",
+             "# Train it with `robust-tune train --study-file FILE`.",
              f"name = {_toml_value(study.name + '-best')}", *_goal_lines(stored), f"seed = {stored.seed}", "",
              "[data]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in stored.data.used().items()]
@@ -259,7 +263,7 @@ def best(
     study: Annotated[str, typer.Argument(help="A study in the database.")],
     db: Db = None,
     format_: Annotated[str, typer.Option("--format", help="toml (a study file fixing every parameter: "
-                                                          "`train --study FILE` trains it) or json (the train "
+                                                          "`train --study-file FILE` trains it) or json (the train "
                                                           "settings).")] = "toml",
     trial: Annotated[Optional[int], typer.Option(help="This trial instead of the best one.")] = None,
     pick: Pick = DEFAULT_PICK,

@@ -18,6 +18,28 @@ from cli.app import app
 from cli.render import print_line
 from pipeline.errors import DatabaseBusy, DatabaseFault, ServerLost, TrainingFailed, UserError
 
+# Options this tool no longer takes, and what to type instead: (the command they belonged to, None for any; the
+# old option; the new form). A command line with one is refused in one line before the parser reads it.
+OLD_FORMS = (
+    (None, "--json", "--json is now --format json"),
+    (None, "--markdown", "--markdown is now --format markdown"),
+    ("report", "--trials", "report --trials is now report --all-trials"),
+    ("train", "--study", "train --study is now train --study-file"),
+    ("evaluate", "--param", "evaluate --param is now evaluate --baseline-param"),
+    ("evaluate", "-p", "evaluate -p is now evaluate --baseline-param"),
+    *(("bench", f"--{mode}", f"bench --{mode} is now robust-tune bench {mode}")
+      for mode in ("study", "search", "prefixes", "parallel", "startup")),
+)
+
+
+def old_form(argv: list[str]) -> str | None:
+    """The new form of the first old option in `argv` (the arguments after `robust-tune`), None where there is
+    none; what follows `--` is an argument, never an option."""
+    command, args = (argv[0], argv[1:]) if argv else (None, [])
+    if "--" in args:
+        args = args[:args.index("--")]
+    return next((new for where, old, new in OLD_FORMS if where in (None, command) and old in args), None)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run the app; bad input prints one line naming the problem and exits with code 2; a training run that cannot
@@ -25,6 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     locked, or a fault of the database's file or disk (full, read-only, damaged) one line and code 1. On a terminal
     the line wraps between words."""
     errors = Console(stderr=True, highlight=False)
+    if (new := old_form(sys.argv[1:] if argv is None else list(argv))) is not None:
+        print_line(errors, f"[bold red]error:[/] {escape(new)}", markup=True)
+        sys.exit(2)
     if (health := _store_health()) is not None:
         health.forget()  # what an earlier command in this process opened
     try:

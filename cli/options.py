@@ -23,22 +23,23 @@ Threads = Annotated[Optional[int], typer.Option(
          "same count gives the same numbers in this process and on Dask workers.")]
 Wide = Annotated[bool, typer.Option(
     "--wide", help="Terminal tables with every column, long cells wrapped (default: the columns that fit one line "
-                   "per row; the rest is in --format markdown, csv or json).")]
+                   "per row; --format markdown or json prints every column).")]
 Mlflow = Annotated[Optional[str], typer.Option(
     "--mlflow", metavar="URI",
     help="Also log each trial to MLflow as it ends (and a campaign's verdict), at this tracking URI, e.g. "
          "file:./mlruns or http://HOST:5000 (default: the file's [tracking] mlflow). Needs pip install "
          "'robust-tune[mlflow]'.")]
 ResultFormat = Annotated[str, typer.Option("--format", help="table (for people) or json (for scripts).")]
-JsonAlias = Annotated[bool, typer.Option("--json", hidden=True, help="The same as --format json.")]
+TABLE_FORMATS = ("table", "markdown", "json")  # what --format takes where a command prints result tables
+TablesFormat = Annotated[str, typer.Option("--format", help="table (for people), markdown (for documents) or "
+                                                            "json (for scripts).")]
 
 
-def chosen_format(format_: str, known: tuple[str, ...], alias: str | None = None) -> str:
-    """The format a command prints in: `alias` where an older flag for it was given (--json, --markdown), else
-    --format, which must be one of `known` (a one-line UserError otherwise)."""
+def chosen_format(format_: str, known: tuple[str, ...]) -> str:
+    """--format, which must be one of `known` (a one-line UserError otherwise)."""
     if format_ not in known:
         raise UserError(f"unknown format {format_!r}; known: {', '.join(known)}")
-    return alias or format_
+    return format_
 Workers = Annotated[Optional[int], typer.Option(
     envvar="ROBUST_TUNE_WORKERS",
     help="Trials (or re-training runs) that train at once, each in a worker process of a Dask cluster on this "
@@ -55,7 +56,6 @@ DEFAULT_LOG_FILE = Path("runs/robust-tune.log")
 
 # The options of `bench`'s subcommands that more than one of them takes, with the same meaning in each.
 BenchFormat = Annotated[str, typer.Option("--format", help="table (for people) or markdown (for the README).")]
-MarkdownAlias = Annotated[bool, typer.Option("--markdown", hidden=True, help="The same as --format markdown.")]
 Rounds = Annotated[int, typer.Option(min=1, help="Timed rounds; the median is reported.")]
 Initial = Annotated[int, typer.Option(min=1, help="Sobol trials before the GP in each search.")]
 Processes = Annotated[int, typer.Option(min=1, max=256, help="Searches at once, each in its own process.")]

@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from cli.app import app
-from cli.options import Device, JsonAlias, chosen_format
+from cli.options import Device, chosen_format
 from cli.render import cut_text, metrics_table, print_line, stderr, stdout
 from pipeline.errors import UserError
 from pipeline.output_file import check_output, write_output
@@ -41,12 +41,11 @@ def predict(
     device: Device = "auto",
     format_: Annotated[str, typer.Option("--format", help="table (for people) or json (the predictions, with "
                                                           "--labelled the metrics, for scripts).")] = "table",
-    as_json: JsonAlias = False,
 ) -> None:
     """Apply a saved model to new images.
 
     Prints the predicted class and the probability of each class per image."""
-    as_json = chosen_format(format_, ("table", "json"), "json" if as_json else None) == "json"
+    as_json = chosen_format(format_, ("table", "json")) == "json"
     if out is not None:
         check_output(out, force)  # before any work
     if labelled and len(paths) != 1:

@@ -11,7 +11,8 @@ MARKER = "<!-- Generated from the command-line app by tools/commands_doc.py; do 
 
 
 def _commands(group: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """Each command of `group` as (its full name, the command), a sub-group's commands in its place."""
+    """`group` as (its full name, the command), then each of its commands, a sub-group followed by its own."""
+    yield path, group
     for name, command in group.commands.items():
         if getattr(command, "hidden", False):
             continue
@@ -22,7 +23,8 @@ def _commands(group: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 
 def commands_reference(app: typer.Typer) -> str:
-    """Every command of `app` with its summary, then each argument and option as `--help` shows it."""
+    """Every command of `app`, its groups (the app itself first) included, with its summary, then each argument and
+    option as `--help` shows it."""
     from typer._click.core import Context  # the click typer bundles, whose commands these are
 
     root = typer.main.get_command(app)

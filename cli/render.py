@@ -271,7 +271,7 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
     # else they are cut, never a number: a table that does not fit even so is printed as cards (print_table).
     if needed() - sum(map(spared, order[:len(order) - bool(differences)])) <= width:
         hide(order[:len(order) - bool(differences)])
-    cut = set()
+    cut: set[int] = set()
     for i in sorted((i for i in columns if i not in flexible and not _numeric(t, i)), key=lambda i: -widths[i]):
         if needed() <= width:
             break
@@ -291,9 +291,9 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
     legend.update({h: PARAMETER_COLUMNS[h] for h in headers.values() if h in PARAMETER_COLUMNS})
     explained = [(short, meaning) for short, meaning in legend.items() if short in (headers[i] for i in columns)]
     entries = [f"{short} = {meaning}" for short, meaning in explained if not short.startswith("Δ")]
-    if differences := [(short, meaning.split(": ", 1)) for short, meaning in explained if short.startswith("Δ")]:
-        entries.append(f"{', '.join(short for short, _ in differences)} = "  # one reference: said once
-                       f"{', '.join(metric for _, (_, metric) in differences)} minus {differences[0][1][0][3:]}'s")
+    if deltas := [(short, meaning.split(": ", 1)) for short, meaning in explained if short.startswith("Δ")]:
+        entries.append(f"{', '.join(short for short, _ in deltas)} = "  # one reference: said once
+                       f"{', '.join(metric for _, (_, metric) in deltas)} minus {deltas[0][1][0][3:]}'s")
     if entries:
         notes.append("; ".join(entries))
     if hidden:

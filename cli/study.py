@@ -16,7 +16,7 @@ from rich.text import Text
 from cli.app import app
 from cli.interrupts import ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
-                         TrialsPerGpu, Wide, Workers)
+                         TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS, TablesFormat)
 from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr,
                         stdout, terminal_width)
 from pipeline.config import DEFAULT_TRIALS_PER_GPU
@@ -189,6 +189,7 @@ def run(
     scheduler: Scheduler = None,
     trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
     mlflow: Mlflow = None,
+    format_: TablesFormat = "table",
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it.
 
@@ -196,6 +197,7 @@ def run(
     --workers says otherwise; the search proposes the next while they train."""
     from pipeline.spec.study_config import check_trials, load_study
 
+    fmt = chosen_format(format_, TABLE_FORMATS)
     check_trials(trials)
     check_log_file(log_file)
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else []) + (
@@ -232,8 +234,8 @@ def run(
         if live is not None and isinstance(event, TrialEnded) and event.status != TrialStatus.INTERRUPTED:
             live.study(study.name)
 
-    view = StudyView(study.fixed.get("epochs"), runner.capacity)
-    parallel = dict(runner=runner, precision=precision)
+    fixed_epochs = study.fixed.get("epochs")
+    view = StudyView(fixed_epochs if isinstance(fixed_epochs, int) else None, runner.capacity)
     resume = resume_command(ctx, {"db": shown_database})
     try:
         if stderr.is_terminal:
@@ -248,7 +250,8 @@ def run(
                     print_line(stderr, line, markup=False, highlight=False)
 
             with ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4, transient=True):
-                summary = run_study(study, db, device, trials, log_file, on_live_event, **parallel)
+                summary = run_study(study, db, device, trials, log_file, on_live_event, runner=runner,
+                                    precision=precision)
             if view.rows:
                 stderr.print(view.trials_grid())  # the run's trials stay on screen
         else:  # a log (nohup, CI): one plain line per study start and per trial end
@@ -261,7 +264,7 @@ def run(
                     print_line(stderr, line, markup=False, highlight=False)
 
             with ctrl_c_kept() as ctrl_c:
-                summary = run_study(study, db, device, trials, log_file, on_event, **parallel)
+                summary = run_study(study, db, device, trials, log_file, on_event, runner=runner, precision=precision)
     except KeyboardInterrupt as stop:
         if stderr.is_terminal and view.rows:
             stderr.print(view.trials_grid())  # the live table went with Ctrl-C: its trials stay on screen
@@ -272,11 +275,12 @@ def run(
         raise ServerLost(f"{lost}; {_stopped_trials(study.name, sorted(view.running))}; resume with {resume} "
                          "once it is back") from None
     overhead, (idle, span) = summary.proposal_seconds + summary.storage_seconds, summary.idle()
+    said = stdout if fmt == "table" else stderr  # stdout holds only the tables in a file format
     if not summary.new_trials and not summary.stopped:
-        stdout.print(f"study {summary.name} already has its {summary.budget} trials; "
+        said.print(f"study {summary.name} already has its {summary.budget} trials; "
                      "--trials N runs more. Nothing was changed.")
     else:
-        stdout.print(f"study {summary.name}: {summary.completed} trial(s) completed now"
+        said.print(f"study {summary.name}: {summary.completed} trial(s) completed now"
                      + (f" ({summary.early_stopped} stopped early)" if summary.early_stopped else "")
                      + f", {summary.failed} failed"
                      + (f", {summary.prefixes} epoch prefixes told to Ax" if summary.prefixes else "")
@@ -291,7 +295,7 @@ def run(
     store = Store(db)
     picks = model_pick_table(store, [study.name])
     print_tables([best_table(store, [study.name]), *pareto_tables(store, [study.name])]
-                 + ([picks] if picks else []), "table", None)
+                 + ([picks] if picks else []), fmt, None)
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
         raise typer.Exit(1)
@@ -320,7 +324,8 @@ def report(
     out: Annotated[Optional[Path], typer.Option(
         help="Write to this file instead of the terminal (never over a database).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Let --out and --plots replace existing files.")] = False,
-    list_trials: Annotated[bool, typer.Option("--trials", help="Also list every trial of each study.")] = False,
+    list_trials: Annotated[bool, typer.Option("--all-trials", help="Also list every trial of each study.")]
+    = False,
     plots: Annotated[Optional[Path], typer.Option(help=(
         "Also write each study's pictures as PNG files into this folder: trace, parameter maps, "
         "curves, per class, and the Pareto front of a study with several objectives."))] = None,
@@ -392,7 +397,7 @@ def report(
         stderr.print(f"wrote {len(written)} pictures to {plots} in {time.perf_counter() - started:.1f} s")
     from pipeline.report.report_page import page_images, page_source
 
-    chosen = []
+    chosen: list[ReportTable] = []
     if columns is not None:
         tables, chosen = _pick_columns(tables, [best, *trials], columns)
     print_tables(tables, fmt, out, force, sqlite_file(store.url), page_images(pictures) or None, wide, chosen,
@@ -427,7 +432,7 @@ def _report_verdict(store: Store, name: str, studies: list[str] | None, compare:
     from pipeline.report.verdict_report import verdict_tables
 
     if studies or compare or list_trials:
-        raise UserError("--verdict reports one campaign; give no study names, --compare or --trials with it")
+        raise UserError("--verdict reports one campaign; give no study names, --compare or --all-trials with it")
     parent, _, task = name.partition(".")  # CAMPAIGN.TASK: one task's verdict alone
     found = store.campaign(parent) if task else None
     campaign = found.task(task) if found is not None and task in found.tasks else store.require_campaign(name)
@@ -458,13 +463,14 @@ app.add_typer(studies_app, name="studies")
 
 
 @studies_app.callback(invoke_without_command=True)
-def list_studies(ctx: typer.Context, db: Db = None, wide: Wide = False) -> None:
+def list_studies(ctx: typer.Context, db: Db = None, wide: Wide = False, format_: TablesFormat = "table") -> None:
     """The studies in the database and how far each has come."""
     if ctx.invoked_subcommand is None:
+        fmt = chosen_format(format_, TABLE_FORMATS)
         from pipeline.report.study_tables import studies_table
         from pipeline.store import Store
 
-        print_tables([studies_table(Store(db, create=False))], "table", None, wide=wide)
+        print_tables([studies_table(Store(db, create=False))], fmt, None, wide=wide)
 
 
 @studies_app.command("delete")

@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
 from rich.table import Table
 
 from cli.app import app
-from cli.options import Db, Device, JsonAlias, Precision, ResultFormat, Threads, chosen_format
+from cli.options import Db, Device, Precision, ResultFormat, Threads, chosen_format
 from cli.render import (batches_line, params_line, print_image_line, print_line, print_wrapped, result_table,
                         result_title, stderr, stdout, terminal_width, training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
@@ -32,7 +32,8 @@ def train(
                                                          "see `robust-tune methods`.")] = "erm",
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", "-p", metavar="NAME=VALUE",
-        help="A hyper-parameter as name=value; repeat it. See `robust-tune methods`.")] = None,
+        help="A hyper-parameter of the configuration trained, as name=value; repeat it. See `robust-tune "
+             "methods`.")] = None,
     backbone: Annotated[str, typer.Option(help=f"One of {', '.join(BACKBONES)}.")] = "small_cnn",
     weights: Annotated[str, typer.Option(help="none, imagenet (from the local torchvision cache) "
                                               "or a path to a state_dict.")] = "none",
@@ -74,16 +75,15 @@ def train(
                                                   "e.g. --set data.channels=1 --set data.normalize=dataset "
                                                   "(repeat); see docs/guide/data-sets.md.")] = None,
     format_: ResultFormat = "table",
-    as_json: JsonAlias = False,
     from_study: Annotated[Optional[str], typer.Option(
         help="Train a stored study's best configuration (its data, network, method and every parameter) at its "
              "seed and thread count; --param, --seed, --device and --threads still apply.")] = None,
     trial: Annotated[Optional[int], typer.Option(
         help="With --from-study: this trial instead of the best.")] = None,
     study_file: Annotated[Optional[Path], typer.Option(
-        "--study", help="Train the one configuration a study file fixes (as `robust-tune best` writes it): its "
-                        "data, network, method, parameters and seed; --param, --seed, --device and --threads "
-                        "still apply.")] = None,
+        "--study-file", help="Train the one configuration a study file fixes (as `robust-tune best` writes it): "
+                             "its data, network, method, parameters and seed; --param, --seed, --device and "
+                             "--threads still apply.")] = None,
     db: Db = None,
     save: Annotated[Optional[Path], typer.Option(
         help="Write the trained weights, the settings that produced them and what applying them needs (class names, "
@@ -93,7 +93,7 @@ def train(
     """Train and evaluate one configuration.
 
     It runs the same code path a study trial runs."""
-    as_json = chosen_format(format_, ("table", "json"), "json" if as_json else None) == "json"
+    as_json = chosen_format(format_, ("table", "json")) == "json"
     if save is not None and save.exists():
         raise UserError(f"{save} exists; --save never replaces a file, give another name")
     if save is not None:
@@ -111,12 +111,12 @@ def train(
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
         precision=precision, threads=DEFAULT_THREADS if threads is None else threads)
     if set_:
-        data = data_with(config.data, list(set_))
+        fields = data_with(config.data, list(set_))
         if image_size is None and not any(text.startswith("data.image_size") for text in set_):
-            data = replace(data, image_size=image_size_for(data.name, backbone))  # --set data.name=images
-        config = replace(config, data=data)
+            fields = replace(fields, image_size=image_size_for(fields.name, backbone))  # --set data.name=images
+        config = replace(config, data=fields)
     if from_study is not None and study_file is not None:
-        raise UserError("--from-study and --study each name the configuration: give one")
+        raise UserError("--from-study and --study-file each name the configuration: give one")
     if from_study is not None:
         config = _study_config(ctx, from_study, trial, db, config)
     elif study_file is not None:
@@ -145,6 +145,7 @@ def train(
 
         from pipeline.training.predict import CARD_KEY, model_card
 
+        assert result.model is not None  # the trainer's own result keeps its model
         torch.save({"state_dict": result.model.state_dict(), "settings": result.settings.to_dict(),
                     CARD_KEY: model_card(data, config.data.name, config.backbone)}, save)
         stderr.print(f"wrote {save}")
@@ -162,10 +163,10 @@ def train(
 PIPE_WIDTH = 80  # the count lines' width where stderr is no terminal (a log file, a pipe)
 
 
-# With --from-study or --study the configuration is the study's: options that would change it are refused, not
-# ignored.
+# With --from-study or --study-file the configuration is the study's: options that would change it are refused,
+# not ignored.
 _FROM_STUDY_OPTIONS = {"from_study", "study_file", "trial", "db", "save", "param", "seed", "device", "precision",
-                       "threads", "format_", "as_json"}
+                       "threads", "format_"}
 
 
 def _on_command_line(ctx: typer.Context, key: str) -> bool:
@@ -186,7 +187,7 @@ def _file_config(ctx: typer.Context, path: Path, params: list[str], given: Train
     """The configuration a study file fixes (--param applied to its [params]), with the command line's settings."""
     from pipeline.spec.study_config import load_configuration
 
-    _refuse_clashing_options(ctx, "--study")
+    _refuse_clashing_options(ctx, "--study-file")
     study = load_configuration(path, params)
     return _with_command_line(ctx, study.train_config({}, study.seed), given)
 
@@ -221,7 +222,7 @@ def methods() -> None:
     Each part of a method (loss, sampler, mixer, generator, weights) with the hyper-parameters it takes, their
     defaults, valid values, study ranges and which ends of a range a study may widen (soft ends: see
     docs/guide/study-files.md, "Ranges that widen")."""
-    sections = [("every method: the shared trainer", TRAINING_PARAMS)]
+    sections: list[tuple[str, Sequence[HParam]]] = [("every method: the shared trainer", TRAINING_PARAMS)]
     sections += [(f"{family} {part.name}: {part.source}", part.params)
                  for family, registry in FAMILIES.items() for part in registry.values()]
     narrow = stdout.width < _table_width([p for _, params in sections for p in params])
@@ -253,7 +254,7 @@ MEANING_WIDTH = 30  # the least room the table's meaning column gets; narrower t
 COLUMNS = ("parameter", "default", "valid", "study range", "widens")
 
 
-def _table_width(params: list[HParam]) -> int:
+def _table_width(params: Sequence[HParam]) -> int:
     """How wide the parameters table must be for its meaning column to get MEANING_WIDTH: the four columns
     that never wrap at their widest, and a border and a space either side of every column."""
     widest = [max(len(text) for text in texts) for texts in zip(
@@ -262,7 +263,7 @@ def _table_width(params: list[HParam]) -> int:
     return sum(widest) + MEANING_WIDTH + 3 * (len(COLUMNS) + 1) + 1
 
 
-def _print_block(title: str, params: list[HParam]) -> None:
+def _print_block(title: str, params: Sequence[HParam]) -> None:
     """A part as a block, for a terminal too narrow for the table: its title, then a line per parameter with its
     default, valid values and study range, and its meaning under it; long lines wrap between words, indented
     under their first."""

@@ -71,3 +71,45 @@ def test_code_md_maps_every_module_under_its_folder():
                 if not re.search(rf"\b{re.escape(p.name)}\b",
                                  entries.get(p.parent.relative_to(ROOT).as_posix() + "/", ""))]
     assert not unmapped, f"modules missing from docs/design/code.md: {unmapped}"
+
+
+def click_commands() -> dict[str, object]:
+    """Every command the app has, groups and the app itself included, by its full name, walked from click's tree."""
+    import typer
+
+    from cli.main import app
+
+    found: dict[str, object] = {}
+    waiting = [("robust-tune", typer.main.get_command(app))]
+    while waiting:
+        name, command = waiting.pop()
+        if getattr(command, "hidden", False):
+            continue
+        found[name] = command
+        waiting += [(f"{name} {sub}", child) for sub, child in getattr(command, "commands", {}).items()]
+    return found
+
+
+def test_commands_md_has_a_heading_for_every_command_and_every_option_under_it():
+    """Checked against click's own tree, not the generator: each command (groups and their own options too)
+    has its heading, and under it each of its visible options by every name."""
+    text = (ROOT / "docs" / "guide" / "commands.md").read_text()
+    sections = dict(re.findall(r"^### `([^`]+)`\n(.*?)(?=^### |\Z)", text, flags=re.MULTILINE | re.DOTALL))
+    commands = click_commands()
+    assert {"robust-tune studies", "robust-tune bench", "robust-tune data"} <= set(commands)
+    missing = sorted(set(commands) - set(sections))
+    assert not missing, f"commands missing from docs/guide/commands.md: {missing}"
+    unlisted = [f"{name} {opt}" for name, command in commands.items() for param in command.params  # type: ignore[attr-defined]
+                if param.param_type_name == "option" and not getattr(param, "hidden", False)
+                for opt in param.opts if not re.search(rf"`[^`]*(?<![\w-]){re.escape(opt)}(?![\w-])", sections[name])]
+    assert not unlisted, f"options missing from docs/guide/commands.md: {unlisted}"
+    assert "`--wide`" in sections["robust-tune studies"]
+
+
+def test_code_md_names_every_module_and_tool():
+    """Each file of pipeline/, cli/ and tools/ is named in docs/design/code.md, so the map lists every tool too."""
+    text = (ROOT / "docs" / "design" / "code.md").read_text()
+    files = [p for folder in ("pipeline", "cli", "tools") for p in (ROOT / folder).rglob("*.py")
+             if p.name != "__init__.py" and "migrations" not in p.parts]
+    unnamed = [p.relative_to(ROOT).as_posix() for p in files if not re.search(rf"\b{re.escape(p.name)}\b", text)]
+    assert not unnamed, f"files missing from docs/design/code.md: {unnamed}"

@@ -66,8 +66,8 @@ def test_no_test_module_imports_another() -> None:
 
 
 # The layers of pipeline/, lowest first: a module imports only from its own layer or the ones before it
-# (data and methods share a rank, methods using data's splits; training and spec share one, neither importing
-# the other). The base is pipeline's own modules; cli/ sits above every layer.
+# (methods come after data, using its splits; training and spec share a rank, neither importing the other; bench
+# measures everything below it). The base is pipeline's own modules; cli/ sits above every layer.
 LAYERS = (("base",), ("data",), ("methods",), ("training", "spec"), ("store",), ("search",), ("compare",),
           ("report",), ("bench",), ("cli",))
 RANK = {layer: rank for rank, names in enumerate(LAYERS) for layer in names}
@@ -115,3 +115,12 @@ def test_no_test_module_finds_files_by_its_own_location() -> None:
     found = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "tests").rglob("test_*.py"))
              if "Path(__file" + "__)" in path.read_text()]
     assert found == []
+
+
+def test_code_md_draws_the_layers_in_this_order():
+    """docs/design/code.md's layer diagram is this module's LAYERS: the same layers, the same ranks, in order."""
+    text = (ROOT / "docs" / "design" / "code.md").read_text()
+    diagram = next(line for line in text.splitlines() if line.startswith("base (pipeline/*.py) ->"))
+    drawn = tuple(tuple(name.strip().split()[0].rstrip("/") for name in rank.split(","))
+                  for rank in diagram.split("->"))
+    assert drawn == LAYERS

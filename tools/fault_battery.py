@@ -295,7 +295,7 @@ def concurrency() -> dict[str, bool]:
     run = launch([ROBUST_TUNE, "run", "battery.toml", *base], folder)
     reads_clean = True
     while run.poll() is None:
-        for read in (["report", "battery", "--trials"], ["studies"], ["best", "battery"]):
+        for read in (["report", "battery", "--all-trials"], ["studies"], ["best", "battery"]):
             answer = subprocess.run([ROBUST_TUNE, *read, "--db", str(db)], cwd=folder, capture_output=True, text=True)
             reads_clean &= one_line_or_success(answer, answer.stderr)
     run_err = run.communicate()[1]

@@ -228,7 +228,7 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
     unused = [k for k in params if not any(k in {p.name for p in parse_method(v.method).params}
                                            for v in variants[1:])]
     if unused:
-        raise UserError(f"--param {unused[0]}: no --against method takes it")
+        raise UserError(f"--baseline-param {unused[0]}: no --against method takes it")
     if vary:
         moved, values = parse_vary(vary, base.method)
         variants += [Variant(f"{moved}={v:g}" if isinstance(v, float) else f"{moved}={v}", base.method,

@@ -79,10 +79,10 @@ def fit_text(figure: Figure) -> None:
         legends = [*figure.legends, *(axes.get_legend() for axes in figure.axes if axes.get_legend())]
         texts = [(text, 0.4 * figure.bbox.width) for legend in legends
                  for text in (*legend.get_texts(), legend.get_title())]
-        if step == "titles":
-            texts = [(figure._suptitle, figure.bbox.width)] if figure._suptitle is not None else []
-            texts += [(title, axes.bbox.width) for axes in figure.axes
-                      for title in (axes.title, axes._left_title, axes._right_title)]
+        if step == "titles":  # the suptitle (one of the figure's texts), and each panel's centre, left and right titles
+            texts = [(text, figure.bbox.width) for text in figure.texts
+                     if figure.get_suptitle() and text.get_text() == figure.get_suptitle()]
+            texts += [(title, axes.bbox.width) for axes in figure.axes for title in _titles(axes)]
         changed = False
         for text, room in texts:
             content = text.get_text()
@@ -95,6 +95,14 @@ def fit_text(figure: Figure) -> None:
             changed = True
         if step == "titles" and not changed:
             return
+
+
+def _titles(axes: Any) -> list[Any]:
+    """A panel's centre, left and right titles: the texts it holds of its own, outside its text() and annotate()
+    notes (tick labels belong to its axes)."""
+    from matplotlib.text import Text
+
+    return [child for child in axes.get_children() if isinstance(child, Text) and child not in axes.texts]
 
 
 @dataclass

@@ -117,7 +117,6 @@ MAX_SEEDS_PER_TRIAL = 100
 PICKS = ("observed", "model")
 DEFAULT_PICK = "observed"
 
-CONSTRAINT_OPERATORS = (">=", "<=")
 _CONSTRAINT = re.compile(r"\s*([A-Za-z_]\w*)\s*(>=|<=)\s*(\S+)\s*")
 
 MAX_TRIALS = 10_000  # per study; a larger number is a typo
@@ -596,7 +595,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     if not search and searching:
         params.fail("params", "nothing to search: every parameter is fixed; search one, "
                               "e.g. epochs = { low = 21, high = 60 }; to train this one configuration: "
-                              "robust-tune train --study FILE")
+                              "robust-tune train --study-file FILE")
 
     search_fields = _Fields(source, "search", top.take("search", dict, {}))
     strategy_given = "strategy" in search_fields.table

@@ -30,9 +30,9 @@ def stored(tmp_path) -> str:
     return db
 
 
-@pytest.mark.parametrize("args", [["--help"], ["methods"], ["studies"], ["report"], ["report", "--trials"],
+@pytest.mark.parametrize("args", [["--help"], ["methods"], ["studies"], ["report"], ["report", "--all-trials"],
                                   ["data", "prepare", "--help"], ["studies", "--help"], ["export", "--help"],
-                                  ["bench", "--help"], ["bench", "search", "--help"], ["bench", "--study", "--help"]])
+                                  ["bench", "--help"], ["bench", "search", "--help"], ["bench", "study", "--help"]])
 def test_reading_commands_never_import_torch_ax_or_mlflow_nor_sqlalchemy_without_a_database_to_read(stored, args):
     reads = args[0] in ("studies", "report") and "--help" not in args
     probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
@@ -60,7 +60,7 @@ def test_a_run_into_a_log_prints_one_line_per_trial_numbered_as_the_tables(tmp_p
     lines = lines[lines.index("study tiny: budget 2 trials"):]
     assert lines[1].startswith("trial 0 (1 of 2) completed: objective ") and "T=" in lines[1] and " s, " in lines[1]
     assert lines[2].startswith("trial 1 (2 of 2) completed: ") and "best " in lines[2] and "(trial " in lines[2]
-    listed = robust_tune("report", "--db", db, "--trials", "--format", "csv").stdout
+    listed = robust_tune("report", "--db", db, "--all-trials", "--format", "csv").stdout
     assert [row.split(",")[0] for row in listed.splitlines() if row[:1].isdigit()] == ["0", "1"]
 
 

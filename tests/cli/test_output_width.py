@@ -100,7 +100,7 @@ def check_fits(text: str, width: int, wide: str) -> None:
 
 READING = {  # commands that only read: the same output at every width but for the layout
     "report": ["report", "--db", "DB"],
-    "report --trials": ["report", "--db", "DB", "--trials"],
+    "report --all-trials": ["report", "--db", "DB", "--all-trials"],
     "report --compare": ["report", "--db", "DB", "--compare"],
     "report --compare one study": ["report", "--db", "DB", "--compare",
                                    "smoothing-on-the-digits-with-a-rare-three"],

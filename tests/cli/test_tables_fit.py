@@ -41,13 +41,13 @@ def _tables(store: Store, command: list[str]):
         return [studies_table(store)]
     if "--compare" in command:
         return [compare_table(store)]
-    if "--trials" in command:
+    if "--all-trials" in command:
         return [trials_table(store, s.name) for s in store.all_studies()]
     return [best_table(store)]
 
 
 @pytest.mark.parametrize("width", [80, 120])
-@pytest.mark.parametrize("command", [["report"], ["report", "--trials"], ["report", "--compare"], ["studies"]])
+@pytest.mark.parametrize("command", [["report"], ["report", "--all-trials"], ["report", "--compare"], ["studies"]])
 def test_every_terminal_table_is_one_line_per_row_with_its_results_and_a_legend(db, command, width):
     done = robust_tune(*command, "--db", db, env={"COLUMNS": str(width)})
     assert done.returncode == 0, done.stderr
@@ -86,7 +86,7 @@ def test_columns_every_row_shares_are_said_once_and_wide_shows_them_all(db):
 
 
 def test_columns_picks_the_terminal_tables_columns_at_80(db):
-    done = robust_tune("report", "--db", db, "--trials", "--columns", "study,method,test acc,trial,status",
+    done = robust_tune("report", "--db", db, "--all-trials", "--columns", "study,method,test acc,trial,status",
                        env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

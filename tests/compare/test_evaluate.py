@@ -69,7 +69,7 @@ def test_the_paired_difference_uses_matched_seeds_only(tmp_path):
 
 def test_evaluate_inherits_the_shared_settings_varies_one_and_a_second_call_runs_nothing(db, cli):
     done = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "2", "--against", "erm,hws",
-                       "-p", "beta=2", "--vary", "alpha=0.3", "--device", "cpu")
+                       "--baseline-param", "beta=2", "--vary", "alpha=0.3", "--device", "cpu")
     assert done.returncode == 0, done.stderr
     assert "Evaluation over seeds" in done.stdout and "run 8 of 8" in done.stderr
 
@@ -89,11 +89,12 @@ def test_evaluate_inherits_the_shared_settings_varies_one_and_a_second_call_runs
 
     before = evaluations(db)
     again = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "2", "--against", "erm,hws",
-                        "-p", "beta=2", "--vary", "alpha=0.3", "--device", "cpu")
+                        "--baseline-param", "beta=2", "--vary", "alpha=0.3", "--device", "cpu")
     assert again.returncode == 0 and "nothing was changed" in again.stdout
     assert evaluations(db) == before
 
-    other = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "2", "--against", "hws", "-p", "beta=3")
+    other = robust_tune("evaluate", "tiny", "--db", str(db), "--seeds", "2", "--against", "hws",
+                        "--baseline-param", "beta=3")
     assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
     assert "stored from trial" in other.stderr and "params" in other.stderr
     assert evaluations(db) == before
@@ -129,7 +130,7 @@ def test_a_killed_evaluate_resumes_with_no_duplicate_and_no_lost_run(db):
 def test_bad_evaluate_options_are_one_line_and_exit_2(db):
     for args, words in ((["--against", "nope"], "unknown method"), (["--vary", "alpha"], "malformed --vary"),
                         (["--vary", "beta=1"], "takes no parameter beta"), (["--seeds", "0"], "between 1 and 1000"),
-                        (["-p", "beta=2"], "no --against method takes it")):
+                        (["--baseline-param", "beta=2"], "no --against method takes it")):
         done = robust_tune("evaluate", "tiny", "--db", str(db), *args)
         assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, args
     assert robust_tune("evaluate", "other", "--db", str(db)).returncode == 2
@@ -166,14 +167,14 @@ def test_best_toml_fixes_every_parameter_writes_only_what_the_study_used_and_tra
         assert unused not in shown.stdout, unused
     path = tmp_path / "best.toml"
     path.write_text(shown.stdout)
-    trained = robust_tune("train", "--study", str(path), "--device", "cpu", "--format", "json")
+    trained = robust_tune("train", "--study-file", str(path), "--device", "cpu", "--format", "json")
     assert trained.returncode == 0, trained.stderr
     again = robust_tune("train", "--from-study", "tiny", "--db", str(db), "--device", "cpu", "--format", "json")
     for key in ("val_accuracy", "test_accuracy", "test_worst_class_accuracy"):
         assert json.loads(trained.stdout)[key] == json.loads(again.stdout)[key]  # the same configuration
 
     refused = robust_tune("run", str(path), "--db", str(tmp_path / "again.db"))
-    assert refused.returncode == 2 and "robust-tune train --study" in refused.stderr
+    assert refused.returncode == 2 and "robust-tune train --study-file" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "again.db").exists()
     settings = json.loads(robust_tune("best", "tiny", "--db", str(db), "--format", "json").stdout)
     assert settings["train"]["params"]["lr_head"] == 0.05 and settings["train"]["method"] == "ls"

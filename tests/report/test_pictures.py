@@ -207,7 +207,7 @@ def test_report_without_pictures_never_imports_matplotlib(study_db):
     probe = ("import sys\nfrom cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
              "    code = e.code\nprint(code, sorted(m for m in ('matplotlib', 'torch', 'ax') if m in sys.modules),"
              " file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", probe, "report", "--trials", "--db", str(study_db)],
+    done = subprocess.run([sys.executable, "-c", probe, "report", "--all-trials", "--db", str(study_db)],
                           capture_output=True, text=True, timeout=120)
     assert done.stderr.splitlines()[-1] == "0 []", done.stderr
 

@@ -76,7 +76,7 @@ def test_a_random_search_study_never_fits_a_gp_and_is_stored_and_reported_as_suc
     assert nodes and not any("BoTorch" in n for n in nodes)
     assert all(run._generator_key == "Uniform" for t in client._experiment.trials.values()
                for run in t.generator_runs)
-    code, out, _ = cli("report", "rand", "--db", db, "--trials", "--format", "json")
+    code, out, _ = cli("report", "rand", "--db", db, "--all-trials", "--format", "json")
     best, *_, trials = json.loads(out)
     assert best["rows"][0]["strategy"] == "random" and "search random" in trials["title"]
     code, out, err = cli("run", str(study_file(tmp_path, "rand", trials=4)), "--db", db, "--device", "cpu",
@@ -127,7 +127,7 @@ def test_seeds_per_trial_stores_every_seed_and_tells_ax_their_mean_and_standard_
         row = data[(data.trial_index == trial.trial_index) & (data.metric_name == "val_accuracy")].iloc[0]
         assert row["mean"] == pytest.approx(np.mean(values), abs=1e-9)
         assert row["sem"] == pytest.approx(np.std(values, ddof=1) / math.sqrt(2), abs=1e-9)
-    code, out, _ = cli("report", "noisy", "--db", db, "--trials", "--format", "json")
+    code, out, _ = cli("report", "noisy", "--db", db, "--all-trials", "--format", "json")
     assert "mean of 2 seeds" in json.loads(out)[-1]["title"]
     code, out, err = cli("run", str(study_file(tmp_path, "noisy", budget="seeds_per_trial = 3", trials=3)), "--db", db,
                          "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))

@@ -43,7 +43,7 @@ def test_three_trial_study_through_the_cli_then_report_and_studies(tmp_path, cli
 
     code, out, _ = cli("run", str(study_file(tmp_path)), "--db", db, "--log-file", str(tmp_path / "ax.log"))
     assert code == 0 and "already has its 3 trials" in out  # running it again changes nothing
-    code, out, _ = cli("report", "--db", db, "--format", "json", "--trials")
+    code, out, _ = cli("report", "--db", db, "--format", "json", "--all-trials")
     best, *_, listing = json.loads(out)
     assert best["rows"][0]["trial_index"] == max(trials, key=lambda t: t.metrics["val_accuracy"]).trial_index
     assert len(listing["rows"]) == 3

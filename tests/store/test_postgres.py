@@ -69,7 +69,7 @@ def test_a_study_runs_reports_evaluates_and_is_deleted_on_postgresql(tmp_path, c
 
     code, out, _ = cli("run", str(path), "--db", postgres_url, "--log-file", str(log))
     assert code == 0 and "already has its 3 trials" in out
-    code, out, _ = cli("report", "--db", postgres_url, "--format", "json", "--trials")
+    code, out, _ = cli("report", "--db", postgres_url, "--format", "json", "--all-trials")
     best, *_, listing = json.loads(out)
     assert best["rows"][0]["study"] == "shared" and len(listing["rows"]) == 3
     code, out, _ = cli("studies", "--db", postgres_url)

@@ -73,7 +73,7 @@ def test_reading_commands_leave_an_old_database_byte_identical(old, cli):
     code, out, err = cli("studies", "--db", str(old))
     assert code == 0, err
     assert "old-quick" in out and "old-ls" in out and "2 of 3" in out
-    code, out, err = cli("report", "--db", str(old), "--format", "markdown", "--trials")
+    code, out, err = cli("report", "--db", str(old), "--format", "markdown", "--all-trials")
     assert code == 0, err
     assert "| digits (class 3 at 5% in train) | small_cnn | hws |" in out and "| digits | small_cnn | ls |" in out
     code, out, err = cli("report", "--db", str(old), "--compare", "--format", "json")
@@ -83,7 +83,7 @@ def test_reading_commands_leave_an_old_database_byte_identical(old, cli):
     assert code == 0 and 'name = "old-quick-best"' in out and 'imbalance_in = "train"' in out
     code, out, err = cli("best", "old-ls", "--db", str(old), "--format", "json")
     assert code == 0 and json.loads(out)["train"]["method"] == "ls"
-    code, out, err = cli("train", "--from-study", "old-ls", "--db", str(old), "--device", "cpu", "--json")
+    code, out, err = cli("train", "--from-study", "old-ls", "--db", str(old), "--device", "cpu", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["settings"]["method"] == "ls"
     assert UPGRADED not in err

@@ -35,7 +35,7 @@ def write_digit_folder(root, per_class: int = 20):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A digit folder, a model trained on it and saved, and what `train --json` reported."""
+    """A digit folder, a model trained on it and saved, and what `train --format json` reported."""
     from cli.main import main
 
     folder = tmp_path_factory.mktemp("predict")

@@ -11,7 +11,7 @@ def test_save_then_weights_starts_from_the_saved_network(cli, tmp_path):
     saved = tmp_path / "model.pt"
     code, _, err = cli("train", "-p", "epochs=1", "--device", "cpu", "--save", str(saved))
     assert code == 0, err
-    code, out, err = cli("train", "-p", "epochs=1", "--device", "cpu", "--weights", str(saved), "--json")
+    code, out, err = cli("train", "-p", "epochs=1", "--device", "cpu", "--weights", str(saved), "--format", "json")
     assert code == 0, err
     state = torch.load(saved, weights_only=True)["state_dict"]
     loaded = build_model("small_cnn", str(saved), 1, 10)

@@ -21,7 +21,7 @@ def test_one_epoch_of_resnet18_on_a_prepared_mt_defect_split(cli, splits, tmp_pa
     code, out, err = cli("train", "--dataset", "images", "--manifest", str(splits / "mt-defect"),
                          "--image-size", "32", "--backbone", "resnet18", "--weights", "none",
                          "--param", "epochs=1", "--device", "cpu", "--flip", "--crop-padding", "2",
-                         "--cache-dir", str(tmp_path / "cache"), "--json")
+                         "--cache-dir", str(tmp_path / "cache"), "--format", "json")
     assert code == 0, err
     metrics = json.loads(out)
     assert metrics["test_examples"] == sum(n for _, n in MT_DEFECT.values())
@@ -75,7 +75,7 @@ initial = 2
     db = tmp_path / "runs.db"
     code, out, err = cli("run", str(study), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 0, err
-    code, out, _ = cli("report", "--db", str(db), "--format", "json", "--trials")
+    code, out, _ = cli("report", "--db", str(db), "--format", "json", "--all-trials")
     best, *_, trials = json.loads(out)
     assert best["rows"][0]["dataset"] == "mt-defect" and best["rows"][0]["network"] == "resnet18"
     assert [t["status"] for t in trials["rows"]] == ["completed", "completed"]
