@@ -70,13 +70,12 @@ def fit_text(figure: Figure) -> None:
     long legend entry squeezes the plot to nothing. Widths are measured as drawn, so any font and size fits."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    if not isinstance(figure.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(figure)
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
     # legends first: a wide one squeezes the panels, and their titles would be wrapped to the squeezed width
     for step in ["legends"] + ["titles"] * 3:  # wrapping makes titles taller, so panels narrower or wider
         figure.draw_without_rendering()
-        renderer = figure.canvas.get_renderer()
-        legends = [*figure.legends, *(axes.get_legend() for axes in figure.axes if axes.get_legend())]
+        renderer = canvas.get_renderer()
+        legends = [*figure.legends, *(legend for axes in figure.axes if (legend := axes.get_legend()) is not None)]
         texts = [(text, 0.4 * figure.bbox.width) for legend in legends
                  for text in (*legend.get_texts(), legend.get_title())]
         if step == "titles":  # the suptitle (one of the figure's texts), and each panel's centre, left and right titles
