@@ -130,9 +130,9 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     requeued = []
     for index in searcher.pending():
         row = rows.get(index)
-        if row is not None and row.status == TrialStatus.COMPLETED:
-            searcher.complete(index, row.metrics, row.seed_runs or ())
-        elif row is not None and row.status == TrialStatus.EARLY_STOPPED:
+        if row is not None and row.status == TrialStatus.COMPLETED and row.metrics is not None:
+            searcher.complete(index, row.metrics, [run.metrics for run in row.seed_runs or ()])
+        elif row is not None and row.status == TrialStatus.EARLY_STOPPED and row.metrics is not None:
             searcher.early_stop(index, row.metrics)
         elif row is not None and row.status == TrialStatus.FAILED:
             searcher.abandon(index)
@@ -254,10 +254,12 @@ def settle_stored(study: StudyConfig, record: StudyRecord | None) -> StudyConfig
     size (StudyConfig.settle_image_size), its search strategy (StudyConfig.settle_strategy), the rare-class
     examples it keeps (StudyConfig.settle_rare_kept), whether its ranges widen (StudyConfig.settle_widen) and the
     parameters it leaves to a default that has changed since (StudyConfig.settle_defaults)."""
-    stored = None if record is None else record.study
-    return (study.settle_image_size(stored and stored.data.image_size).settle_strategy(stored and stored.strategy)
-            .settle_rare_kept(stored and stored.data.rare_kept).settle_widen(stored and stored.widen)
-            .settle_defaults(stored and stored.fixed))
+    if record is None:
+        return study.settle_image_size(None).settle_strategy(None).settle_rare_kept(None).settle_widen(None) \
+            .settle_defaults(None)
+    stored = record.study
+    return (study.settle_image_size(stored.data.image_size).settle_strategy(stored.strategy)
+            .settle_rare_kept(stored.data.rare_kept).settle_widen(stored.widen).settle_defaults(stored.fixed))
 
 
 def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
@@ -367,8 +369,8 @@ class StudyLoop:
         if self.requeued:
             interrupted = self.requeued.pop(0)
             index, parameters = self.searcher.rerun(interrupted), self.searcher.parameters(interrupted)
-        elif (asked := self.searcher.ask(waiting=bool(self.running))) == "wait":
-            return None  # Ax needs a running trial's result first (the Sobol trials are all out)
+        elif isinstance(asked := self.searcher.ask(waiting=bool(self.running)), str):
+            return None  # "wait": Ax needs a running trial's result first (the Sobol trials are all out)
         elif asked is None:
             self.summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
             return None
@@ -415,6 +417,7 @@ class StudyLoop:
             self.searcher.abandon(outcome.trial_index)
         else:
             result = outcome.result
+            assert result is not None  # an outcome neither lost nor failed carries its run
             stopped_at = result.stopped_at
             status, error = TrialStatus.EARLY_STOPPED if stopped_at else TrialStatus.COMPLETED, None
             objective = result.metrics[self.study.objective]
@@ -538,7 +541,8 @@ class StudyLoop:
         """The best completed trial so far by the report's rule, among `trials` (the study's, read when not given):
         (objective, trial index, parameters)."""
         top = best_trial(self.stored, self.store.trials(self.stored.id) if trials is None else trials)
-        return None if top is None else (top.metrics[self.study.objective], top.trial_index, top.parameters)
+        return None if top is None or top.metrics is None else (top.metrics[self.study.objective], top.trial_index,
+                                                                top.parameters)
 
 
 def run_loops(loops: list[StudyLoop], runner: TrialRunner, on_event: OnEvent,
