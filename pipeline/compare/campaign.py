@@ -297,11 +297,11 @@ def _run_tasks(store: Store, record: CampaignRecord, campaign: CampaignConfig,
     summary.retrain_seconds += time.perf_counter() - start
 
 
-Searched = tuple[CampaignConfig, str, StudyConfig]  # a study of a task's campaign, and its method
+SearchStep = tuple[CampaignConfig, str, StudyConfig]  # a study of a task's campaign, and its method
 
 
-def _search(store: Store, studies: list[Searched], runner: _Shared, db: str | None, device: str, on_event: OnEvent,
-            precision: str, log_file: str | Path) -> list[tuple[Searched, StudySummary]]:
+def _search(store: Store, studies: list[SearchStep], runner: _Shared, db: str | None, device: str, on_event: OnEvent,
+            precision: str, log_file: str | Path) -> list[tuple[SearchStep, StudySummary]]:
     """Run every study of `studies` not searched yet (a searched one does not even load Ax): with one slot one after
     another, a stage each; on workers all at once. Returns each study run, with how it went."""
     from pipeline.search.studies import run_studies
