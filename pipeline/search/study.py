@@ -255,8 +255,8 @@ def settle_stored(study: StudyConfig, record: StudyRecord | None) -> StudyConfig
     examples it keeps (StudyConfig.settle_rare_kept), whether its ranges widen (StudyConfig.settle_widen) and the
     parameters it leaves to a default that has changed since (StudyConfig.settle_defaults)."""
     if record is None:
-        return study.settle_image_size(None).settle_strategy(None).settle_rare_kept(None).settle_widen(None) \
-            .settle_defaults(None)
+        return (study.settle_image_size(None).settle_strategy(None).settle_rare_kept(None).settle_widen(None)
+                .settle_defaults(None))
     stored = record.study
     return (study.settle_image_size(stored.data.image_size).settle_strategy(stored.strategy)
             .settle_rare_kept(stored.data.rare_kept).settle_widen(stored.widen).settle_defaults(stored.fixed))
