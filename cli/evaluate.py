@@ -113,8 +113,9 @@ def evaluate(
     vary: Annotated[Optional[str], typer.Option(
         help="Re-train the best configuration with one parameter moved: NAME=V1,V2,...")] = None,
     resplit: Annotated[bool, typer.Option(
-        "--resplit", help="Draw the split again with each seed (the validation carving and, where drawn, the "
-                          "rare-class examples kept; the whole split when the data set has no fixed test set).")]
+        "--resplit", help="Draw the split again with each seed: seed k on split seed S + k, S the study's own split "
+                          "seed, as a campaign pairs them (the validation carving and, where drawn, the rare-class "
+                          "examples kept; the whole split when the data set has no fixed test set).")]
     = False,
     drop: Annotated[Optional[str], typer.Option(
         help="Remove one variant's stored runs of the study instead (asks first), so it can run again.")] = None,

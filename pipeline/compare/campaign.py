@@ -24,6 +24,7 @@ from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, T
 
 if TYPE_CHECKING:
     from pipeline.compare.evaluate import Plan
+    from pipeline.search.study import StudySummary
 
 RunnerFactory = Callable[[], TrialRunner | None]  # a fresh runner for each study (None: in this process)
 
@@ -122,7 +123,8 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     from pipeline.compare.workload import campaign_work
     from pipeline.search.study import check_can_train, reading_store, settle_threads
 
-    known = (reader := reading_store(db)) and reader.campaign(campaign.name)  # read only: nothing is created yet
+    reader = reading_store(db)
+    known = None if reader is None else reader.campaign(campaign.name)  # read only: nothing is created yet
     campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
     campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
@@ -145,47 +147,16 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     if known is not None and known.tasks and (added := tuple(t for t in record.tasks if t not in known.tasks)):
         on_event(TasksAdded(campaign.name, added, known.tasks))
     summary = CampaignSummary(campaign.name)
-    # a lost or busy database: one line
-    with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record):
-        shared = runner()
-        together = shared is not None and not isinstance(shared, InProcessRunner)  # workers: every study at once
-        on_event(campaign_work(store, campaign, shared.capacity if shared is not None and together else 1))
-        if shared is not None and together:
-            with ExitStack() as stack:  # the cluster, started when first needed, closed at the end
-                _run_together(store, record, campaign, tasks, warnings, summary, db, device, on_event,
-                              _Shared(shared, stack), precision, log_file)
-            return summary
-        for number, (task, config) in enumerate(tasks, start=1):
-            task_record = record if task is None else record.task(task)
-            on_event(_started(campaign, config, task, number, len(tasks), warnings[task]))
-            _run_task(store, task_record, config, summary, db, device, on_event, runner, precision, log_file)
+    # a lost or busy database: one line; the runner (a Dask cluster), started when first needed, closed at the end
+    with store.reporting_loss(f"run campaign {campaign.name}"), store.lock_campaign(record), ExitStack() as stack:
+        shared = _Shared(runner() or InProcessRunner(), stack)
+        on_event(campaign_work(store, campaign, 1 if shared.one_slot else shared.capacity))
+        numbered = [(number, task, config) for number, (task, config) in enumerate(tasks, start=1)]
+        # on workers every task at once; with one slot each task in turn, as a one-task campaign would run
+        for batch in ([[one] for one in numbered] if shared.one_slot else [numbered]):
+            _run_tasks(store, record, campaign, batch, len(tasks), warnings, summary, db, device, on_event, shared,
+                       precision, log_file)
     return summary
-
-
-def _run_task(store: Store, record: CampaignRecord, campaign: CampaignConfig, summary: CampaignSummary,
-              db: str | None, device: str, on_event: OnEvent, runner: RunnerFactory, precision: str,
-              log_file: str | Path) -> None:
-    """One task's studies, then its re-training rounds (`campaign` and `record`: the task as a one-task campaign)."""
-    from pipeline.search.study import run_study
-
-    set_aside: dict[str, str] = {}
-    studies = [(m, r) for r in range(campaign.replicates) for m in campaign.methods]
-    start = time.perf_counter()
-    for number, (method, replicate) in enumerate(studies, start=1):
-        study = campaign.study(method, replicate)
-        on_event(CampaignStage("search", method, study.name, number, len(studies)))
-        if _searched(store, study):
-            continue  # nothing to run: Ax is not even loaded
-        result = run_study(study, db, device, None, log_file, on_event, runner(), precision)
-        summary.trials_run += result.completed + result.failed
-        if result.best is None:
-            set_aside[method] = result.stopped or "no completed trial"
-            on_event(MethodSetAside(method, set_aside[method]))
-    summary.search_seconds += time.perf_counter() - start
-    _searches_ended(summary, campaign, set_aside)
-    start = time.perf_counter()
-    _retrain(store, record, campaign, set_aside, summary, device, precision, on_event, runner)
-    summary.retrain_seconds += time.perf_counter() - start
 
 
 def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None, number: int, tasks: int,
@@ -271,44 +242,22 @@ def _searched(store: Store, study: StudyConfig) -> bool:
             and any(t.status == TrialStatus.COMPLETED for t in trials) and not pending_in_ax(store, study.name))
 
 
-def _retrain(store: Store, record: CampaignRecord, campaign: CampaignConfig, set_aside: dict[str, str],
-             summary: CampaignSummary, device: str, precision: str, on_event: OnEvent, runner: RunnerFactory) -> None:
-    """Re-train in rounds planned for power: each round's pairs for the methods with a primary cell still open,
-    and for ERM, until every cell is decided or the budget is spent."""
-    from pipeline.compare.evaluate import run_evaluation
-
-    last = None
-    while (round_ := _next_round(store, record, campaign, set_aside)) is not None and round_ != last:
-        last = round_  # the same round planned again: nothing could be added (every run failed), so stop
-        on_event(round_)
-        steps = [(m, r) for m in round_.methods for r in range(campaign.replicates)]
-        for number, (method, replicate) in enumerate(steps, start=1):
-            on_event(CampaignStage("re-train", method, campaign.study(method, replicate).name, number, len(steps),
-                                   round_.pairs))
-            plan = _plan(store, campaign, method, replicate, round_.pairs)
-            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner())
-
-
 class _Shared:
-    """One runner for the whole campaign (one Dask cluster): started when a stage first enters it, closed with
-    `stack` (the campaign's end); each stage's `with` leaves it running."""
+    """One runner for the whole campaign (one Dask cluster, or this process): started when a stage first enters it,
+    closed with `stack` (the campaign's end); each stage's `with` leaves it running. In this process it has one
+    slot: the campaign's studies and runs go one after another, each its own stage."""
 
     def __init__(self, runner: TrialRunner, stack: ExitStack) -> None:
         self.runner, self.stack = runner, stack
+        self.capacity, self.ahead = runner.capacity, runner.ahead
+        self.one_slot = isinstance(runner, InProcessRunner)
         self.entered = False
-
-    @property
-    def capacity(self) -> int:
-        return self.runner.capacity
-
-    @property
-    def ahead(self) -> int:
-        return self.runner.ahead
 
     def __enter__(self) -> _Shared:
         if not self.entered:
             self.stack.enter_context(self.runner)
             self.entered = True
+            self.capacity = self.runner.capacity  # a scheduler's is known once connected
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -321,63 +270,85 @@ class _Shared:
         return self.runner.wait(on_event)
 
 
-def _run_together(store: Store, record: CampaignRecord, campaign: CampaignConfig,
-                  tasks: list[tuple[str | None, CampaignConfig]], warnings: dict[str | None, str | None],
-                  summary: CampaignSummary, db: str | None, device: str, on_event: OnEvent, runner: _Shared,
-                  precision: str, log_file: str | Path) -> None:
-    """The campaign on workers: every task's studies still to search at once on `runner`, then each look's
-    re-training runs of every task at once (`_retrain_together`)."""
-    from pipeline.search.studies import run_studies
-
-    pending, searched = [], 0
-    for number, (task, config) in enumerate(tasks, start=1):
-        on_event(_started(campaign, config, task, number, len(tasks), warnings[task]))
-        for replicate in range(config.replicates):
-            for method in config.methods:
-                study = config.study(method, replicate)
-                if _searched(store, study):
-                    searched += 1  # nothing to run: Ax is not even loaded
-                else:
-                    pending.append((config, method, study))
+def _run_tasks(store: Store, record: CampaignRecord, campaign: CampaignConfig,
+               tasks: list[tuple[int, str | None, CampaignConfig]], count: int, warnings: dict[str | None, str | None],
+               summary: CampaignSummary, db: str | None, device: str, on_event: OnEvent, runner: _Shared,
+               precision: str, log_file: str | Path) -> None:
+    """Tasks `tasks` (each numbered among `count`, as a one-task campaign): their studies still to search, then
+    their re-training runs in looks (`_retrain`)."""
+    studies = []
+    for number, task, config in tasks:
+        on_event(_started(campaign, config, task, number, count, warnings[task]))
+        studies += [(config, method, config.study(method, replicate))
+                    for replicate in range(config.replicates) for method in config.methods]
     start = time.perf_counter()
-    set_aside: dict[str, dict[str, str]] = {config.name: {} for _, config in tasks}
-    if pending:
-        on_event(CampaignTogether("search", tuple(study.name for _, _, study in pending), searched))
-        results = run_studies([study for _, _, study in pending], runner, db, device, log_file, on_event, precision)
-        for (config, method, _), result in zip(pending, results):
-            summary.trials_run += result.completed + result.failed
-            if result.best is None:
-                why = set_aside[config.name][method] = result.stopped or "no completed trial"
-                on_event(MethodSetAside(_label(summary, config, method), why))
+    set_aside: dict[str, dict[str, str]] = {config.name: {} for _, _, config in tasks}
+    for (config, method, _), result in _search(store, studies, runner, db, device, on_event, precision, log_file):
+        summary.trials_run += result.completed + result.failed
+        if result.best is None:
+            why = set_aside[config.name][method] = result.stopped or "no completed trial"
+            on_event(MethodSetAside(_label(summary, config, method), why))
     summary.search_seconds += time.perf_counter() - start
-    for _, config in tasks:
+    for _, _, config in tasks:
         _searches_ended(summary, config, set_aside[config.name])
     start = time.perf_counter()
-    _retrain_together(store, [(record if task is None else record.task(task), config) for task, config in tasks],
-                      set_aside, summary, device, precision, on_event, runner)
+    _retrain(store, [(record if task is None else record.task(task), config) for _, task, config in tasks],
+             set_aside, summary, device, precision, on_event, runner)
     summary.retrain_seconds += time.perf_counter() - start
 
 
-def _retrain_together(store: Store, tasks: list[tuple[CampaignRecord, CampaignConfig]],
-                      set_aside: dict[str, dict[str, str]], summary: CampaignSummary, device: str, precision: str,
-                      on_event: OnEvent, runner: _Shared) -> None:
-    """`_retrain` of every task at once: at each look, the runs of every task whose verdict is still open (ERM and
-    each open method, every replicate) on the shared runner together; a task's verdict is taken after each look
-    as alone, and a task settled at a look gets no later one."""
-    from pipeline.compare.evaluate import run_evaluations
+SearchStep = tuple[CampaignConfig, str, StudyConfig]  # a study of a task's campaign, and its method
+
+
+def _search(store: Store, studies: list[SearchStep], runner: _Shared, db: str | None, device: str, on_event: OnEvent,
+            precision: str, log_file: str | Path) -> list[tuple[SearchStep, StudySummary]]:
+    """Run every study of `studies` not searched yet (a searched one does not even load Ax): with one slot one after
+    another, a stage each; on workers all at once. Returns each study run, with how it went."""
+    from pipeline.search.studies import run_studies
+    from pipeline.search.study import run_study
+
+    pending = [step for step in studies if not _searched(store, step[2])]
+    if runner.one_slot:
+        done = []
+        for number, step in enumerate(studies, start=1):
+            on_event(CampaignStage("search", step[1], step[2].name, number, len(studies)))
+            if step in pending:
+                done.append((step, run_study(step[2], db, device, None, log_file, on_event, runner, precision)))
+        return done
+    if not pending:
+        return []
+    on_event(CampaignTogether("search", tuple(study.name for _, _, study in pending), len(studies) - len(pending)))
+    return list(zip(pending, run_studies([study for _, _, study in pending], runner, db, device, log_file, on_event,
+                                         precision)))
+
+
+def _retrain(store: Store, tasks: list[tuple[CampaignRecord, CampaignConfig]], set_aside: dict[str, dict[str, str]],
+             summary: CampaignSummary, device: str, precision: str, on_event: OnEvent, runner: _Shared) -> None:
+    """Re-train in looks planned for power: at each look, the runs of every task whose verdict is still open (ERM and
+    each open method, every replicate), one after another with one slot, together on workers; a task's verdict is
+    taken after each look as alone, and a task settled at a look gets no later one."""
+    from pipeline.compare.evaluate import run_evaluation, run_evaluations
 
     last: list[CampaignRound] = []
     while True:
-        rounds = [(record, config, round_) for record, config in tasks
+        rounds = [(config, round_) for record, config in tasks
                   if (round_ := _next_round(store, record, config, set_aside[config.name], runner.capacity))]
-        if not rounds or [r for _, _, r in rounds] == last:
+        if not rounds or [r for _, r in rounds] == last:
             return  # every task decided or out of budget; or nothing was added last time (every run failed)
-        last = [r for _, _, r in rounds]
-        plans = []
-        for record, config, round_ in rounds:
+        last = [r for _, r in rounds]
+        steps = []
+        for config, round_ in rounds:
             on_event(round_)
-            plans += [_plan(store, config, method, replicate, round_.pairs)
+            steps += [(config, method, replicate, round_.pairs)
                       for method in round_.methods for replicate in range(config.replicates)]
+        if runner.one_slot:
+            for number, (config, method, replicate, pairs) in enumerate(steps, start=1):
+                on_event(CampaignStage("re-train", method, config.study(method, replicate).name, number, len(steps),
+                                       pairs))
+                plan = _plan(store, config, method, replicate, pairs)
+                summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner)
+            continue
+        plans = [_plan(store, *step) for step in steps]
         on_event(CampaignTogether("re-train", tuple(plan.study.name for plan in plans),
-                                  seeds=max(r.pairs for _, _, r in rounds)))
+                                  seeds=max(r.pairs for _, r in rounds)))
         summary.runs_trained += run_evaluations(store, plans, device, on_event, precision, runner)

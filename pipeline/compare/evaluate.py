@@ -17,7 +17,7 @@ import json
 import math
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pipeline.config import DEFAULT_THREADS, TrainConfig, check_threads, resolve_device
 from pipeline.errors import TrainingFailed, UserError
@@ -70,11 +70,11 @@ class Plan:
     variants: list[Variant]
     seeds: list[int]
     resplit: bool
-    split_base: int = 0  # with `resplit`, seed k trains on split seed split_base + k
+    split_base: int  # with `resplit`, seed k trains on split seed split_base + k (see plan_evaluation)
 
     def config(self, variant: Variant, seed: int, device: str = "auto", precision: str = "auto") -> TrainConfig:
         """The TrainConfig of one run; with `resplit` the split is drawn again with the seed (split seed
-        split_base + seed: `evaluate --resplit` counts from 0, a campaign from its study's own split seed)."""
+        split_base + seed, counted from the study's own split seed)."""
         data = replace(self.base.data, split_seed=self.split_base + seed) if self.resplit else self.base.data
         return replace(self.base, data=data, method=variant.method, params=variant.params, seed=seed, device=device,
                        precision=precision)
@@ -130,7 +130,7 @@ def trial_config(study: StudyRecord, trial: TrialRecord) -> TrainConfig:
                        threads=recorded or config.threads or DEFAULT_THREADS)
 
 
-def inherited(method_name: str, best: dict[str, Value], given: dict[str, str]) -> dict[str, Value]:
+def inherited(method_name: str, best: dict[str, Value], given: dict[str, Value | str]) -> dict[str, Value]:
     """A baseline's parameters: each one it shares with the best configuration at the best value,
     `given` (from --param) over them, the rest at the method's defaults."""
     method = parse_method(method_name)
@@ -200,7 +200,7 @@ def parse_vary(text: str, method_name: str) -> tuple[str, list[Value]]:
     return name, coerced
 
 
-def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] = (),
+def plan_evaluation(store: Store, name: str, seeds: int = 5, against: Sequence[str] = (),
                     vary: str | None = None, params: dict[str, str] | None = None,
                     resplit: bool = False, threads: int | None = None, pick: str = DEFAULT_PICK,
                     trial: int | None = None, split_base: int | None = None) -> Plan:
@@ -208,7 +208,8 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
     A baseline is `METHOD` or `METHOD:name=value:...` (named by its own values, see parse_variant). The tuned
     configuration is the best trial's, or trial `trial`'s (another of a Pareto set, say). Every run trains with
     that trial's thread count, or `threads` when given. With `resplit`, seed k trains on split seed
-    `split_base + k` (default 0: the training seed itself, as `evaluate --resplit` always has)."""
+    `split_base + k`, by default the study's own split seed + k, as a campaign pairs them (a search replicate with
+    seeds of its own gives its split seed less its seed offset)."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise UserError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds} (each seed trains every "
                         "variant once; a few seeds to a few dozen give the interval)")
@@ -233,7 +234,9 @@ def plan_evaluation(store: Store, name: str, seeds: int = 5, against: list[str] 
         moved, values = parse_vary(vary, base.method)
         variants += [Variant(f"{moved}={v:g}" if isinstance(v, float) else f"{moved}={v}", base.method,
                              parse_method(base.method).resolve({**base.params, moved: v})) for v in values]
-    return Plan(study, chosen.trial_index, base, variants, list(range(seeds)), resplit, split_base or 0)
+    own = study.study.data.split_seed
+    return Plan(study, chosen.trial_index, base, variants, list(range(seeds)), resplit,
+                own if split_base is None else split_base)
 
 
 def _planned(config: TrainConfig) -> dict[str, Any]:
@@ -321,6 +324,16 @@ def missing_runs(store: Store, plan: Plan) -> list[tuple[Variant, int]]:
 def _stored_otherwise(plan: Plan, variant: Variant, seed: int, row: EvaluationRecord, planned: dict[str, Any]) -> str:
     """Why a stored run is not the one planned, and the two ways on: another variant name, or --drop."""
     changed = sorted(k for k in planned if row.config.get(k) != planned[k])
+    data, stored_data = planned.get("data") or {}, row.config.get("data") or {}
+    moved_data = {k for k in {*data, *stored_data} if data.get(k) != stored_data.get(k)}
+    if changed == ["data"] and moved_data == {"split_seed"}:  # the run's split alone differs
+        own = plan.study.study.data.split_seed
+        why = (f" (with --resplit each seed's split seed counts from the study's own, {own}; an evaluate before "
+               "this version counted from 0)" if plan.resplit else " (the study's own split, without --resplit)")
+        return (f"study {plan.study.name}: variant {variant.name} seed {seed} is stored trained on split seed "
+                f"{stored_data.get('split_seed')}, and this evaluate trains it on split seed {data.get('split_seed')}"
+                f"{why}; nothing was changed, and stored runs are never replaced: drop them first with "
+                f"--drop {variant.name}")
     stored_params, params = row.config.get("params") or {}, planned.get("params") or {}
     moved = {k: v for k, v in params.items() if stored_params.get(k) != v}
     differs = ", ".join(f"params: {', '.join(moved)}" if k == "params" and moved else k for k in changed)
@@ -508,12 +521,15 @@ class _Training:
             return False
         if outcome.error is not None:
             raise TrainingFailed(f"{where} failed: {outcome.error}; the runs stored so far are kept")
+        result = outcome.result
+        assert result is not None  # an outcome neither lost nor failed carries its run
         self.lock.check()
-        self.store_run(variant, seed, outcome.result)
+        self.store_run(variant, seed, result)
         self.stored += 1
         kill_point(f"after-evaluation-{self.stored}")
-        self.on_event(RunEnded(variant.name, seed, outcome.trial_index, self.total, outcome.result.test.accuracy,
-                               outcome.result.train_seconds, study=self.plan.study.name))
+        accuracy = math.nan if result.test.accuracy is None else result.test.accuracy  # a test split always has one
+        self.on_event(RunEnded(variant.name, seed, outcome.trial_index, self.total, accuracy, result.train_seconds,
+                               study=self.plan.study.name))
         return True
 
     def store_run(self, variant: Variant, seed: int, result: RunResult) -> None:

@@ -187,10 +187,10 @@ class DaskRunner:
 
     def __init__(self, device: str, log_file: str, workers: int | None = None, scheduler: str | None = None) -> None:
         self.device, self.log_file = device, log_file
-        self.workers, self.scheduler = workers, scheduler
+        self.workers, self.scheduler = workers or 0, scheduler  # with a scheduler, its workers: none of ours
         self.futures: dict[Any, TrialJob] = {}  # future -> its job
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
-        self.capacity = workers or 0  # a scheduler's: known once connected (__enter__)
+        self.capacity = self.workers  # a scheduler's: known once connected (__enter__)
 
     def __enter__(self) -> DaskRunner:
         import dask
@@ -261,7 +261,7 @@ class DaskRunner:
     def check_connected(self) -> None:
         """ServerLost when the client has lost its scheduler: Dask then cancels every task it had sent, and the
         trials they ran can only run again once a scheduler is back."""
-        if self.client.status != "running":
+        if self.client is not None and self.client.status != "running":  # none yet: nothing sent to lose
             where = f"at {self.scheduler}" if self.scheduler else "of the local cluster"
             raise ServerLost(f"lost the Dask scheduler {where} (the client's connection to it closed)")
 

@@ -1,10 +1,11 @@
 """Several studies at once on one runner: a campaign's searches spread over one Dask cluster.
 
 Each study keeps its own loop (pipeline/search/study.py: its searcher, its lock, its budget and failure policy);
-one loop here asks whichever study runs the fewest trials for the next one whenever the runner has room, and hands
-each outcome back to the study that asked for it (an Outcome names its job's study). As with one study, only this
-process talks to Ax and writes the database, and every write goes through its study's loop, so a kill at any
-moment leaves each study as a killed `run` would: its resume (`reconcile`) loses and duplicates nothing.
+the one loop that drives a study run alone (`run_loops`) asks whichever study runs the fewest trials for the next
+one whenever the runner has room, and hands each outcome back to the study that asked for it (an Outcome names its
+job's study). As with one study, only this process talks to Ax and writes the database, and every write goes
+through its study's loop, so a kill at any moment leaves each study as a killed `run` would: its resume
+(`reconcile`) loses and duplicates nothing.
 """
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pipeline.errors import ServerLost, UserError
-from pipeline.search.study import StudyLoop, StudySummary, as_stored, check_can_train, new_loop, prepare_study
+from pipeline.search.study import StudySummary, as_stored, check_can_train, new_loop, prepare_study, run_loops
 from pipeline.search.trial import OnEvent, TrialRunner
 from pipeline.spec.study_config import StudyConfig
 from pipeline.store import SchemaUpgraded, Store
@@ -59,63 +58,9 @@ def run_studies(studies: list[StudyConfig], runner: TrialRunner, db: str | None 
         on_event(StudiesStarted(tuple(loop.study.name for loop in loops), runner.capacity))
         for loop in loops:
             loop.started()
-        _Together(loops, runner, on_event).run()
+        run_loops(loops, runner, on_event, lambda loop: on_event(StudyFinished(loop.summary)))
         for loop in loops:
             loop.summary.best = loop.best()
     for loop in loops:
         loop.summary.seconds = time.perf_counter() - start
     return [loop.summary for loop in loops]
-
-
-class _Together:
-    """The loop over several study loops sharing one runner."""
-
-    def __init__(self, loops: list[StudyLoop], runner: TrialRunner, on_event: OnEvent) -> None:
-        self.loops, self.runner, self.on_event = loops, runner, on_event
-        self.by_name = {loop.study.name: loop for loop in loops}
-        self.turns = {loop.study.name: number for number, loop in enumerate(loops)}  # lower: asked first
-        self.next_turn = len(loops)
-
-    def run(self) -> None:
-        active = list(self.loops)
-        try:
-            while active:
-                waiting = self.fill(active)
-                for loop in [loop for loop in active if not loop.running]:  # nothing running, nothing more to ask
-                    if loop.study.name in waiting or not loop.has_room(self.runner):
-                        active.remove(loop)
-                        loop.predict()
-                        self.on_event(StudyFinished(loop.summary))
-                if not active:
-                    return
-                for outcome in self.runner.wait(self.progress):
-                    self.by_name[outcome.study].record(outcome)
-        except (UserError, ServerLost, KeyboardInterrupt) as stop:  # stop every study, run them again later
-            for loop in active:
-                loop.interrupt(stop)
-            raise
-
-    def fill(self, active: list[StudyLoop]) -> set[str]:
-        """Submit trials while the runner has room, each time from the study with the fewest running (then the one
-        whose turn came longest ago) that may start one; returns the studies whose searcher waits for a result."""
-        waiting: set[str] = set()
-        while sum(len(loop.running) for loop in active) < self.runner.capacity + self.runner.ahead:
-            ready = [loop for loop in active if loop.study.name not in waiting and loop.has_room(self.runner)]
-            if not ready:
-                break
-            loop = min(ready, key=lambda loop: (len(loop.running), self.turns[loop.study.name]))
-            job = loop.ask()
-            if job is None:  # Ax waits for a running trial, or the study stopped (has_room says so next)
-                waiting.add(loop.study.name)
-                continue
-            self.runner.submit(job)
-            self.turns[loop.study.name], self.next_turn = self.next_turn, self.next_turn + 1
-        return waiting
-
-    def progress(self, event: Any) -> None:
-        """A running trial's progress, passed on through its study's loop (which stops it if that study's lock is
-        lost); every lock is checked on the way."""
-        for loop in self.loops:
-            loop.lock.stop_if_lost()
-        loop = self.by_name.get(getattr(event, "study", ""))
-        (loop.on_event if loop is not None else self.on_event)(event)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pipeline.config import DEFAULT_THREADS, resolve_device
 from pipeline.spec.epochs import StopRule, objective_curve, prefix_epochs, stop_percentile
@@ -130,9 +130,9 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     requeued = []
     for index in searcher.pending():
         row = rows.get(index)
-        if row is not None and row.status == TrialStatus.COMPLETED:
-            searcher.complete(index, row.metrics, row.seed_runs or ())
-        elif row is not None and row.status == TrialStatus.EARLY_STOPPED:
+        if row is not None and row.status == TrialStatus.COMPLETED and row.metrics is not None:
+            searcher.complete(index, row.metrics, [run.metrics for run in row.seed_runs or ()])
+        elif row is not None and row.status == TrialStatus.EARLY_STOPPED and row.metrics is not None:
             searcher.early_stop(index, row.metrics)
         elif row is not None and row.status == TrialStatus.FAILED:
             searcher.abandon(index)
@@ -235,10 +235,12 @@ def settle_stored(study: StudyConfig, record: StudyRecord | None) -> StudyConfig
     size (StudyConfig.settle_image_size), its search strategy (StudyConfig.settle_strategy), the rare-class
     examples it keeps (StudyConfig.settle_rare_kept), whether its ranges widen (StudyConfig.settle_widen) and the
     parameters it leaves to a default that has changed since (StudyConfig.settle_defaults)."""
-    stored = None if record is None else record.study
-    return (study.settle_image_size(stored and stored.data.image_size).settle_strategy(stored and stored.strategy)
-            .settle_rare_kept(stored and stored.data.rare_kept).settle_widen(stored and stored.widen)
-            .settle_defaults(stored and stored.fixed))
+    if record is None:
+        return (study.settle_image_size(None).settle_strategy(None).settle_rare_kept(None).settle_widen(None)
+                .settle_defaults(None))
+    stored = record.study
+    return (study.settle_image_size(stored.data.image_size).settle_strategy(stored.strategy)
+            .settle_rare_kept(stored.data.rare_kept).settle_widen(stored.widen).settle_defaults(stored.fixed))
 
 
 def open_study(store: Store, study: StudyConfig) -> tuple[StudyRecord, StudyConfig]:
@@ -273,8 +275,8 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
         stored, study, log_path = prepare_study(store, study, log_file)
         with store.lock_study(stored) as lock, runner:
             loop = new_loop(store, stored, study, lock, trials, log_path, on_event, device, precision)
-            loop.run(runner)
-            loop.predict()
+            loop.started()
+            run_loops([loop], runner, on_event)
         loop.summary.best = loop.best()
     loop.summary.seconds = time.perf_counter() - start
     return loop.summary
@@ -335,24 +337,6 @@ class StudyLoop:
                                    [self.searcher.parameters(index)  # those the budget still has room for
                                     for index in self.requeued[:max(0, self.summary.budget - self.ran)]]))
 
-    def run(self, runner: TrialRunner) -> None:
-        self.started()
-        try:
-            while True:
-                while self.has_room(runner) and (job := self.ask()) is not None:
-                    runner.submit(job)
-                if not self.running:
-                    return
-                for outcome in runner.wait(self.progress):  # stops while trials run: the stopped ones end first
-                    self.record(outcome)
-        except (UserError, ServerLost, KeyboardInterrupt) as stop:  # stop, and run them again later
-            self.stop_running(stop)
-
-    def progress(self, event: Any) -> None:
-        """Pass a running trial's progress on; a lost lock stops the trial here, without waiting for its end."""
-        self.lock.stop_if_lost()
-        self.on_event(event)
-
     def has_room(self, runner: TrialRunner) -> bool:
         """Whether another trial may start: the budget not reached, the runner not full (its places and the trials
         that wait for one: `TrialRunner.ahead`), nothing stopped us."""
@@ -366,8 +350,8 @@ class StudyLoop:
         if self.requeued:
             interrupted = self.requeued.pop(0)
             index, parameters = self.searcher.rerun(interrupted), self.searcher.parameters(interrupted)
-        elif (asked := self.searcher.ask(waiting=bool(self.running))) == "wait":
-            return None  # Ax needs a running trial's result first (the Sobol trials are all out)
+        elif isinstance(asked := self.searcher.ask(waiting=bool(self.running)), str):
+            return None  # "wait": Ax needs a running trial's result first (the Sobol trials are all out)
         elif asked is None:
             self.summary.stopped = "Ax can propose no parameters that were not tried already (search space exhausted)"
             return None
@@ -414,6 +398,7 @@ class StudyLoop:
             self.searcher.abandon(outcome.trial_index)
         else:
             result = outcome.result
+            assert result is not None  # an outcome neither lost nor failed carries its run
             stopped_at = result.stopped_at
             status, error = TrialStatus.EARLY_STOPPED if stopped_at else TrialStatus.COMPLETED, None
             objective = result.metrics[self.study.objective]
@@ -506,18 +491,11 @@ class StudyLoop:
         if self.failures_in_a_row >= self.study.budget.max_failures and not self.summary.stopped:
             self.summary.stopped = too_many_failures(self.failures_in_a_row, error)
 
-    def stop_running(self, stop: BaseException) -> None:
-        """Stop on a UserError, a lost Dask scheduler or Ctrl-C: the running trials are stored as interrupted
-        and Ax is not told, so they stay pending there and the next run requeues them (see `reconcile`); then
-        re-raise. A loop that lost the study's lock writes nothing more: the study is another process's now,
-        or the database cannot be reached (its trials are left running, and the next run requeues them)."""
-        self.interrupt(stop)
-        if isinstance(stop, KeyboardInterrupt) and self.running:
-            raise StudyInterrupted(self.study.name, sorted(self.running)) from None
-        raise stop
-
     def interrupt(self, stop: BaseException) -> None:
-        """Store the running trials as interrupted (see `stop_running`), where this loop may still write."""
+        """Store the running trials as interrupted, where this loop may still write: Ax is not told, so they stay
+        pending there and the next run requeues them (see `reconcile`). A loop that lost the study's lock writes
+        nothing more: the study is another process's now, or the database cannot be reached (its trials are left
+        running, and the next run requeues them)."""
         if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
             self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
                                                 lock=self.lock)
@@ -544,4 +522,74 @@ class StudyLoop:
         """The best completed trial so far by the report's rule, among `trials` (the study's, read when not given):
         (objective, trial index, parameters)."""
         top = best_trial(self.stored, self.store.trials(self.stored.id) if trials is None else trials)
-        return None if top is None else (top.metrics[self.study.objective], top.trial_index, top.parameters)
+        return None if top is None or top.metrics is None else (top.metrics[self.study.objective], top.trial_index,
+                                                                top.parameters)
+
+
+def run_loops(loops: list[StudyLoop], runner: TrialRunner, on_event: OnEvent,
+              finished: Callable[[StudyLoop], None] = lambda loop: None) -> None:
+    """Drive every loop of `loops` on `runner` until each ran its budget or stopped: the one submit-and-wait loop of
+    a study run alone and of several run at once. Whenever the runner has room, the study running the fewest trials
+    (the one asked longest ago among equals, so that none starves) is asked for the next one; each outcome goes
+    back to the study that asked for it (an Outcome names its job's study). A study that ends is judged (`predict`)
+    and handed to `finished`. A stop (a UserError, a lost server, Ctrl-C) stores every study's running trials as
+    interrupted, to run again first, and propagates (Ctrl-C in a study run alone as StudyInterrupted)."""
+    _Together(loops, runner, on_event, finished).run()
+
+
+class _Together:
+    """The loop over the study loops sharing one runner."""
+
+    def __init__(self, loops: list[StudyLoop], runner: TrialRunner, on_event: OnEvent,
+                 finished: Callable[[StudyLoop], None]) -> None:
+        self.loops, self.runner, self.on_event, self.finished = loops, runner, on_event, finished
+        self.by_name = {loop.study.name: loop for loop in loops}
+        self.turns = {loop.study.name: number for number, loop in enumerate(loops)}  # lower: asked first
+        self.next_turn = len(loops)
+
+    def run(self) -> None:
+        active = list(self.loops)
+        try:
+            while active:
+                waiting = self.fill(active)
+                for loop in [loop for loop in active if not loop.running]:  # nothing running, nothing more to ask
+                    if loop.study.name in waiting or not loop.has_room(self.runner):
+                        active.remove(loop)
+                        loop.predict()
+                        self.finished(loop)
+                if not active:
+                    return
+                for outcome in self.runner.wait(self.progress):  # stops while trials run: the stopped ones end first
+                    # a runner that does not name the study trains one study's trials
+                    self.by_name.get(outcome.study, self.loops[0]).record(outcome)
+        except (UserError, ServerLost, KeyboardInterrupt) as stop:  # stop every study, run them again later
+            for loop in active:
+                loop.interrupt(stop)
+            if isinstance(stop, KeyboardInterrupt) and len(self.loops) == 1 and self.loops[0].running:
+                raise StudyInterrupted(self.loops[0].study.name, sorted(self.loops[0].running)) from None
+            raise
+
+    def fill(self, active: list[StudyLoop]) -> set[str]:
+        """Submit trials while the runner has room, each time from the study with the fewest running (then the one
+        whose turn came longest ago) that may start one; returns the studies whose searcher waits for a result."""
+        waiting: set[str] = set()
+        while sum(len(loop.running) for loop in active) < self.runner.capacity + self.runner.ahead:
+            ready = [loop for loop in active if loop.study.name not in waiting and loop.has_room(self.runner)]
+            if not ready:
+                break
+            loop = min(ready, key=lambda loop: (len(loop.running), self.turns[loop.study.name]))
+            job = loop.ask()
+            if job is None:  # Ax waits for a running trial, or the study stopped (has_room says so next)
+                waiting.add(loop.study.name)
+                continue
+            self.runner.submit(job)
+            self.turns[loop.study.name], self.next_turn = self.next_turn, self.next_turn + 1
+        return waiting
+
+    def progress(self, event: Any) -> None:
+        """A running trial's progress, passed on through its study's loop; every study's lock is checked on the way,
+        so a lost lock stops the trials here, without waiting for their end."""
+        for loop in self.loops:
+            loop.lock.stop_if_lost()
+        found = self.by_name.get(getattr(event, "study", ""))
+        (found.on_event if found is not None else self.on_event)(event)

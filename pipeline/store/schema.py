@@ -74,7 +74,7 @@ evaluations = sa.Table(
     sa.Column("study_id", sa.ForeignKey("rt_studies.id"), nullable=False),
     # tuned | a baseline METHOD[:NAME=VALUE...] | NAME=VALUE (--vary)
     sa.Column("variant", sa.String(200), nullable=False),
-    sa.Column("seed", sa.Integer, nullable=False),  # the training seed (and split seed with --resplit)
+    sa.Column("seed", sa.Integer, nullable=False),  # the training seed (the split seed a run drew: config.data)
     sa.Column("trial_index", sa.Integer, nullable=False),  # the best trial the variant derives from
     sa.Column("config", sa.JSON, nullable=False),  # the TrainConfig as planned, less seed and device
     sa.Column("metrics", sa.JSON, nullable=False),  # flat, as a trial's

@@ -207,3 +207,28 @@ def test_evaluate_on_two_dask_workers_stores_each_run_once(db, evaluate, tmp_pat
     for key in workers:  # the same settings, thread count included, and the same numbers
         assert workers[key]["settings"] == local[key]["settings"]
         assert workers[key]["metrics"] | {"train_seconds": 0} == local[key]["metrics"] | {"train_seconds": 0}
+
+
+def test_resplit_counts_each_seeds_split_from_the_studys_own_and_refuses_a_run_stored_counting_from_0(db, cli,
+                                                                                                       tmp_path):
+    """A study searched on split seed 300: `evaluate --resplit` trains seed k on split seed 300 + k, as a campaign
+    pairs them. A run an earlier version stored on split seed k is refused in one line, never taken for seed k's."""
+    path = study_file(tmp_path, "shifted", "hws", "epochs = 1\nlr_head = 0.05\nbeta = 2.0", trials=1)
+    path.write_text(path.read_text().replace('name = "digits"', 'name = "digits"\nsplit_seed = 300'))
+    shifted = load_study(path)
+    store = Store(str(db))
+    row = store.start_trial(store.create_study(shifted).id, 0, {}, shifted.seed, 0.0)
+    store.complete_trial(row, run_trial(shifted, {}, shifted.seed, "cpu"))
+    run_evaluation(store, plan_evaluation(store, "shifted", 1, resplit=True, split_base=0), "cpu")  # as stored before
+
+    def evaluate(*args: str) -> tuple[int, str, str]:
+        return cli("evaluate", "shifted", "--db", str(db), "--device", "cpu", *args)
+
+    code, _, err = evaluate("--seeds", "2", "--resplit")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "seed 0 is stored trained on split seed 0, and this evaluate trains it on split seed 300" in err
+    assert "--drop tuned" in err
+    assert evaluate("--drop", "tuned", "--yes")[0] == 0
+    assert evaluate("--seeds", "2", "--resplit")[0] == 0
+    stored = sqlite3.connect(db).execute("select seed, config from rt_evaluations order by seed").fetchall()
+    assert [(seed, json.loads(config)["data"]["split_seed"]) for seed, config in stored] == [(0, 300), (1, 301)]
