@@ -19,6 +19,7 @@ from pipeline.spec.campaign_config import APART, REFERENCE, CampaignConfig
 from pipeline.spec.study_config import StudyConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
+from pipeline.library_logs import quiet_libraries
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trial_budget, trials_ran
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner
 
@@ -229,17 +230,21 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
     return replace(plan, seeds=[offset + seed for seed in plan.seeds])  # the split follows: split_base + seed
 
 
-def _searched(store: Store, study: StudyConfig) -> bool:
+def _searched(store: Store, study: StudyConfig, log_file: str | Path) -> bool:
     """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range), a
-    completed trial to re-train, and Ax told of every trial (else run_study reconciles Ax with the table first)."""
-    from pipeline.search.ax import pending_in_ax
-
+    completed trial to re-train, and Ax told of every trial (else run_study reconciles Ax with the table first).
+    Only a study whose trials are all stored asks Ax's records, after Ax's output is routed to `log_file`."""
     stored = store.study(study.name)
     if stored is None:
         return False
     trials = store.trials(stored.id)
-    return (trials_ran(trials) >= trial_budget(study, bool(store.widenings(stored.id)))
-            and any(t.status == TrialStatus.COMPLETED for t in trials) and not pending_in_ax(store, study.name))
+    if (trials_ran(trials) < trial_budget(study, bool(store.widenings(stored.id)))
+            or not any(t.status == TrialStatus.COMPLETED for t in trials)):
+        return False
+    quiet_libraries(log_file)  # importing Ax prints otherwise
+    from pipeline.search.ax import pending_in_ax
+
+    return not pending_in_ax(store, study.name)
 
 
 class _Shared:
@@ -302,12 +307,12 @@ SearchStep = tuple[CampaignConfig, str, StudyConfig]  # a study of a task's camp
 
 def _search(store: Store, studies: list[SearchStep], runner: _Shared, db: str | None, device: str, on_event: OnEvent,
             precision: str, log_file: str | Path) -> list[tuple[SearchStep, StudySummary]]:
-    """Run every study of `studies` not searched yet (a searched one does not even load Ax): with one slot one after
-    another, a stage each; on workers all at once. Returns each study run, with how it went."""
+    """Run every study of `studies` not searched yet: with one slot one after another, a stage each; on workers all
+    at once. Returns each study run, with how it went."""
     from pipeline.search.studies import run_studies
     from pipeline.search.study import run_study
 
-    pending = [step for step in studies if not _searched(store, step[2])]
+    pending = [step for step in studies if not _searched(store, step[2], log_file)]
     if runner.one_slot:
         done = []
         for number, step in enumerate(studies, start=1):
