@@ -216,7 +216,7 @@ def _with_command_line(ctx: typer.Context, config: TrainConfig, given: TrainConf
 
 
 @app.command()
-def methods() -> None:
+def methods(format_: ResultFormat = "table") -> None:
     """List the training methods and their hyper-parameters.
 
     Each part of a method (loss, sampler, mixer, generator, weights) with the hyper-parameters it takes, their
@@ -225,6 +225,14 @@ def methods() -> None:
     sections: list[tuple[str, Sequence[HParam]]] = [("every method: the shared trainer", TRAINING_PARAMS)]
     sections += [(f"{family} {part.name}: {part.source}", part.params)
                  for family, registry in FAMILIES.items() for part in registry.values()]
+    if chosen_format(format_, ("table", "json")) == "json":
+        shared = {"family": None, "name": None, "source": "the shared trainer",
+                  "parameters": [_param_record(p) for p in TRAINING_PARAMS]}
+        parts = [{"family": family, "name": part.name, "source": part.source,
+                  "parameters": [_param_record(p) for p in part.params]}
+                 for family, registry in FAMILIES.items() for part in registry.values()]
+        stdout.print_json(json.dumps([shared, *parts]))
+        return
     narrow = stdout.width < _table_width([p for _, params in sections for p in params])
     for title, params in sections:
         if not params:
@@ -252,6 +260,12 @@ def methods() -> None:
 
 MEANING_WIDTH = 30  # the least room the table's meaning column gets; narrower terminals get one block per part
 COLUMNS = ("parameter", "default", "valid", "study range", "widens")
+
+
+def _param_record(p: HParam) -> dict[str, object]:
+    """A parameter as `methods --format json` lists it: the table's columns, as text, and its meaning."""
+    return {"parameter": p.name, "default": p.default, "valid": _valid_text(p), "study_range": _search_text(p.search),
+            "widens": _widens_text(p), "meaning": p.help}
 
 
 def _table_width(params: Sequence[HParam]) -> int:

@@ -10,7 +10,8 @@ from pipeline.store import Store
 
 # The commands that print results, and the --format values each takes.
 FORMATS = {
-    ("train",): ("table", "json"), ("predict",): ("table", "json"), ("best",): ("toml", "json"),
+    ("train",): ("table", "json"), ("methods",): ("table", "json"), ("predict",): ("table", "json"),
+    ("best",): ("toml", "json"),
     ("run",): ("table", "markdown", "json"), ("evaluate",): ("table", "markdown", "json"),
     ("compare",): ("table", "markdown", "json"), ("studies",): ("table", "markdown", "json"),
     ("report",): ("table", "markdown", "csv", "latex", "json", "html"), ("bench", "steps"): ("table", "markdown"),
@@ -48,3 +49,14 @@ def test_studies_prints_json_and_markdown_for_scripts_and_documents(cli, tmp_pat
     assert [row["study"] for row in table["rows"]] == ["a"]
     code, out, err = cli("studies", "--db", str(db), "--format", "markdown")
     assert code == 0 and "| a |" in out and "|---|" in out
+
+
+def test_methods_lists_every_part_and_its_parameters_as_json(cli):
+    from pipeline.methods.declarations import FAMILIES
+
+    code, out, err = cli("methods", "--format", "json")
+    listed = json.loads(out)
+    assert code == 0 and err == ""
+    assert {(p["family"], p["name"]) for p in listed[1:]} == {(f, n) for f, r in FAMILIES.items() for n in r}
+    gils = next(p for p in listed if p["name"] == "gils")
+    assert {"parameter", "default", "valid", "study_range", "widens", "meaning"} <= set(gils["parameters"][0])
