@@ -29,7 +29,7 @@ from pipeline.compare.budget_curves import TIE, Order, half_budget, order_at, or
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.store import CampaignRecord, Store
 from pipeline.compare.verdict import (ALPHA, METRICS, READING_LABELS, Values, Verdict, campaign_runs, run_values,
-                                      take_verdict)
+                                      signed_points, take_verdict)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -255,10 +255,6 @@ def take_across_tasks(store: Store, campaign: CampaignRecord) -> AcrossTasks:
     return across_of(campaign.name, verdicts, values, campaign.methods)
 
 
-def _points(value: float) -> str:
-    return f"{100 * value:+.1f}"
-
-
 def _wilcoxon_floor(ranking: Ranking) -> str:
     """Where two methods' scores differ on too few tasks for the two-sided signed-rank test ever to reach ALPHA, the
     clause that says so; empty otherwise."""
@@ -301,8 +297,8 @@ def across_reading(result: AcrossTasks) -> str:
         for word, side in (("above", [a for a in clear if a.method == method and a.low > 0]),
                            ("below", [a for a in clear if a.method == method and a.high < 0])):
             if side:
-                shown = ", ".join(f"{READING_LABELS[a.metric]} ({_points(a.difference)} points [{_points(a.low)}, "
-                                  f"{_points(a.high)}])" for a in side)
+                shown = ", ".join(f"{READING_LABELS[a.metric]} ({signed_points(a.difference)} points "
+                                  f"[{signed_points(a.low)}, {signed_points(a.high)}])" for a in side)
                 sentences.append(f"{method} is {word} ERM over the tasks on {shown}")
     if clear:
         sentences.append("These bootstrap intervals exclude 0; they count the runs' spread within the tasks, not "

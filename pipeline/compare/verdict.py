@@ -522,7 +522,8 @@ def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Des
     return found
 
 
-def _points(value: float) -> str:
+def signed_points(value: float) -> str:
+    """A difference of fractions in signed percentage points, one decimal: +2.2."""
     return f"{100 * value:+.1f}"
 
 
@@ -617,10 +618,10 @@ def _declared_order(method: str) -> tuple[int, ...]:
 
 def _stated(c: Cell, equivalence: bool = False) -> str:
     """A decided cell in words: the metric, the difference and its interval in points."""
-    interval = "" if c.low is None or c.high is None else f" [{_points(c.low)}, {_points(c.high)}]"
+    interval = "" if c.low is None or c.high is None else f" [{signed_points(c.low)}, {signed_points(c.high)}]"
     if equivalence:
         return f"{READING_LABELS[c.metric]} (within ±{100 * c.smallest:g} points:{interval or ' identical runs'})"
-    return f"{READING_LABELS[c.metric]} ({_points(c.mean)} points{interval})"
+    return f"{READING_LABELS[c.metric]} ({signed_points(c.mean)} points{interval})"
 
 
 def _join(items: list[str], word: str = "and") -> str:
