@@ -7,9 +7,8 @@ carriage return or newline ending a line. A word cut at a line's end is found ag
 output on a terminal wide enough for every line (WIDE): the last word of a line and the first of the next, put
 together, make a word of that output that either alone is not.
 
-The commands that train, and those stopped by Ctrl-C, run at 80 or 120 columns in a process of their own; the
-commands that only read, bad input, and every command at WIDE run in this process on the same terminal (its
-environment, and the consoles interactive, as a terminal makes them)."""
+Each runs in this process (the `cli` fixture) on that terminal: its environment, and the consoles interactive
+as a terminal makes them; but for Ctrl-C, sent to a command in a process of its own."""
 from __future__ import annotations
 
 import os
@@ -24,7 +23,7 @@ from rich.cells import cell_len
 
 from cli import render
 from cli.main import main
-from helpers import ROBUST_TUNE, robust_tune, study_file, wait_for_running_trial
+from helpers import ROBUST_TUNE, study_file, wait_for_running_trial
 
 TERMINAL = {"TTY_COMPATIBLE": "1", "TERM": "xterm", "NO_COLOR": "1", "OMP_NUM_THREADS": "1"}
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")  # cursor moves, styles, links
@@ -74,17 +73,12 @@ def folder(tmp_path_factory) -> Path:
     return folder
 
 
-def shown(folder: Path, args: list[str], width: int, fresh: bool = False) -> subprocess.CompletedProcess:
-    """The command in a process of its own on a terminal `width` wide; `fresh`: on a copy of the stored database made
-    for this call, so that a command that trains finds the same state at every width."""
-    return robust_tune(*_on_database(folder, args, width, fresh), env={**TERMINAL, "COLUMNS": str(width)})
-
-
-def shown_here(cli, monkeypatch, folder: Path, args: list[str], width: int,
-               fresh: bool = False) -> subprocess.CompletedProcess:
-    """The command run in this process (the `cli` fixture) as `shown` runs it in its own: Rich reads the terminal
-    from the environment, and a console made on a terminal is interactive (draws live views), which this process's
-    consoles, made before, are told."""
+def shown(cli, monkeypatch, folder: Path, args: list[str], width: int,
+          fresh: bool = False) -> subprocess.CompletedProcess:
+    """The command on a terminal `width` wide, run in this process (the `cli` fixture) as in its own: Rich reads the
+    terminal from the environment, and a console made on a terminal is interactive (draws live views), which this
+    process's consoles, made before, are told. `fresh`: on a copy of the stored database made for this call, so that
+    a command that trains finds the same state at every width."""
     args = _on_database(folder, args, width, fresh)
     with monkeypatch.context() as patch:
         for name, value in {**TERMINAL, "COLUMNS": str(width)}.items():
@@ -161,7 +155,7 @@ _WIDE_OUTPUT: dict[tuple[Path, str], subprocess.CompletedProcess] = {}
 def _wide(cli, monkeypatch, folder: Path, name: str, args: list[str]) -> subprocess.CompletedProcess:
     """The reading command `name` on a terminal WIDE columns wide, run once for both widths it is checked at."""
     if (folder, name) not in _WIDE_OUTPUT:
-        _WIDE_OUTPUT[folder, name] = shown_here(cli, monkeypatch, folder, args, WIDE)
+        _WIDE_OUTPUT[folder, name] = shown(cli, monkeypatch, folder, args, WIDE)
     return _WIDE_OUTPUT[folder, name]
 
 
@@ -169,7 +163,7 @@ def _wide(cli, monkeypatch, folder: Path, name: str, args: list[str]) -> subproc
 @pytest.mark.parametrize("name", [*READING, *ERRORS])
 def test_every_line_fits_the_terminal_and_breaks_between_words(folder, name, width, cli, monkeypatch):
     args = _command(folder, {**READING, **ERRORS}[name])
-    done, wide = shown_here(cli, monkeypatch, folder, args, width), _wide(cli, monkeypatch, folder, name, args)
+    done, wide = shown(cli, monkeypatch, folder, args, width), _wide(cli, monkeypatch, folder, name, args)
     assert done.returncode == wide.returncode == (2 if name in ERRORS else 0), done.stderr
     assert "Traceback" not in done.stderr
     check_fits(done.stdout, width, wide.stdout)
@@ -199,12 +193,11 @@ TRAINING = {
 @pytest.mark.parametrize("name", list(TRAINING))
 def test_what_a_training_command_prints_fits_the_terminal(folder, name, tmp_path, cli, monkeypatch):
     outputs = {}
-    for width in (80, WIDE):  # at 80 as a user runs it; the words of its lines at WIDE, in this process
+    for width in (80, WIDE):
         study = study_file(tmp_path, f"a-new-study-{width}", "ls", STUDY, trials=2)
         args = [str(study) if arg == "STUDY" else arg for arg in TRAINING[name]]
         args = _command(folder, args)
-        outputs[width] = (shown(folder, args, width, fresh=True) if width == 80
-                          else shown_here(cli, monkeypatch, folder, args, width, fresh=True))
+        outputs[width] = shown(cli, monkeypatch, folder, args, width, fresh=True)
         assert outputs[width].returncode == 0, outputs[width].stderr
     check_fits(outputs[80].stdout, 80, outputs[WIDE].stdout)
     check_fits(outputs[80].stderr, 80, outputs[WIDE].stderr)
