@@ -230,4 +230,3 @@ def test_the_resume_line_after_ctrl_c_fits_and_can_be_pasted(folder, command, wi
     text, command = err[err.index("resume with") + len("resume with"):].split("\n", 1)
     assert text == "" and command.startswith("  robust-tune")  # the command on lines of its own, to copy
     assert re.sub(r" \\\n *", " ", command).strip() == typed  # each line but the last ends in a backslash
-
