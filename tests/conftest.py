@@ -16,6 +16,9 @@ os.environ["ROBUST_TUNE_OFFLINE"] = "1"  # tests never download; weights come fr
 # The suite trains in its own processes, one trial at a time, unless a test asks for workers; the tests of the
 # default (a worker per core) clear it.
 os.environ["ROBUST_TUNE_WORKERS"] = "1"
+# The commands' consoles are made once in this process: with no COLUMNS of the suite's own terminal fixed into
+# them, they follow the COLUMNS a test sets.
+os.environ.pop("COLUMNS", None)
 
 import pytest
 import torch

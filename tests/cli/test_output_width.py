@@ -5,7 +5,10 @@ The commands run with Rich taking their output for a terminal (TTY_COMPATIBLE=1)
 as on a terminal, live views are drawn, and the text is read with the terminal's control codes taken out, each
 carriage return or newline ending a line. A word cut at a line's end is found against the same command's
 output on a terminal wide enough for every line (WIDE): the last word of a line and the first of the next, put
-together, make a word of that output that either alone is not."""
+together, make a word of that output that either alone is not.
+
+Each runs in this process (the `cli` fixture) on that terminal: its environment, and the consoles interactive
+as a terminal makes them; but for Ctrl-C, sent to a command in a process of its own."""
 from __future__ import annotations
 
 import os
@@ -18,8 +21,9 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
+from cli import render
 from cli.main import main
-from helpers import ROBUST_TUNE, robust_tune, rows, study_file
+from helpers import ROBUST_TUNE, study_file, wait_for_running_trial
 
 TERMINAL = {"TTY_COMPATIBLE": "1", "TERM": "xterm", "NO_COLOR": "1", "OMP_NUM_THREADS": "1"}
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")  # cursor moves, styles, links
@@ -69,14 +73,29 @@ def folder(tmp_path_factory) -> Path:
     return folder
 
 
-def shown(folder: Path, args: list[str], width: int, fresh: bool = False) -> subprocess.CompletedProcess:
-    """The command on a terminal `width` wide; `fresh`: on a copy of the stored database made for this call,
-    so that a command that trains finds the same state at every width."""
+def shown(cli, monkeypatch, folder: Path, args: list[str], width: int,
+          fresh: bool = False) -> subprocess.CompletedProcess:
+    """The command on a terminal `width` wide, run in this process (the `cli` fixture) as in its own: Rich reads the
+    terminal from the environment, and a console made on a terminal is interactive (draws live views), which this
+    process's consoles, made before, are told. `fresh`: on a copy of the stored database made for this call, so that
+    a command that trains finds the same state at every width."""
+    args = _on_database(folder, args, width, fresh)
+    with monkeypatch.context() as patch:
+        for name, value in {**TERMINAL, "COLUMNS": str(width)}.items():
+            patch.setenv(name, value)
+        for console in (render.stdout, render.stderr):
+            patch.setattr(console, "is_interactive", True)
+            assert console.is_terminal and console.width == width  # else a console was made with a fixed width
+        code, out, err = cli(*args)
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def _on_database(folder: Path, args: list[str], width: int, fresh: bool) -> list[str]:
+    """`args` with DB naming the stored database, or (`fresh`) a copy of it made for this call."""
     db = folder / "stored.db"
     if fresh:
         db = shutil.copy(db, folder / f"copy-{width}.db")
-    args = [str(db) if arg == "DB" else arg for arg in args]
-    return robust_tune(*args, env={**TERMINAL, "COLUMNS": str(width)})
+    return [str(db) if arg == "DB" else arg for arg in args]
 
 
 def screen_lines(text: str) -> list[str]:
@@ -133,18 +152,18 @@ def _command(folder: Path, args: list[str]) -> list[str]:
 _WIDE_OUTPUT: dict[tuple[Path, str], subprocess.CompletedProcess] = {}
 
 
-def _wide(folder: Path, name: str, args: list[str]) -> subprocess.CompletedProcess:
+def _wide(cli, monkeypatch, folder: Path, name: str, args: list[str]) -> subprocess.CompletedProcess:
     """The reading command `name` on a terminal WIDE columns wide, run once for both widths it is checked at."""
     if (folder, name) not in _WIDE_OUTPUT:
-        _WIDE_OUTPUT[folder, name] = shown(folder, args, WIDE)
+        _WIDE_OUTPUT[folder, name] = shown(cli, monkeypatch, folder, args, WIDE)
     return _WIDE_OUTPUT[folder, name]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", [*READING, *ERRORS])
-def test_every_line_fits_the_terminal_and_breaks_between_words(folder, name, width):
+def test_every_line_fits_the_terminal_and_breaks_between_words(folder, name, width, cli, monkeypatch):
     args = _command(folder, {**READING, **ERRORS}[name])
-    done, wide = shown(folder, args, width), _wide(folder, name, args)
+    done, wide = shown(cli, monkeypatch, folder, args, width), _wide(cli, monkeypatch, folder, name, args)
     assert done.returncode == wide.returncode == (2 if name in ERRORS else 0), done.stderr
     assert "Traceback" not in done.stderr
     check_fits(done.stdout, width, wide.stdout)
@@ -172,13 +191,13 @@ TRAINING = {
 
 
 @pytest.mark.parametrize("name", list(TRAINING))
-def test_what_a_training_command_prints_fits_the_terminal(folder, name, tmp_path):
+def test_what_a_training_command_prints_fits_the_terminal(folder, name, tmp_path, cli, monkeypatch):
     outputs = {}
     for width in (80, WIDE):
         study = study_file(tmp_path, f"a-new-study-{width}", "ls", STUDY, trials=2)
         args = [str(study) if arg == "STUDY" else arg for arg in TRAINING[name]]
         args = _command(folder, args)
-        outputs[width] = shown(folder, args, width, fresh=True)
+        outputs[width] = shown(cli, monkeypatch, folder, args, width, fresh=True)
         assert outputs[width].returncode == 0, outputs[width].stderr
     check_fits(outputs[80].stdout, 80, outputs[WIDE].stdout)
     check_fits(outputs[80].stderr, 80, outputs[WIDE].stderr)
@@ -190,8 +209,7 @@ def _interrupted(folder: Path, args: list[str], width: int) -> str:
     process = subprocess.Popen([ROBUST_TUNE, *args, "--db", str(db), "--device", "cpu", "--log-file",
                                 str(folder / "stopped.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, **TERMINAL, "COLUMNS": str(width)})
-    while not rows(db, "select 1 from rt_trials where status = 'running'"):
-        assert process.poll() is None, process.communicate()
+    wait_for_running_trial(process, db)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=300)
     assert process.returncode == 130 and "Traceback" not in err, err

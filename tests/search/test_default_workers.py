@@ -1,6 +1,8 @@
 """Without --workers, `run` and `evaluate` train on a worker per core (a real Dask LocalCluster, real processes, a
 real SQLite file): trials at once, the budget exact, the numbers of one at a time, Ctrl-C and SIGKILL resumed without
-a lost or duplicated trial. `compare`'s default is killed and resumed in tests/compare/test_campaign_workers.py."""
+a lost or duplicated trial. The commands run in this process (the `cli` fixture, its workers real processes) but
+where a signal is sent or a terminal drawn. `compare`'s default is killed and resumed in
+tests/compare/test_campaign_workers.py."""
 import os
 import re
 import shutil
@@ -15,7 +17,7 @@ import pytest
 from pipeline.search import parallel
 from pipeline.search.parallel import DaskRunner, default_workers, trial_runner, usable_cores
 from pipeline.search.trial import InProcessRunner
-from helpers import kill_orphans, robust_tune, rows, start_run, study_file
+from helpers import kill_orphans, rows, start_run, study_file
 
 DEFAULT = {"ROBUST_TUNE_WORKERS": ""}  # the suite's one-at-a-time setting cleared: the tool's own default
 # ERM, one epoch: cheap trials, so that the search's proposals are a large share of the study, as on small data.
@@ -54,20 +56,22 @@ def spans(db: Path) -> list[tuple[float, float]]:
 
 @needs_two_cores
 def test_run_without_workers_trains_trials_at_once_ends_its_budget_exactly_and_gives_the_numbers_of_one_at_a_time(
-        tmp_path):
+        tmp_path, cli, monkeypatch):
     path, db = study_file(tmp_path, "cores", "erm", params=ERM, trials=5), tmp_path / "runs.db"
-    done = robust_tune("run", str(path), "--db", str(db), "--device", "cpu", env=DEFAULT)
-    assert done.returncode == 0, done.stderr
-    assert "on worker 0" in done.stderr and "on worker 1" in done.stderr
-    assert "in the run process" not in done.stdout and "on 2 workers; proposing" in " ".join(done.stdout.split())
+    with monkeypatch.context() as default:
+        default.setenv("ROBUST_TUNE_WORKERS", "")
+        code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu")
+    assert code == 0, err
+    assert "on worker 0" in err and "on worker 1" in err
+    assert "in the run process" not in out and "on 2 workers; proposing" in " ".join(out.split())
     assert rows(db, "select status, count(*), count(distinct parameters) from rt_trials group by status") == [
         ("completed", 5, 5)]
     assert any(a0 < b1 and a1 < b0 for (a0, b0), (a1, b1) in combinations(spans(db), 2))  # two trained at once
 
     alone = tmp_path / "alone.db"
-    done = robust_tune("run", str(path), "--db", str(alone), "--device", "cpu", "--trials", "2", "--workers", "1")
-    assert done.returncode == 0, done.stderr
-    assert "on worker" not in done.stderr  # --workers 1: trained in the run process
+    code, out, err = cli("run", str(path), "--db", str(alone), "--device", "cpu", "--trials", "2", "--workers", "1")
+    assert code == 0, err
+    assert "on worker" not in err  # --workers 1: trained in the run process
     # Sobol's points, and the same numbers for them bit for bit: every trial trains on the study's one thread.
     query = ("select trial_index, parameters, json_remove(metrics, '$.train_seconds'), per_class from rt_trials "
              "where trial_index < 2")
@@ -75,7 +79,8 @@ def test_run_without_workers_trains_trials_at_once_ends_its_budget_exactly_and_g
 
 
 @needs_two_cores
-def test_a_default_run_stopped_by_ctrl_c_then_killed_resumes_to_its_exact_budget_without_a_duplicate(tmp_path):
+def test_a_default_run_stopped_by_ctrl_c_then_killed_resumes_to_its_exact_budget_without_a_duplicate(tmp_path, cli,
+                                                                                                        monkeypatch):
     path, db = study_file(tmp_path, "stops", "erm", params=SLOW, trials=4), tmp_path / "runs.db"
     path.write_text(path.read_text().replace("initial = 2", "initial = 4"))  # Sobol's: none waits for a result
     process = start_run(path, db, env=DEFAULT)
@@ -96,9 +101,9 @@ def test_a_default_run_stopped_by_ctrl_c_then_killed_resumes_to_its_exact_budget
     assert again.returncode == -signal.SIGKILL
     kill_orphans(again)  # its orphaned workers, if it had started them
 
-    last = start_run(path, db, env=DEFAULT)
-    _, err = last.communicate(timeout=300)
-    assert last.returncode == 0, err
+    monkeypatch.setenv("ROBUST_TUNE_WORKERS", "")
+    code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
     completed = rows(db, "select parameters from rt_trials where status = 'completed'")
     assert len(completed) == 4 and len(set(completed)) == 4  # the budget exactly, no configuration twice
     assert {status for status, in rows(db, "select status from rt_trials")} <= {"completed", "interrupted"}
@@ -107,14 +112,14 @@ def test_a_default_run_stopped_by_ctrl_c_then_killed_resumes_to_its_exact_budget
 
 
 @needs_two_cores
-def test_evaluate_without_workers_stores_the_numbers_of_one_at_a_time(tmp_path):
+def test_evaluate_without_workers_stores_the_numbers_of_one_at_a_time(tmp_path, cli, monkeypatch):
     path, db = study_file(tmp_path, "again", "erm", params=ERM, trials=2), tmp_path / "runs.db"
-    assert robust_tune("run", str(path), "--db", str(db), "--device", "cpu").returncode == 0  # the suite's: one
+    assert cli("run", str(path), "--db", str(db), "--device", "cpu")[0] == 0  # the suite's: one at a time
     shutil.copy(db, tmp_path / "alone.db")
+    monkeypatch.setenv("ROBUST_TUNE_WORKERS", "")
     for copy, extra in ((db, ()), (tmp_path / "alone.db", ("--workers", "1"))):
-        done = robust_tune("evaluate", "again", "--seeds", "3", "--db", str(copy), "--device", "cpu", *extra,
-                           env=DEFAULT)
-        assert done.returncode == 0, done.stderr
+        code, out, err = cli("evaluate", "again", "--seeds", "3", "--db", str(copy), "--device", "cpu", *extra)
+        assert code == 0, err
     query = ("select variant, seed, json_remove(metrics, '$.train_seconds'), per_class from rt_evaluations "
              "order by variant, seed")
     assert len(rows(db, query)) == 3 and rows(db, query) == rows(tmp_path / "alone.db", query)

@@ -41,16 +41,16 @@ def garble(file: Path, where: str) -> None:
 
 
 @pytest.mark.parametrize("where", ["header", "middle", "end"])
-def test_run_refuses_a_garbled_database_in_one_line_and_leaves_it_unchanged(tmp_path, stored, where):
+def test_run_refuses_a_garbled_database_in_one_line_and_leaves_it_unchanged(tmp_path, stored, cli, where):
     db = tmp_path / "runs.db"
     shutil.copyfile(stored, db)
     garble(db, where)
     before = db.read_bytes()
-    done = robust_tune("run", str(study_file(tmp_path, "kept", params=FAST, trials=3)), "--db", str(db),
-                       "--device", "cpu", "--log-file", str(tmp_path / "ax.log"), threads=1)
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert len(done.stderr.strip().splitlines()) <= 3
+    code, out, err = cli("run", str(study_file(tmp_path, "kept", params=FAST, trials=3)), "--db", str(db),
+                         "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    assert code == 1 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert len(err.strip().splitlines()) <= 3
     assert f"the database {db} is damaged" in last and "nothing was written to it" in last
     assert f'sqlite3 {db} ".recover" | sqlite3 {tmp_path / "runs-recovered.db"}' in last
     assert db.read_bytes() == before
@@ -160,7 +160,7 @@ def test_a_fault_a_library_retried_past_is_still_the_one_named(tmp_path):
     assert isinstance(fault, DatabaseFault) and f"the disk holding the database {db} is full" in str(fault)
 
 
-def test_a_real_full_disk_is_one_line_and_the_run_resumes_once_there_is_room(tmp_path, stored):
+def test_a_real_full_disk_is_one_line_and_the_run_resumes_once_there_is_room(tmp_path, stored, cli):
     """A 400 KB tmpfs filled to its last pages (root only, where mounting is allowed)."""
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -174,9 +174,9 @@ def test_a_real_full_disk_is_one_line_and_the_run_resumes_once_there_is_room(tmp
         filler.write_bytes(bytes(max(0, free - 16 * 1024)))
         args = ("run", str(study_file(tmp_path, "kept", params=FAST, trials=5)), "--db", str(db), "--device", "cpu",
                 "--log-file", str(mount / "ax.log"))
-        full = robust_tune(*args, threads=1)
-        assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
-        assert "is full" in full.stderr.strip().splitlines()[-1] and str(mount) in full.stderr
+        code, out, err = cli(*args)
+        assert code == 1 and "Traceback" not in err, err
+        assert "is full" in err.strip().splitlines()[-1] and str(mount) in err
         assert rows(db, "select trial_index, status from rt_trials where status = 'completed'") == \
             [(0, "completed"), (1, "completed")]
         filler.unlink()
