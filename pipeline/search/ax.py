@@ -414,12 +414,14 @@ def pending_in_ax(store: Store, name: str) -> bool:
     One query on Ax's own tables (its SQA classes), without loading the experiment."""
     from ax.storage.sqa_store.sqa_classes import SQAExperiment, SQATrial
 
-    trials, experiments = SQATrial.__table__, SQAExperiment.__table__
-    if not sa.inspect(store.engine).has_table(trials.name):
+    if not sa.inspect(store.engine).has_table(SQATrial.__tablename__):
         return False
-    status = sa.type_coerce(trials.c.status, sa.Integer)  # Ax's IntEnum column, compared as the integer it stores
+    # Ax's tables by the names its classes give them, with plain column types: its IntEnum status column has no
+    # SQLAlchemy cache key, and an integer is what it stores
+    trials = sa.table(SQATrial.__tablename__, sa.column("experiment_id", sa.Integer), sa.column("status", sa.Integer))
+    experiments = sa.table(SQAExperiment.__tablename__, sa.column("id", sa.Integer), sa.column("name", sa.String))
     query = (sa.select(sa.literal(1)).select_from(trials.join(experiments, trials.c.experiment_id == experiments.c.id))
-             .where(experiments.c.name == name, status == TrialStatus.RUNNING.value).limit(1))
+             .where(experiments.c.name == name, trials.c.status == TrialStatus.RUNNING.value).limit(1))
     with store.engine.connect() as connection:
         return connection.execute(query).first() is not None
 
