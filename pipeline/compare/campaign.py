@@ -19,8 +19,8 @@ from pipeline.spec.campaign_config import APART, REFERENCE, CampaignConfig
 from pipeline.spec.study_config import StudyConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
-from pipeline.library_logs import quiet_libraries
 from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trial_budget, trials_ran
+from pipeline.search.ax_tables import pending_in_ax
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner
 
 if TYPE_CHECKING:
@@ -230,10 +230,10 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
     return replace(plan, seeds=[offset + seed for seed in plan.seeds])  # the split follows: split_base + seed
 
 
-def _searched(store: Store, study: StudyConfig, log_file: str | Path) -> bool:
+def _searched(store: Store, study: StudyConfig) -> bool:
     """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range), a
     completed trial to re-train, and Ax told of every trial (else run_study reconciles Ax with the table first).
-    Only a study whose trials are all stored asks Ax's records, after Ax's output is routed to `log_file`."""
+    Asked without loading Ax: a compare with nothing left to do answers at once."""
     stored = store.study(study.name)
     if stored is None:
         return False
@@ -241,9 +241,6 @@ def _searched(store: Store, study: StudyConfig, log_file: str | Path) -> bool:
     if (trials_ran(trials) < trial_budget(study, bool(store.widenings(stored.id)))
             or not any(t.status == TrialStatus.COMPLETED for t in trials)):
         return False
-    quiet_libraries(log_file)  # importing Ax prints otherwise
-    from pipeline.search.ax import pending_in_ax
-
     return not pending_in_ax(store, study.name)
 
 
@@ -312,7 +309,7 @@ def _search(store: Store, studies: list[SearchStep], runner: _Shared, db: str | 
     from pipeline.search.studies import run_studies
     from pipeline.search.study import run_study
 
-    pending = [step for step in studies if not _searched(store, step[2], log_file)]
+    pending = [step for step in studies if not _searched(store, step[2])]
     if runner.one_slot:
         done = []
         for number, step in enumerate(studies, start=1):

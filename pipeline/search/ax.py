@@ -58,7 +58,7 @@ from pipeline.store import create_missing_tables, watch
 from pipeline.spec.study_config import StudyConfig, gp_options
 
 if TYPE_CHECKING:
-    from pipeline.store import Store, StudyLock
+    from pipeline.store import StudyLock
 
 _CHOICE_TYPES: dict[str, Any] = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
 
@@ -406,24 +406,6 @@ def has_experiment(name: str) -> bool:
 
     with session_scope() as session:
         return session.query(SQAExperiment.id).filter_by(name=name).first() is not None
-
-
-def pending_in_ax(store: Store, name: str) -> bool:
-    """Whether Ax's records of study `name` in `store`'s database hold a trial asked for and never told (running
-    there): a process stopped between storing a trial's end and telling Ax, which the study loop's `reconcile` heals.
-    One query on Ax's own tables (its SQA classes), without loading the experiment."""
-    from ax.storage.sqa_store.sqa_classes import SQAExperiment, SQATrial
-
-    if not sa.inspect(store.engine).has_table(SQATrial.__tablename__):
-        return False
-    # Ax's tables by the names its classes give them, with plain column types: its IntEnum status column has no
-    # SQLAlchemy cache key, and an integer is what it stores
-    trials = sa.table(SQATrial.__tablename__, sa.column("experiment_id", sa.Integer), sa.column("status", sa.Integer))
-    experiments = sa.table(SQAExperiment.__tablename__, sa.column("id", sa.Integer), sa.column("name", sa.String))
-    query = (sa.select(sa.literal(1)).select_from(trials.join(experiments, trials.c.experiment_id == experiments.c.id))
-             .where(experiments.c.name == name, trials.c.status == TrialStatus.RUNNING.value).limit(1))
-    with store.engine.connect() as connection:
-        return connection.execute(query).first() is not None
 
 
 def read_experiment(name: str, url: str) -> Experiment | None:

@@ -63,7 +63,7 @@ def test_a_named_variant_runs_with_its_own_values_beside_the_plain_one(db, evalu
     assert runs(db, "tiny")[("cb", 0)]["settings"]["params"]["cb_power"] == 1.0
 
     before = evaluations(db)
-    code, _, err = evaluate(db, "--seeds", "1", "--against", "cb", "-p", "cb_power=0.3")
+    code, _, err = evaluate(db, "--seeds", "1", "--against", "cb", "--baseline-param", "cb_power=0.3")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "--against cb:cb_power=0.3" in err and "--drop cb" in err
     assert evaluations(db) == before
