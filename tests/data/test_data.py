@@ -72,3 +72,23 @@ def test_bad_fractions():
         DataConfig(imbalance_in="val")
     with pytest.raises(UserError, match="val_fraction"):
         DataConfig(val_fraction=0.6, test_fraction=0.5)
+
+
+def test_the_digits_are_scikit_learns_to_the_bit_read_without_importing_it():
+    import subprocess
+    import sys
+
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from pipeline.data.digits import shipped_digits
+
+    images, target = shipped_digits()
+    bunch = load_digits()
+    assert np.array_equal(images, bunch.images) and images.dtype == bunch.images.dtype
+    assert np.array_equal(target, bunch.target) and list(bunch.target_names) == list(range(10))
+    # a process that trains on digits does not pay scikit-learn's import (about 0.9 s)
+    code = ("import sys; from pipeline.config import DataConfig; from pipeline.data import load_dataset; "
+            "load_dataset(DataConfig(), 'cpu'); print('sklearn' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
