@@ -104,6 +104,13 @@ def add_study(store, name, method="gils", objective="val_accuracy", backbone="re
 ROBUST_TUNE = str(Path(sys.executable).with_name("robust-tune"))
 
 
+def in_process(cli, *args: str) -> subprocess.CompletedProcess:
+    """`robust-tune ARGS` run by the `cli` fixture in this process, answered as `robust_tune` answers: for a command
+    whose test is not about its process (its imports, signals, a terminal)."""
+    code, out, err = cli(*args)
+    return subprocess.CompletedProcess(["robust-tune", *args], code, out, err)
+
+
 def robust_tune(*args: str, env: dict | None = None, cwd: Path | None = None, stdin: str | None = None,
                 columns: int = 120, threads: int | None = None) -> subprocess.CompletedProcess:
     """The installed console script in a fresh process, on a terminal `columns` wide (stderr is a pipe, not a

@@ -18,7 +18,7 @@ from pipeline.compare.decision import Design, Outcome
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
 import helpers
-from helpers import DATA, rows
+from helpers import DATA, in_process, rows
 
 
 CAMPAIGN = """
@@ -108,7 +108,7 @@ def test_a_second_compare_trains_nothing_and_report_verdict_changes_no_byte(camp
 
     shutil.copy(campaign, db)
     for fmt in ("table", "markdown", "csv", "latex", "json"):
-        shown = robust_tune("report", "--verdict", "trio", "--db", str(db), "--format", fmt)
+        shown = in_process(cli, "report", "--verdict", "trio", "--db", str(db), "--format", fmt)
         assert shown.returncode == 0, shown.stderr
     assert db.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "trio.toml"]  # Ax not even loaded
@@ -130,8 +130,8 @@ def test_compare_set_overrides_a_campaign_field_as_run_does_and_refuses_a_bad_on
     assert rows(db, "select count(*) from rt_evaluations") == [(12,)]
 
 
-def test_report_verdict_json_gives_means_differences_intervals_and_one_of_four_words(campaign):
-    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
+def test_report_verdict_json_gives_means_differences_intervals_and_one_of_four_words(campaign, cli):
+    shown = in_process(cli, "report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
     assert shown.returncode == 0, shown.stderr
     tables = {t["title"].split(":")[0]: t for t in json.loads(shown.stdout)}
     verdict = tables["Verdict of campaign trio"]
@@ -168,14 +168,14 @@ def test_report_verdict_json_gives_means_differences_intervals_and_one_of_four_w
     assert all(r["epochs"] == 2 and r["search_seconds"] > 0 for r in cost.values())
 
 
-def test_p_improvement_is_the_share_of_pairs_the_method_wins_ties_half(campaign):
+def test_p_improvement_is_the_share_of_pairs_the_method_wins_ties_half(campaign, cli):
     """P(method > ERM) in the verdict's JSON against a hand computation from the stored runs of each pair."""
     from pipeline.compare.evaluate import run_metrics
 
     store = Store(str(campaign), create=False)
     measured = {m: {r.seed: run_metrics(r) for r in store.evaluations(store.study(f"trio.{m}").id)}
                 for m in ("erm", "ls", "cb")}
-    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
+    shown = in_process(cli, "report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
     verdict = next(t for t in json.loads(shown.stdout) if t["title"].startswith("Verdict of campaign trio"))
     for record in verdict["rows"][1:]:
         for metric, c in record["vs_erm"].items():
@@ -210,7 +210,7 @@ def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_dif
     assert code == 0, err
     assert "0 trial(s) and 0 re-training run(s) now" in err and "every run on the search's split" in err
     assert rows(db, "select count(*) from rt_evaluations") == [(9,)]
-    shown = robust_tune("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
+    shown = in_process(cli, "report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
     before = json.loads((data / "v0.6.0-campaign-verdict.json").read_text())
     assert same_differences(json.loads(shown.stdout), before)
     assert "the training seed only (every run uses the search's split, resplit = false)" in shown.stdout
@@ -222,7 +222,7 @@ def test_a_campaign_stored_by_0_6_0_keeps_its_one_split_and_reports_the_same_dif
     assert db.read_bytes() == stored
 
 
-def test_resplit_false_trains_what_0_6_0_trained(tmp_path):
+def test_resplit_false_trains_what_0_6_0_trained(tmp_path, cli):
     """The 0.6.0 campaign run afresh with resplit = false and rare_kept = "first": the same verdict, number for
     number."""
     data = DATA
@@ -234,13 +234,13 @@ def test_resplit_false_trains_what_0_6_0_trained(tmp_path):
     ran = robust_tune("compare", str(path), "--db", str(tmp_path / "new.db"), "--device", "cpu",
                       "--log-file", str(tmp_path / "ax.log"))
     assert ran.returncode == 0, ran.stderr
-    shown = robust_tune("report", "--verdict", "old-trio", "--db", str(tmp_path / "new.db"), "--format", "json")
+    shown = in_process(cli, "report", "--verdict", "old-trio", "--db", str(tmp_path / "new.db"), "--format", "json")
     before = json.loads((data / "v0.6.0-campaign-verdict.json").read_text())
     assert same_differences(json.loads(shown.stdout), before)
 
 
-def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campaign, tmp_path):
-    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--plots", str(tmp_path / "pictures"))
+def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campaign, tmp_path, cli):
+    shown = in_process(cli, "report", "--verdict", "trio", "--db", str(campaign), "--plots", str(tmp_path / "pictures"))
     assert shown.returncode == 0, shown.stderr
     assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == ["trio-budget.png", "trio-verdict.png"]
     from pipeline.report.plots import verdict_picture
@@ -257,7 +257,7 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
              if text.get_text() != "within the smallest effect"}
     drawn = {row["verdict"] or "secondary": row["colour"] for metric in METRICS for row in picture.data[metric]}
     assert named == drawn
-    page = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
+    page = in_process(cli, "report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
     assert page.returncode == 0 and "data:image/png;base64," in page.stdout
     assert "Verdict of campaign trio" in page.stdout
 
@@ -563,8 +563,8 @@ def test_a_campaign_stored_before_replicates_had_seeds_of_their_own_keeps_its_se
     assert old.settle_replicate_seeds(record.config).replicate_seeds == "shared"  # stored so from now on
 
 
-def test_the_verdict_names_the_rare_class_and_the_images_it_rests_on(campaign):
-    shown = robust_tune("report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
+def test_the_verdict_names_the_rare_class_and_the_images_it_rests_on(campaign, cli):
+    shown = in_process(cli, "report", "--verdict", "trio", "--db", str(campaign), "--format", "json")
     verdict = next(t for t in json.loads(shown.stdout) if t["title"].startswith("Verdict of campaign trio"))
     rare = verdict["rows"][0]["rare_class"]
     store = Store(str(campaign), create=False)
@@ -634,7 +634,7 @@ def test_the_verdict_says_which_ranges_each_methods_search_widened(tmp_path, cli
     stored = rows(db, "select s.name, w.parameter, w.low_before, w.high_before, w.low_after, w.high_after "
                       "from rt_widenings w join rt_studies s on s.id = w.study_id order by w.id")
     assert stored and {name for name, *_ in stored} <= {"trio.erm", "trio.cb"}
-    shown = robust_tune("report", "--verdict", "trio", "--db", str(db), "--format", "json")
+    shown = in_process(cli, "report", "--verdict", "trio", "--db", str(db), "--format", "json")
     tables = {t["title"].split(":")[0]: t for t in json.loads(shown.stdout)}
     cost = {r["method"]: r for r in tables["Campaign trio"]["rows"]}
     said = [(w["study"], w["parameter"], *w["before"], *w["after"]) for r in cost.values() for w in r["widenings"]]

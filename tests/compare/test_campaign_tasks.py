@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.store import Store
 from pipeline.compare.verdict import METRICS
-from helpers import ROBUST_TUNE, STUDIES, TWO_TASKS, rows
+from helpers import ROBUST_TUNE, STUDIES, TWO_TASKS, in_process, rows
 
 
 
@@ -51,10 +51,10 @@ def test_a_two_task_campaign_killed_twice_resumes_without_a_duplicate_and_ranks_
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
-def test_report_verdict_reprints_the_across_task_verdict_in_every_format_and_changes_nothing(two_tasks, tmp_path):
+def test_report_verdict_reprints_the_across_task_verdict_in_every_format_and_changes_nothing(two_tasks, tmp_path, cli):
     db, _, _ = two_tasks
     before = db.read_bytes()
-    shown = {fmt: robust_tune("report", "--verdict", "pair", "--db", str(db), "--format", fmt)
+    shown = {fmt: in_process(cli, "report", "--verdict", "pair", "--db", str(db), "--format", fmt)
              for fmt in ("table", "json", "markdown", "html")}
     assert all(s.returncode == 0 for s in shown.values()), [s.stderr for s in shown.values()]
     assert db.read_bytes() == before
@@ -74,7 +74,7 @@ def test_report_verdict_reprints_the_across_task_verdict_in_every_format_and_cha
         assert "Reading across tasks" in shown[fmt].stdout
     page = shown["html"].stdout
     assert 'id="picture-pair-rare3-budget"' in page and 'id="picture-pair-rare8-verdict"' in page
-    one = robust_tune("report", "--verdict", "pair.rare8", "--db", str(db), "--format", "json")
+    one = in_process(cli, "report", "--verdict", "pair.rare8", "--db", str(db), "--format", "json")
     assert [t["title"].split(":")[0] for t in json.loads(one.stdout)][:1] == ["Campaign pair.rare8"]
     assert "across" not in one.stdout and db.read_bytes() == before
 
