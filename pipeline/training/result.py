@@ -88,8 +88,25 @@ class ValTest:
         return cls(SplitMetrics(**val), SplitMetrics(**test))
 
 
+class _Evaluated:
+    """What holds a validation and a test split's metrics (an epoch, a run): them as one pair, and by name."""
+
+    val: SplitMetrics
+    test: SplitMetrics
+
+    @property
+    def splits(self) -> ValTest:
+        """The validation and test metrics as one pair."""
+        return ValTest(self.val, self.test)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The validation and test metrics by their names in study files: val_accuracy, test_worst_class_accuracy..."""
+        return self.splits.metrics()
+
+
 @dataclass(frozen=True)
-class EpochMetrics:
+class EpochMetrics(_Evaluated):
     """What one epoch ended with: its mean training loss, and the model's validation and test metrics then.
     The run to E epochs passes through the state a run to E' < E ends in, so epoch E' here is that run's result."""
 
@@ -97,16 +114,6 @@ class EpochMetrics:
     train_loss: float
     val: SplitMetrics
     test: SplitMetrics
-
-    @property
-    def splits(self) -> ValTest:
-        """The epoch's validation and test metrics as one pair."""
-        return ValTest(self.val, self.test)
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        """The epoch's metrics by their names in study files: val_accuracy, test_worst_class_accuracy, ..."""
-        return self.splits.metrics()
 
     def to_dict(self) -> dict[str, Any]:
         """As the store keeps it (rt_evaluations.epochs): {"epoch", "train_loss", "val": {...}, "test": {...}}."""
@@ -127,7 +134,7 @@ class SeedRun:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(_Evaluated):
     """Everything a run produced, with the exact settings that produced it."""
 
     val: SplitMetrics
@@ -143,16 +150,6 @@ class RunResult:
     seed_runs: tuple[SeedRun, ...] = ()  # trained on several seeds: each one's part, and this their mean
     # the trained network, where it was trained; never sent from a worker or stored (`without_model`)
     model: torch.nn.Module | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def splits(self) -> ValTest:
-        """The run's validation and test metrics as one pair."""
-        return ValTest(self.val, self.test)
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        """The validation and test metrics by their names in study files: val_accuracy, test_worst_class_accuracy..."""
-        return self.splits.metrics()
 
     @property
     def per_class(self) -> dict[str, dict[str, float]]:
