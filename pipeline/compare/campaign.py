@@ -251,15 +251,21 @@ class _Shared:
 
     def __init__(self, runner: TrialRunner, stack: ExitStack) -> None:
         self.runner, self.stack = runner, stack
-        self.capacity, self.ahead = runner.capacity, runner.ahead
         self.one_slot = isinstance(runner, InProcessRunner)
         self.entered = False
+
+    @property
+    def capacity(self) -> int:
+        return self.runner.capacity  # a scheduler's is known once connected
+
+    @property
+    def ahead(self) -> int:
+        return self.runner.ahead
 
     def __enter__(self) -> _Shared:
         if not self.entered:
             self.stack.enter_context(self.runner)
             self.entered = True
-            self.capacity = self.runner.capacity  # a scheduler's is known once connected
         return self
 
     def __exit__(self, *exc: object) -> None:

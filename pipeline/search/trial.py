@@ -121,8 +121,11 @@ class TrialRunner(Protocol):
     that ended (at least one), passing progress events on meanwhile. Several studies may share one runner (a
     campaign's, pipeline/search/studies.py): each outcome and progress event names its job's study."""
 
-    capacity: int
-    ahead: int
+    @property
+    def capacity(self) -> int: ...
+
+    @property
+    def ahead(self) -> int: ...
 
     def __enter__(self) -> TrialRunner: ...
 
