@@ -222,17 +222,18 @@ def methods(format_: ResultFormat = "table") -> None:
     Each part of a method (loss, sampler, mixer, generator, weights) with the hyper-parameters it takes, their
     defaults, valid values, study ranges and which ends of a range a study may widen (soft ends: see
     docs/guide/study-files.md, "Ranges that widen")."""
-    sections: list[tuple[str, Sequence[HParam]]] = [("every method: the shared trainer", TRAINING_PARAMS)]
-    sections += [(f"{family} {part.name}: {part.source}", part.params)
-                 for family, registry in FAMILIES.items() for part in registry.values()]
+    # (family, part, source, parameters): the shared trainer's first, then every part of every family
+    parts: list[tuple[str | None, str | None, str, Sequence[HParam]]] = [
+        (None, None, "the shared trainer", TRAINING_PARAMS),
+        *((family, part.name, part.source, part.params) for family, registry in FAMILIES.items()
+          for part in registry.values())]
     if chosen_format(format_, ("table", "json")) == "json":
-        shared = {"family": None, "name": None, "source": "the shared trainer",
-                  "parameters": [_param_record(p) for p in TRAINING_PARAMS]}
-        parts = [{"family": family, "name": part.name, "source": part.source,
-                  "parameters": [_param_record(p) for p in part.params]}
-                 for family, registry in FAMILIES.items() for part in registry.values()]
-        stdout.print_json(json.dumps([shared, *parts]))
+        stdout.print_json(json.dumps([{"family": family, "name": name, "source": source,
+                                       "parameters": [_param_record(p) for p in params]}
+                                      for family, name, source, params in parts]))
         return
+    sections = [(f"every method: {source}" if family is None else f"{family} {name}: {source}", params)
+                for family, name, source, params in parts]
     narrow = stdout.width < _table_width([p for _, params in sections for p in params])
     for title, params in sections:
         if not params:
