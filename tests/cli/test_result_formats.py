@@ -60,3 +60,5 @@ def test_methods_lists_every_part_and_its_parameters_as_json(cli):
     assert {(p["family"], p["name"]) for p in listed[1:]} == {(f, n) for f, r in FAMILIES.items() for n in r}
     gils = next(p for p in listed if p["name"] == "gils")
     assert {"parameter", "default", "valid", "study_range", "widens", "meaning"} <= set(gils["parameters"][0])
+    code, out, err = cli("methods", "--format", "markdown")
+    assert (code, out) == (2, "") and "unknown format 'markdown'; known: table, json" in one_line(err)
