@@ -73,6 +73,12 @@ class DataConfig:
     # the whole training split with an empty validation split (the GI-LS paper's protocol: ranked on test).
     val_fraction: float = 0.2
     test_fraction: float = 0.2
+    # Train on a sample of the data set (a first campaign on a large one): a count of images per class (an int: at
+    # most that many of each class in all, spread over the parts the files give, e.g. IDX's training and test
+    # files, in their proportions) or a fraction of each class of each part (a float in (0, 1]); drawn with the
+    # split seed before anything else (splits.draw_sample), so the rare class keeps imbalance_keep of its sample.
+    # None: every image.
+    sample: int | float | None = None
     imbalance_class: str | None = None  # keep only `imbalance_keep` of this class in the splits of imbalance_in
     imbalance_keep: float = 0.01
     imbalance_in: str = "train"  # one of IMBALANCE_SPLITS; the test split is never changed
@@ -97,6 +103,10 @@ class DataConfig:
         if (not (0 <= self.val_fraction < 1 and 0 < self.test_fraction < 1)
                 or self.val_fraction + self.test_fraction >= 1):
             raise UserError("val_fraction must be in [0, 1) and test_fraction in (0, 1), summing to less than 1")
+        if self.sample is not None and not (_is_int(self.sample) and self.sample >= 1 or isinstance(
+                self.sample, float) and 0 < self.sample <= 1):
+            raise UserError("sample must be a count of images per class (a whole number, 1 or more) or a fraction of "
+                            f"each class (a number above 0, at most 1), got {self.sample!r}")
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
         if self.imbalance_in not in IMBALANCE_SPLITS:

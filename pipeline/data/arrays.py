@@ -17,7 +17,7 @@ import torch
 from pipeline.config import DataConfig
 from pipeline.data.dataset import Dataset
 from pipeline.data.images import resident_dataset
-from pipeline.data.splits import stratified_split
+from pipeline.data.splits import draw_sample, stratified_split
 from pipeline.errors import UserError
 
 IDX_UBYTE = 0x08  # the IDX type code of unsigned bytes, the only one image and label files use
@@ -90,13 +90,15 @@ def load_idx(config: DataConfig) -> Dataset:
                         f"{test_images.shape[1:]}")
     labels = torch.from_numpy(np.concatenate([train_labels, test_labels]).astype(np.int64))
     class_names = class_names_for(labels.numpy(), root / "classes.txt", root)
-    keep, val, _ = stratified_split(labels[:len(train_labels)], config.val_fraction, 0.0, config.split_seed)
-    test = torch.arange(len(train_labels), len(labels))
+    files = [torch.arange(len(train_labels)), torch.arange(len(train_labels), len(labels))]  # training, test file
+    train_part, test = draw_sample(labels, files, config.sample, config.split_seed)
+    keep, val, _ = stratified_split(labels[train_part], config.val_fraction, 0.0, config.split_seed)
 
     def pixels() -> torch.Tensor:
         return torch.from_numpy(np.concatenate([train_images, test_images]))[:, None].contiguous()
 
-    return resident_dataset(config, root.resolve().name, class_names, pixels, labels, keep, val, test)
+    return resident_dataset(config, root.resolve().name, class_names, pixels, labels, train_part[keep],
+                            train_part[val], test)
 
 
 def load_medmnist(config: DataConfig) -> Dataset:
@@ -137,7 +139,8 @@ def load_medmnist(config: DataConfig) -> Dataset:
         raise UserError(f"{path}: the splits' images differ in size: {', '.join(str(i.shape[1:]) for i in images)}")
     all_labels = torch.from_numpy(np.concatenate(labels).astype(np.int64))
     bounds = np.cumsum([0] + [len(part) for part in labels])
-    train, val, test = (torch.arange(bounds[i], bounds[i + 1]) for i in range(3))
+    train, val, test = draw_sample(all_labels, [torch.arange(bounds[i], bounds[i + 1]) for i in range(3)],
+                                   config.sample, config.split_seed)
 
     def pixels() -> torch.Tensor:
         stacked = torch.from_numpy(np.concatenate(images))

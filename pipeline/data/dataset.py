@@ -67,6 +67,8 @@ class Dataset:
     # (attacks work in pixel space).
     pixel_mean: tuple[float, ...] = (0.0,)
     pixel_std: tuple[float, ...] = (1.0,)
+    # With data.sample: (the images drawn, the images the data set holds), counted before a rare class is thinned.
+    sample: tuple[int, int] | None = None
 
     @property
     def num_classes(self) -> int:
@@ -78,7 +80,7 @@ class Dataset:
 
     def to(self, device: torch.device) -> "Dataset":
         return Dataset(self.name, self.class_names, self.train.to(device), self.val.to(device), self.test.to(device),
-                       self.pixel_mean, self.pixel_std)
+                       self.pixel_mean, self.pixel_std, self.sample)
 
     def split_counts(self) -> dict[str, list[int]]:
         """Examples per class in each split: {"train": [n_0, n_1, ...], "val": [...], "test": [...]}."""
@@ -131,6 +133,8 @@ class Dataset:
                 lines.append(f"{head}{min(counts)}-{max(counts)} per class (fewest: {self.class_names[fewest]})")
         if rare is not None:
             lines.append(f"* the rare class: {rare}")
+        if self.sample is not None:
+            lines.append(f"a sample (data.sample): {self.sample[0]:,} of the data set's {self.sample[1]:,} images")
         warning = self.thin_classes()
         return lines + ([warning] if warning else [])
 

@@ -10,7 +10,7 @@ import torch
 
 from pipeline.config import DataConfig
 from pipeline.data.dataset import Dataset, Split
-from pipeline.data.splits import apply_imbalance, stratified_split
+from pipeline.data.splits import apply_imbalance, draw_sample, stratified_split
 
 
 def shipped_digits() -> tuple[np.ndarray, np.ndarray]:
@@ -35,6 +35,9 @@ def load_digits(config: DataConfig) -> Dataset:
     pixels_16, target = shipped_digits()
     images = torch.tensor(pixels_16, dtype=torch.float32)[:, None] / 16.0  # (1797, 1, 8, 8) in [0, 1]
     labels = torch.tensor(target, dtype=torch.int64)
+    (pool,) = draw_sample(labels, [torch.arange(len(labels))], config.sample, config.split_seed)
+    sample = None if config.sample is None else (len(pool), len(labels))
+    images, labels = images[pool], labels[pool]
     class_names = [str(c) for c in range(10)]
     train, val, test = stratified_split(labels, config.val_fraction, config.test_fraction, config.split_seed)
     train, val = apply_imbalance(config, class_names, labels, train, val)
@@ -47,4 +50,4 @@ def load_digits(config: DataConfig) -> Dataset:
     def split(indices: torch.Tensor) -> Split:
         return Split(images[indices].contiguous(), labels[indices].contiguous())
 
-    return Dataset("digits", class_names, split(train), split(val), split(test), (mean.item(),), (std.item(),))
+    return Dataset("digits", class_names, split(train), split(val), split(test), (mean.item(),), (std.item(),), sample)

@@ -16,7 +16,7 @@ from pipeline.config import DataConfig
 from pipeline.data.dataset import Dataset, Split, check_classes_present
 from pipeline.data.cache import cached_pixels
 from pipeline.data.manifest import read_manifest
-from pipeline.data.splits import apply_imbalance, stratified_split
+from pipeline.data.splits import apply_imbalance, compact, draw_sample, stratified_split
 from pipeline.errors import UserError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -35,6 +35,7 @@ class Listing:
     train: torch.Tensor
     val: torch.Tensor
     test: torch.Tensor
+    full: int  # the images of the data set, before data.sample
 
 
 def load_images(config: DataConfig) -> Dataset:
@@ -46,13 +47,17 @@ def load_images(config: DataConfig) -> Dataset:
         return cached_pixels(listing.files, config.image_size, config.channels, cache_dir, listing.name)
 
     return resident_dataset(config, listing.name, listing.class_names, pixels, listing.labels, listing.train,
-                            listing.val, listing.test)
+                            listing.val, listing.test, listing.full)
 
 
 def resident_dataset(config: DataConfig, name: str, class_names: list[str], pixels: Callable[[], torch.Tensor],
-                     labels: torch.Tensor, train: torch.Tensor, val: torch.Tensor, test: torch.Tensor) -> Dataset:
+                     labels: torch.Tensor, train: torch.Tensor, val: torch.Tensor, test: torch.Tensor,
+                     full: int | None = None) -> Dataset:
     """uint8 splits of any image data set, with the imbalance option applied and their normalisation: the
-    pixels (N, C, H, W), read by `pixels()` once the splits are known to hold every class, stay resident."""
+    pixels (N, C, H, W), read by `pixels()` once the splits are known to hold every class, stay resident. `full`: the
+    images of the data set before data.sample (by default all of `labels`)."""
+    drawn = len(train) + len(val) + len(test)
+    sample = None if config.sample is None else (drawn, len(labels) if full is None else full)
     train, val = apply_imbalance(config, class_names, labels, train, val)
     for part, indices in (("training", train), ("validation", val), ("test", test)):
         if len(indices) == 0 and not (part == "validation" and config.val_fraction == 0):
@@ -71,7 +76,7 @@ def resident_dataset(config: DataConfig, name: str, class_names: list[str], pixe
         return Split(images[indices], labels[indices].contiguous(), mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1))
 
     return Dataset(name, class_names, split(train), split(val), split(test), tuple(mean.tolist()),
-                   tuple(std.tolist()))
+                   tuple(std.tolist()), sample)
 
 
 def manifest_listing(config: DataConfig) -> Listing:
@@ -82,10 +87,13 @@ def manifest_listing(config: DataConfig) -> Listing:
         raise UserError(f"manifest {folder} has no root.txt; give the folder its image paths are relative to (root)")
     labels = torch.tensor(manifest.labels, dtype=torch.int64)
     is_train = torch.tensor(manifest.is_train, dtype=torch.bool)
-    train_part = torch.nonzero(is_train).flatten()
-    keep, val, _ = stratified_split(labels[train_part], config.val_fraction, 0.0, config.split_seed)
-    return Listing(folder.resolve().name, list(manifest.class_names), [manifest.root / p for p in manifest.paths],
-                   labels, train_part[keep], train_part[val], torch.nonzero(~is_train).flatten())
+    parts = draw_sample(labels, [torch.nonzero(is_train).flatten(), torch.nonzero(~is_train).flatten()],
+                        config.sample, config.split_seed)
+    kept, (train_part, test_part), kept_labels = compact(labels, parts)  # only the sample's files are decoded
+    keep, val, _ = stratified_split(kept_labels[train_part], config.val_fraction, 0.0, config.split_seed)
+    return Listing(folder.resolve().name, list(manifest.class_names),
+                   [manifest.root / manifest.paths[i] for i in kept.tolist()], kept_labels, train_part[keep],
+                   train_part[val], test_part, len(labels))
 
 
 def refuse_dangling_links(paths: list[Path]) -> None:
@@ -123,8 +131,12 @@ def folder_listing(config: DataConfig) -> Listing:
         files += members
         labels += [label] * len(members)
     label_tensor = torch.tensor(labels, dtype=torch.int64)
-    train, val, test = stratified_split(label_tensor, config.val_fraction, config.test_fraction, config.split_seed)
-    return Listing(root.name, [folder.name for folder in class_folders], files, label_tensor, train, val, test)
+    (pool,) = draw_sample(label_tensor, [torch.arange(len(files))], config.sample, config.split_seed)
+    sampled = [files[i] for i in pool.tolist()]  # only the sample's files are decoded
+    train, val, test = stratified_split(label_tensor[pool], config.val_fraction, config.test_fraction,
+                                        config.split_seed)
+    return Listing(root.name, [folder.name for folder in class_folders], sampled, label_tensor[pool], train, val, test,
+                   len(files))
 
 
 def channel_statistics(pixels: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

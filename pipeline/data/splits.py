@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Sequence
 
 import torch
 
@@ -44,8 +45,63 @@ def keep_fraction_of_class(indices: torch.Tensor, labels: torch.Tensor, label: i
 def rare_draw(split_seed: int) -> torch.Generator:
     """The generator that picks the rare-class examples kept for `split_seed`: seeded from a hash of it, so its draws
     are not the split's own (stratified_split seeds its generator with the split seed itself)."""
-    digest = hashlib.sha256(f"rare kept, split seed {split_seed}".encode()).digest()
+    return _hashed_generator(f"rare kept, split seed {split_seed}")
+
+
+def _hashed_generator(text: str) -> torch.Generator:
+    digest = hashlib.sha256(text.encode()).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
+
+
+def draw_sample(labels: torch.Tensor, parts: Sequence[torch.Tensor], sample: int | float | None,
+                split_seed: int) -> list[torch.Tensor]:
+    """Each part's indices (into `labels`) cut to data.sample, drawn with a generator of the split seed's own: a
+    fraction keeps that share of each class of each part (at least one); a count keeps at most that many of each
+    class in all, spread over the parts in proportion to what each holds of the class (largest remainders; at least
+    one in each part that has the class, where the count allows). None keeps every index. The parts are the files'
+    own (IDX's training and test files, a manifest's, MedMNIST's three), or one pool for data sets whose splits are
+    carved (digits, a folder per class); sorted, as they came."""
+    if sample is None:
+        return list(parts)
+    draw = _hashed_generator(f"sample, split seed {split_seed}")
+    kept: list[list[torch.Tensor]] = [[] for _ in parts]
+    for label in labels[torch.cat(list(parts))].unique(sorted=True).tolist():
+        members = [part[labels[part] == label] for part in parts]
+        sizes = [len(m) for m in members]
+        counts = _fraction_counts(sizes, sample) if isinstance(sample, float) else _spread(sizes, int(sample))
+        for i, (m, count) in enumerate(zip(members, counts)):
+            kept[i].append(m[torch.randperm(len(m), generator=draw)[:count]])
+    return [torch.cat(k).sort().values if k else part[:0] for k, part in zip(kept, parts)]
+
+
+def _fraction_counts(sizes: list[int], fraction: float) -> list[int]:
+    return [max(1, round(fraction * n)) if n else 0 for n in sizes]
+
+
+def _spread(sizes: list[int], count: int) -> list[int]:
+    """`count` (at most the sizes' sum) spread over parts of `sizes` in proportion, by largest remainders, each part
+    that holds any getting at least one where the count allows."""
+    total = sum(sizes)
+    count = min(count, total)
+    shares = [count * n / total for n in sizes]
+    counts = [int(s) for s in shares]
+    for i in sorted(range(len(sizes)), key=lambda i: counts[i] - shares[i])[:count - sum(counts)]:
+        counts[i] += 1
+    for i, n in enumerate(sizes):
+        if n and not counts[i] and max(counts) > 1:
+            counts[counts.index(max(counts))] -= 1
+            counts[i] = 1
+    return counts
+
+
+def compact(labels: torch.Tensor,
+            parts: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+    """The examples the parts keep, renumbered: (their indices into the old numbering, in order; each part's
+    indices into the new; the labels of the kept examples). So a sample's files are the only ones decoded."""
+    kept = torch.cat(list(parts)).sort().values
+    position = torch.full((len(labels),), -1, dtype=torch.int64)
+    position[kept] = torch.arange(len(kept))
+    return kept, [position[part] for part in parts], labels[kept]
 
 
 def apply_imbalance(config: DataConfig, class_names: list[str], labels: torch.Tensor, train: torch.Tensor,

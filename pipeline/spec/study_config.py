@@ -110,7 +110,8 @@ def gp_options(strategy: str) -> frozenset[str]:
 # identity at that value, so a stored study's (and campaign's) fingerprint stays what it was.
 ADDED_LATER = {"strategy": "gp", "seeds_per_trial": 1, "objectives": (), "constraints": (), "epoch_prefixes": False,
                "widen": False}
-DATA_ADDED_LATER = {"path": None, "rare_kept": "first"}  # the same for DataConfig fields added after 0.5.0
+# the same for DataConfig fields added after 0.5.0
+DATA_ADDED_LATER = {"path": None, "rare_kept": "first", "sample": None}
 MAX_SEEDS_PER_TRIAL = 100
 # Which trial a study recommends for re-training (evaluate, a campaign's verdict): the best observed, or the one
 # its Gaussian process predicts best (store.model_pick).

@@ -223,3 +223,35 @@ def test_a_two_trial_study_of_the_hardness_papers_mnist_file_on_generated_idx_fi
     assert all(t.settings.backbone == "wrn16_1" and t.settings.data.name == "idx" for t in trials)
     assert all(0.1 <= t.parameters["beta"] <= 100 and t.settings.params["momentum"] == 0 for t in trials)
     assert all(set(t.per_class["test"]) == {str(d) for d in range(10)} for t in trials)
+
+
+def test_a_study_with_a_sample_of_idx_files_trains_on_the_sample_and_says_so(cli, idx_root, tmp_path):
+    """[data] sample = 10: ten images of each class in all, spread over the training and test files as they hold
+    them (20:5 -> 8:2), the validation carve from the sampled training images; the counts line says so, and the
+    study's identity records it (a study stored before it keeps its own)."""
+    study = tmp_path / "sampled.toml"
+    study.write_text(f'name = "sampled"\n[data]\nname = "idx"\nroot = "{idx_root}"\nsample = 10\n[method]\n'
+                     'name = "erm"\n[params]\nepochs = 1\nlr_head = { low = 0.01, high = 0.1 }\n'
+                     '[budget]\ntrials = 1\ninitial = 1\n')
+    code, _, err = cli("run", str(study), "--db", str(tmp_path / "runs.db"), "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    assert "train     60  0:6 1:6" in err and "test      20  0:2 1:2" in err, err
+    assert "a sample (data.sample): 100 of the data set's 250 images" in err
+    from pipeline.store import Store
+
+    store = Store(str(tmp_path / "runs.db"), create=False)
+    record = store.study("sampled")
+    assert record.study.data.sample == 10 and record.study.identity()["data"]["sample"] == 10
+    assert store.trials(record.id)[0].settings.data.sample == 10
+    from dataclasses import replace
+
+    unsampled = replace(record.study, data=replace(record.study.data, sample=None))
+    assert "sample" not in unsampled.identity()["data"]  # as every study stored before data.sample: the same study
+
+
+def test_a_medmnist_sample_takes_a_share_of_each_of_its_own_splits(tmp_path):
+    path = write_medmnist(tmp_path / "blood.npz", rgb=False)
+    data = load_medmnist(DataConfig(name="medmnist", path=str(path), sample=0.5))
+    assert [data.train.class_counts(3), data.val.class_counts(3), data.test.class_counts(3)] == [[10] * 3, [2] * 3,
+                                                                                                [3] * 3]
+    assert data.sample == (45, 90)

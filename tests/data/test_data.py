@@ -92,3 +92,29 @@ def test_the_digits_are_scikit_learns_to_the_bit_read_without_importing_it():
             "load_dataset(DataConfig(), 'cpu'); print('sklearn' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_a_sample_keeps_a_count_per_class_spread_over_the_parts_or_a_fraction_of_each_drawn_with_the_split_seed():
+    from pipeline.data.splits import draw_sample
+
+    labels = torch.tensor([0] * 60 + [1] * 30 + [0] * 20 + [1] * 10)  # a training part of 90, a test part of 30
+    parts = [torch.arange(90), torch.arange(90, 120)]
+    train, test = draw_sample(labels, parts, 20, split_seed=0)  # 20 of each class in all, 3:1 as the parts hold it
+    assert torch.bincount(labels[train]).tolist() == [15, 15] and torch.bincount(labels[test]).tolist() == [5, 5]
+    assert train.tolist() == sorted(train.tolist()) and set(train.tolist()) <= set(range(90))
+    again, other = draw_sample(labels, parts, 20, 0)[0], draw_sample(labels, parts, 20, 1)[0]
+    assert again.tolist() == train.tolist() != other.tolist()
+    train, test = draw_sample(labels, parts, 0.1, split_seed=0)  # a tenth of each class of each part
+    assert torch.bincount(labels[train]).tolist() == [6, 3] and torch.bincount(labels[test]).tolist() == [2, 1]
+    assert [len(p) for p in draw_sample(labels, parts, 1000, 0)] == [90, 30]  # a count beyond a class keeps it all
+    assert draw_sample(labels, parts, 2, 0)[1].tolist() != []  # each part keeps the class where the count allows
+
+
+def test_digits_sampled_are_split_from_the_sample_and_the_rare_class_keeps_its_share_of_it():
+    data = load_dataset(DataConfig(sample=50, imbalance_class="3", imbalance_keep=0.1), CPU)
+    counts = data.split_counts()
+    assert [sum(c) for c in zip(*counts.values())] == [50] * 3 + [10 + 10 + 3] + [50] * 6  # 10% of its 30 trained
+    assert data.sample == (500, 1797) and "a sample (data.sample): 500 of the data set's 1,797 images" in \
+        data.split_summary()
+    with pytest.raises(UserError, match="sample must be a count of images per class"):
+        DataConfig(sample=0)

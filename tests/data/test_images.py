@@ -235,3 +235,15 @@ def test_bad_folders(tmp_path, layout, message):
         (tmp_path / "c").mkdir()
     with pytest.raises(UserError, match=message):
         load_dataset(images(tmp_path if layout != "missing" else tmp_path / "nothing"), CPU)
+
+
+def test_a_sample_of_a_folder_or_a_manifest_decodes_only_its_own_files(tmp_path, mt_defect):
+    root = make_class_folders(tmp_path / "pets")
+    listing = folder_listing(images(root, sample=4))
+    assert len(listing.files) == 12 and listing.full == 20 and torch.bincount(listing.labels).tolist() == [4, 4, 4]
+    assert {f.parent.name for f in listing.files} == {"cat", "dog", "eel"}
+    data = load_dataset(DataConfig(name="images", manifest=str(mt_defect), image_size=8, cache_dir="", sample=0.5),
+                        CPU)  # half of each class of its training and of its test images
+    assert data.test.class_counts(5) == [round(n / 2) for _, n in MT_DEFECT.values()]
+    assert data.sample[1] == sum(a + b for a, b in MT_DEFECT.values()) and data.sample[0] == len(data.train) + len(
+        data.val) + len(data.test)
