@@ -10,8 +10,10 @@ STAMP := $(VENV)/.installed
 # The stamp is written last, so an interrupted install runs again; a venv left without a working pip
 # (an install interrupted while the venv was being made) is made again from scratch.
 $(STAMP): pyproject.toml
-	@echo "set-up: the virtual environment in $(VENV) (a few minutes the first time, seconds after)"
-	$(PY) -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
+	@echo "set-up: the virtual environment in $(VENV)"
+	@echo "        (a few minutes the first time, seconds after)"
+	$(PY) -m pip --version >/dev/null 2>&1 \
+	    || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
 	@echo "set-up: torch and torchvision (the largest step)"
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
@@ -21,7 +23,8 @@ $(STAMP): pyproject.toml
 # dependencies: it pins requests~=2.25.1 (published advisories), and its attacks need only torch
 	$(PY) -m pip install --quiet --no-deps torchattacks==3.5.1
 # a venv made by 0.11.0 or earlier has autorank and baycomp, whose top-level package `tests` shadows the suite's
-	$(PY) -m pip uninstall --quiet --yes autorank baycomp 2>/dev/null || true
+	$(PY) -m pip uninstall --quiet --yes autorank baycomp 2>/dev/null \
+	    || true
 	touch $(STAMP)
 	@echo "set-up: done"
 
@@ -31,12 +34,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/robust-tune run studies/quickstart.toml
 	$(VENV)/bin/robust-tune report quickstart --all-trials
-	$(VENV)/bin/robust-tune report quickstart --plots runs/pictures --format html --out runs/quickstart.html --force
-	@echo "Pictures of the quickstart: runs/pictures/quickstart-*.png; all of it on one page: runs/quickstart.html"
-	@echo "The quickstart tuned hws alone. Is it better than plain training? Only against an ERM tuned as carefully:"
+	$(VENV)/bin/robust-tune report quickstart --plots runs/pictures \
+	    --format html --out runs/quickstart.html --force
+	@echo "Pictures of the quickstart: runs/pictures/quickstart-*.png"
+	@echo "All of it on one page: runs/quickstart.html"
+	@echo "The quickstart tuned hws alone. Is it better than plain training?"
+	@echo "Only against an ERM tuned as carefully:"
 	$(VENV)/bin/robust-tune compare studies/demo-campaign.toml
-	@echo "Above: hws and ERM, each tuned with 8 trials, re-trained on 5 (seed, split) pairs; the verdict says"
-	@echo "whether hws beats a tuned ERM on the rare digit, and how sure that is. More: studies/digits-campaign.toml"
+	@echo "Above: hws and ERM, each tuned with 8 trials, re-trained on 5 (seed, split)"
+	@echo "pairs; the verdict says whether hws beats a tuned ERM on the rare digit, and"
+	@echo "how sure that is. More: studies/digits-campaign.toml"
 
 # ruff and mypy first (pyproject.toml says what each checks), then two test processes (pytest-xdist), each test module kept in one of them so its fixtures are built once;
 # one thread each, so the two do not fight over the cores.

@@ -3,6 +3,7 @@ verdict against tuned ERM."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -15,14 +16,16 @@ from rich.text import Text
 from cli.app import app
 from cli.evaluate import EvaluationView
 from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
-from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
-                         TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS, TablesFormat)
-from cli.render import print_image_line, print_line, print_tables, print_upgrade, stderr
+from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, new_database, plan_workers,
+                         Precision, Scheduler, Threads, TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS,
+                         TablesFormat)
+from cli.render import print_image_line, print_plan, print_progress, print_tables, print_upgrade, stderr, stdout, \
+    terminal_width
 from cli.study import StudyView, clock, live_export
 from pipeline.spec.campaign_config import APART, REFERENCE, SEED_STRIDE
 from pipeline.config import DEFAULT_TRIALS_PER_GPU
 from pipeline.errors import ServerLost
-from pipeline.library_logs import check_log_file
+from pipeline.library_logs import log_file_for
 
 
 def round_line(event: Any) -> str:
@@ -59,8 +62,10 @@ def work_lines(work: Any) -> list[str]:
     if (seconds := work.seconds()) is None:
         return [*lines, "expected time: known once the first trials end (none is stored yet)"]
     workers = f"{work.workers} worker{'' if work.workers == 1 else 's'}"
-    lines.append(f"expected time: about {clock(seconds)} on {workers}, from {work.measured} stored "
-                 f"trial{'' if work.measured == 1 else 's'} and runs")
+    stored = f"{work.measured} stored trial{'' if work.measured == 1 else 's'} and runs" if work.measured else ""
+    probe = "a timing probe of each method" if work.probed else ""
+    sources = " and ".join(source for source in (stored, probe) if source)
+    lines.append(f"expected time: about {clock(seconds)} on {workers}, from {sources}")
     if work.more_runs and (most := work.most_seconds()) is not None:
         lines.append(f"at most {clock(most)} if every later round runs up to its max_seeds pairs")
     return lines
@@ -120,9 +125,11 @@ class CampaignView:
     """A line for each stage of the campaign, the running study's live view under it on a terminal; plain
     lines in a log."""
 
-    def __init__(self, ctrl_c: CtrlC, live: Any = None) -> None:
+    def __init__(self, ctrl_c: CtrlC, live: Any = None, estimate: Any = None) -> None:
         self.ctrl_c = ctrl_c
         self.live = live  # with MLflow: each trial's run logged once the trial is stored
+        # a CampaignWork timed by a probe before the campaign started: its estimate where nothing stored says one
+        self.estimate = estimate
         self.searching = ""  # the study being searched
         self.header = Text("")
         self.study: StudyView | None = None
@@ -175,9 +182,12 @@ class CampaignView:
         if self.clock is not None:
             self.clock.on_event(event, self.searching)
         if isinstance(event, CampaignWork):
+            if event.seconds() is None and self.estimate is not None and (event.trials, event.runs) == (
+                    self.estimate.trials, self.estimate.runs):  # the live estimate starts from the probe
+                event = replace(self.estimate, workers=event.workers, more_runs=event.more_runs)
             self.clock = CampaignClock(event)
             for work in work_lines(event):
-                print_line(stderr, work, markup=False, highlight=False)
+                print_progress(stderr, work, markup=False, highlight=False)
         elif isinstance(event, CampaignTogether):
             self.header, self.study, self.together, self.searched_together = Text(""), None, {}, 0
             self.retraining = False
@@ -189,11 +199,11 @@ class CampaignView:
                 line = (f"re-train {len(event.studies)} studies at once on seeds 0-{event.seeds - 1}: "
                         f"{', '.join(event.studies)}")
             self.evaluation.name_study = True
-            print_line(stderr, line, markup=False, highlight=False)
+            print_progress(stderr, line, markup=False, highlight=False)
         elif isinstance(event, StudiesStarted):
             for waiting in self.together.values():
                 waiting.slots = max(1, event.capacity)
-            print_line(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
+            print_progress(stderr, f"{len(event.studies)} studies share {event.capacity} worker(s)", markup=False,
                        highlight=False)
         elif isinstance(event, StudyFinished):
             self.searched_together += 1
@@ -203,25 +213,25 @@ class CampaignView:
             if said and not isinstance(event, StudyStarted):  # each line names its study (widenings come several)
                 said = "\n".join(f"{view.name}: {part}" for part in said.splitlines())
             if said:
-                print_line(stderr, said, markup=False, highlight=False)
+                print_progress(stderr, said, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
         elif isinstance(event, TasksAdded):
             added, kept = ", ".join(event.added), ", ".join(event.kept)
             kept_as = f"tasks {kept} kept as they are" if len(event.kept) > 1 else f"task {kept} kept as it is"
-            print_line(stderr, f"campaign {event.name} grows: task{'s' if len(event.added) > 1 else ''} {added} "
+            print_progress(stderr, f"campaign {event.name} grows: task{'s' if len(event.added) > 1 else ''} {added} "
                        f"added; stored {kept_as}", markup=False, highlight=False)
         elif isinstance(event, CampaignStarted):
             rounds = (f", more in rounds planned for power up to {event.max_seeds}"
                       if event.max_seeds > event.seeds else "")
             task = "" if event.task is None else f", task {event.task} ({event.number}/{event.tasks})"
-            print_line(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods "
+            print_progress(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods "
                        f"({', '.join(event.methods)}), "
                        f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
                        f", then {event.seeds} pairs each{rounds}", highlight=False)
-            print_line(stderr, f"confirmation runs: {_pairs(event)}", highlight=False)
+            print_progress(stderr, f"confirmation runs: {_pairs(event)}", highlight=False)
             if event.warning:
-                print_line(stderr, event.warning, markup=False, highlight=False)
+                print_progress(stderr, event.warning, markup=False, highlight=False)
             print_image_line(event.data)
         elif isinstance(event, CampaignStage):
             if event.stage == "search":
@@ -232,11 +242,11 @@ class CampaignView:
                 line = f"[{event.number}/{event.total}] re-train {event.method} on seeds 0-{event.seeds - 1}"
                 self.study, self.retraining = None, True
             self.header = Text(line)
-            print_line(stderr, line, markup=False, highlight=False)
+            print_progress(stderr, line, markup=False, highlight=False)
         elif isinstance(event, CampaignRound):
-            print_line(stderr, round_line(event), markup=False, highlight=False)
+            print_progress(stderr, round_line(event), markup=False, highlight=False)
         elif isinstance(event, MethodSetAside):
-            print_line(stderr, f"{event.method} is set aside: {event.reason}", highlight=False)
+            print_progress(stderr, f"{event.method} is set aside: {event.reason}", highlight=False)
         elif isinstance(event, EvaluationStarted):
             if event.stored < event.runs:
                 self.evaluation.on_event(event)
@@ -245,7 +255,7 @@ class CampaignView:
         elif self.study is not None:
             said = self.study.on_event(event)
             if said:  # above the live view on a terminal, the log's line otherwise
-                print_line(stderr, said, markup=False, highlight=False)
+                print_progress(stderr, said, markup=False, highlight=False)
 
 
 @app.command()
@@ -269,6 +279,10 @@ def compare(
         help="Override a campaign field, e.g. --set budget.trials=4 --set evaluate.seeds=3 (repeat).")] = None,
     wide: Wide = False,
     format_: TablesFormat = "table",
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="Say what the campaign would train (searches, trials, pairs, the most pairs its smallest "
+                       "effects may need) and about how long that takes here, from what is stored and a short "
+                       "timing probe of each method; train and store nothing.")] = False,
 ) -> None:
     """Tune and compare every method of a campaign.
 
@@ -282,6 +296,7 @@ def compare(
     from pipeline.compare.across_tasks import take_across_tasks
     from pipeline.compare.campaign import run_campaign
     from pipeline.spec.campaign_config import load_campaign
+    from pipeline.spec.study_config import naming_source
     from pipeline.config import check_precision
     from pipeline.search.parallel import check_options, check_scheduler_reachable, trial_runner
     from pipeline.store import Store, shown_database
@@ -289,28 +304,35 @@ def compare(
     from pipeline.report.verdict_report import across_tables, verdict_tables
 
     fmt = chosen_format(format_, TABLE_FORMATS)
-    check_log_file(log_file)
+    log_file = log_file_for(log_file, db)  # checked: its folder can hold it
     campaign = load_campaign(campaign_file, replicates, list(set_ or []))
     check_precision(precision)
     workers = chosen_workers(ctx, workers, scheduler)
     if workers is not None or scheduler is not None:
         check_options(workers, scheduler, trials_per_gpu, device)  # bad options: exit 2 before anything is stored
+    if plan:
+        with naming_source(str(campaign_file), set_ or []):  # a class or folder the data lacks: the file's field
+            return _print_plan(campaign, db, device, precision, threads, workers, scheduler, trials_per_gpu)
     if scheduler:
         check_scheduler_reachable(scheduler)
     live = live_export(db, mlflow or campaign.studies[REFERENCE].mlflow)
+    with naming_source(str(campaign_file), set_ or []):
+        estimate = _probed_estimate(campaign, db, device, precision, threads)
 
     def runner() -> Any:
         return trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))
 
     resume = resume_command(ctx, {"db": shown_database})
     try:
-        with ctrl_c_kept() as ctrl_c:
-            view = CampaignView(ctrl_c, live)
+        with new_database(db), ctrl_c_kept() as ctrl_c:
+            view = CampaignView(ctrl_c, live, estimate)
+            named = naming_source(str(campaign_file), set_ or [])  # a class or folder the data lacks: its field
             if stderr.is_terminal:
-                with Live(view, console=stderr, refresh_per_second=4, transient=True):
+                with Live(view, console=stderr, refresh_per_second=4, transient=True), named:
                     summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
             else:
-                summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
+                with named:
+                    summary = run_campaign(campaign, db, device, view.on_event, runner, precision, log_file, threads)
     except KeyboardInterrupt:
         print_resume(stderr, f"interrupted: campaign {campaign.name} stopped; what it stored is kept; resume with",
                      resume)
@@ -318,7 +340,7 @@ def compare(
     except ServerLost as lost:  # cli/main.py prints it in one line, exit code 1
         raise ServerLost(f"{lost}; campaign {campaign.name} stopped; what it stored is kept; resume with {resume} "
                          "once it is back") from None
-    print_line(stderr, f"campaign {campaign.name}: {summary.trials_run} trial(s) and {summary.runs_trained} "
+    print_progress(stderr, f"campaign {campaign.name}: {summary.trials_run} trial(s) and {summary.runs_trained} "
                f"re-training run(s) now; search {summary.search_seconds:.0f} s, re-training "
                f"{summary.retrain_seconds:.0f} s"
                + ("" if summary.trials_run or summary.runs_trained else "; nothing was missing, nothing changed"),
@@ -326,9 +348,75 @@ def compare(
     if live is not None:
         live.campaign(campaign.name)
         if not live.failed:
-            print_line(stderr, f"MLflow: campaign {campaign.name}'s studies, trials and verdict at {live.uri}",
+            print_progress(stderr, f"MLflow: campaign {campaign.name}'s studies, trials and verdict at {live.uri}",
                        highlight=False)
     store = Store(db, create=False)
     record = store.require_campaign(campaign.name)
     print_tables(across_tables(take_across_tasks(store, record)) if record.tasks
                  else verdict_tables(take_verdict(store, record)), fmt, None, wide=wide)
+
+
+def _settled(campaign: Any, db: str | None, threads: int | None) -> tuple[Any, Any]:
+    """The campaign as `compare` would run it against the database (settled as stored, at --threads), and the
+    database opened to read (None where there is none yet)."""
+    from pipeline.compare.campaign import settled
+    from pipeline.search.study import reading_store
+
+    store = reading_store(db)
+    ready = settled(campaign, None if store is None else store.campaign(campaign.name))
+    return (ready if threads is None else ready.with_threads(threads)), store
+
+
+def _probed_estimate(campaign: Any, db: str | None, device: str, precision: str, threads: int | None) -> Any:
+    """Where nothing stored says how long the campaign's trials take, its work timed by a probe of each method
+    (pipeline/compare/plan.py), for the live estimate to start from; None where what is stored says it."""
+    from pipeline.compare.plan import campaign_probes, guesses
+    from pipeline.compare.workload import campaign_work
+
+    ready, store = _settled(campaign, db, threads)
+    work = campaign_work(store, ready)
+    if work.seconds() is not None or not (work.trials or work.runs):
+        return None
+    with stderr.status("timing a few batches of each method"):
+        return campaign_work(store, ready, 1, guesses(ready, campaign_probes(ready, device, precision)))
+
+
+def _print_plan(campaign: Any, db: str | None, device: str, precision: str, threads: int | None,
+                workers: int | None, scheduler: str | None, trials_per_gpu: int) -> None:
+    """`compare --plan`: what the campaign would train and about how long it takes; nothing trained or stored."""
+    from pipeline.compare.plan import plan_campaign
+
+    ready, store = _settled(campaign, db, threads)
+    count, where = plan_workers(workers, scheduler, device, trials_per_gpu)
+    with stderr.status("timing a few batches of each method"):
+        found = plan_campaign(ready, store, count, device, precision)
+    print_plan(campaign_plan_lines(found, where))
+
+
+def campaign_plan_lines(plan: Any, workers: str) -> list[str]:
+    """A campaign's plan (CampaignPlan) in lines for the terminal, each wrapped to its width."""
+    from pipeline.compare.decision import MOST_PAIRS
+    from pipeline.compare.verdict import METRIC_LABELS
+
+    work = plan.work
+    tasks = f" on each of {plan.tasks} tasks" if plan.tasks > 1 else ""
+    searches = f" x {plan.replicates} searches" if plan.replicates > 1 else ""
+    lines = [f"plan of campaign {plan.name} (a timing probe trained, nothing stored)",
+             f"methods: {', '.join(plan.methods)}{tasks}: {plan.budget} trials each{searches}, then {plan.seeds} "
+             f"pairs each, more in rounds planned for power up to {plan.max_seeds}",
+             "data" + (" (the first task's)" if plan.tasks > 1 else "") + ", as its trials load it:",
+             *(f"  {line}" for line in plan.dataset.split_summary(terminal_width(stdout) - 2, plan.rare)),
+             "decides on (the pairs 80% power may need, at most):"]
+    for need in plan.needs:
+        pairs = f"about {need.pairs}" if need.pairs is not None else f"more than {MOST_PAIRS:,}"
+        beyond = (f", past max_seeds = {plan.max_seeds}: may end undecided"
+                  if need.pairs is None or need.pairs > plan.max_seeds else "")
+        lines.append(f"  {METRIC_LABELS[need.metric]} ±{100 * need.smallest:g} point"
+                     f"{'' if need.smallest == 0.01 else 's'} ({need.images} test images): {pairs}{beyond}")
+    lines.append("  (where a run varies as much as its test images at 50% accuracy let it; the first round's "
+                 "spread plans the next rounds)")
+    lines.append("a trial at the middle of its ranges, timed here: " + ", ".join(
+        f"{p.method} {clock(p.trial_seconds)}" for p in plan.probes))
+    lines += work_lines(work) or ["nothing left to train: every trial and run is stored"]
+    lines.append(f"workers: {workers}")
+    return lines

@@ -13,11 +13,11 @@ from cli.app import app
 from cli.interrupts import CtrlC, ctrl_c_kept, print_resume, resume_command
 from cli.options import (DEFAULT_LOG_FILE, chosen_format, chosen_workers, Db, Device, LogFile, Precision, Scheduler,
                          TABLE_FORMATS, TablesFormat, Threads, TrialsPerGpu, typed, Wide, Workers)
-from cli.render import (print_file_text, print_image_line, print_line, print_tables, print_upgrade, stderr, stdout,
-                        update_batch_bars)
+from cli.render import (print_file_text, print_image_line, print_line, print_progress, print_tables, print_upgrade,
+                        stderr, stdout, update_batch_bars)
 from pipeline.config import DEFAULT_TRIALS_PER_GPU, TrainConfig, check_precision
 from pipeline.errors import ServerLost, UserError
-from pipeline.library_logs import check_log_file
+from pipeline.library_logs import log_file_for
 from pipeline.params import parse_assignment
 from pipeline.spec.study_config import DEFAULT_PICK, StudyConfig
 from pipeline.report.tables import percent
@@ -84,7 +84,7 @@ class EvaluationView:
         if line:
             study = getattr(event, "study", "")
             named = self.name_study and study and not isinstance(event, EvaluationStarted)  # that one names it
-            print_line(stderr, f"{study}: {line}" if named else line, markup=False, highlight=False)
+            print_progress(stderr, f"{study}: {line}" if named else line, markup=False, highlight=False)
 
 
 Pick = Annotated[str, typer.Option(
@@ -144,7 +144,7 @@ def evaluate(
             raise UserError("--drop goes alone: give it with the study (and --db, --yes) only")
         _drop(study, db, drop, yes)
         return
-    check_log_file(log_file)
+    log_file = log_file_for(log_file, db)  # checked: its folder can hold it
     stored = Store(db, create=False)
     plan = plan_evaluation(stored, study, seeds, (against or "").split(","), vary,
                            dict(parse_assignment(text) for text in param or []), resplit,

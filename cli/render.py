@@ -18,7 +18,7 @@ from pipeline.config import IMAGE_FILE_DATA
 from pipeline.report.formats import render_text
 from pipeline.output_file import write_output
 from pipeline.methods.declarations import ALL_PARAMS
-from pipeline.report.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, Table as ReportTable, percent
+from pipeline.report.tables import DESCRIPTIVE, FLEXIBLE, IN_NOTES, WRAPPED, Table as ReportTable, percent
 
 if TYPE_CHECKING:
     from pipeline.config import DataConfig
@@ -28,25 +28,48 @@ stdout = Console()
 stderr = Console(stderr=True)
 
 
+PIPE_WIDTH = 80  # what a line printed to a pipe or a log file fits, where no terminal says its width
+
+
 def print_line(console: Console, text: str, **options: Any) -> None:
-    """A progress, event or error line: on a terminal wrapped between words to the width (print_wrapped);
-    elsewhere (a log file, a pipe) one line per event, whatever its length, so the log reads and greps one line
-    each."""
+    """An error, warning or note: on a terminal wrapped between words to the width (print_wrapped); elsewhere (a log
+    file, a pipe) one line, whatever its length, so that it greps whole (`error: ...` is one line)."""
     if console.is_terminal:
         print_wrapped(console, text, **options)
     else:
         console.print(text, soft_wrap=True, **options)
 
 
-def print_wrapped(console: Console, text: str, indent: int = 0, hang: int = 0, **options: Any) -> None:
-    """`text` wrapped between words to the console's width (Rich folds only a word wider than a line), each line
-    `indent` spaces in and the lines after the first of each paragraph `hang` more, none ending in a space."""
+def print_progress(console: Console, text: str, **options: Any) -> None:
+    """A progress or event line, or a line of a plan: wrapped between words (print_wrapped) to the terminal's width,
+    or to PIPE_WIDTH in a log file or a pipe, its further lines there indented two spaces more (an event still
+    begins at the start of a line; a word, a path or a command is never broken)."""
+    if console.is_terminal:
+        print_wrapped(console, text, **options)
+    else:
+        print_wrapped(console, text, hang=options.pop("hang", 2), width=PIPE_WIDTH, **options)
+
+
+def print_plan(lines: list[str]) -> None:
+    """A plan's lines on stdout, each wrapped under its own indentation."""
+    for line in lines:
+        text = line.lstrip()
+        print_progress(stdout, text, indent=len(line) - len(text), markup=False, highlight=False)
+
+
+def print_wrapped(console: Console, text: str, indent: int = 0, hang: int = 0, width: int | None = None,
+                  **options: Any) -> None:
+    """`text` wrapped between words to `width` (default: the console's width; Rich folds only a word wider than a
+    line), each line `indent` spaces in and the lines after the first of each paragraph `hang` more, none ending in
+    a space."""
     style, markup, highlight = options.pop("style", ""), options.pop("markup", None), options.pop("highlight", None)
+    width = width or console.width
     for paragraph in console.render_str(text, style=style, markup=markup, highlight=highlight).split():
-        lines = paragraph.wrap(console, max(1, console.width - indent - hang))
+        lead = len(paragraph.plain) - len(paragraph.plain.lstrip(" "))  # an indented paragraph stays indented
+        lines = paragraph[lead:].wrap(console, max(1, width - indent - lead - hang))
         for number, line in enumerate(lines):
             line.rstrip()
-            console.print(Text(" " * (indent + (hang if number else 0))) + line, soft_wrap=True, **options)
+            console.print(Text(" " * (indent + lead + (hang if number else 0))) + line, soft_wrap=True, **options)
 
 
 def print_file_text(text: str) -> None:
@@ -60,9 +83,9 @@ def print_file_text(text: str) -> None:
             print(line)
 
 
-def terminal_width(console: Console) -> int | None:
-    """The width lines must fit on `console` when it is a terminal; None for a log file or a pipe (no limit)."""
-    return console.width if console.is_terminal else None
+def terminal_width(console: Console) -> int:
+    """The width lines must fit on `console`: a terminal's, or PIPE_WIDTH for a log file or a pipe."""
+    return console.width if console.is_terminal else PIPE_WIDTH
 
 
 def image_line(data: "DataConfig") -> str | None:
@@ -288,6 +311,8 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
     room = width - needed(0)  # what the flexible columns share
     for i in flexible:
         widths[i] = min(widths[i], max(FLEXIBLE_WIDTH, room // len(flexible)))
+        if t.headers[i] in WRAPPED:  # wrapped between words: as wide as its longest word at least
+            widths[i] = max([widths[i], *(cell_len(word) for row in t.rows for word in row[i].split())])
     legend.update({h: PARAMETER_COLUMNS[h] for h in headers.values() if h in PARAMETER_COLUMNS})
     explained = [(short, meaning) for short, meaning in legend.items() if short in (headers[i] for i in columns)]
     entries = [f"{short} = {meaning}" for short, meaning in explained if not short.startswith("Δ")]
@@ -299,11 +324,15 @@ def fit_columns(t: ReportTable, width: int, chosen: bool = False) -> ReportTable
     if hidden:
         notes.append("not shown here (see --wide or --format markdown): "
                      + ", ".join(t.headers[i] for i in sorted(hidden)))
-    if cut or any(cell_len(row[i]) > widths[i] for i in flexible for row in t.rows):
+    wrapped = [i for i in flexible if t.headers[i] in WRAPPED]
+    if cut or any(cell_len(row[i]) > widths[i] for i in flexible if i not in wrapped for row in t.rows):
         notes.append("… marks text cut to fit; --wide shows it whole")
     cells = {i: [row[i] for row in t.rows] for i in columns}
     cells.update({i: _cut_names(cells[i], widths[i]) for i in columns if i not in flexible})
-    cells.update({i: [cut_text(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible})
+    cells.update({i: [cut_text(cell, widths[i], middle=False) for cell in cells[i]] for i in flexible
+                  if i not in wrapped})
+    cells.update({i: ["\n".join(textwrap.wrap(cell, widths[i], break_on_hyphens=False, break_long_words=False))
+                      or cell for cell in cells[i]] for i in wrapped})
     rows = [[cells[i][r] for i in columns] for r in range(len(t.rows))]
     return ReportTable(t.title, [headers[i] for i in columns], rows, notes + t.notes, t.records)
 
@@ -339,9 +368,9 @@ def grid(t: ReportTable, wrap: bool = False) -> Table:
 
 
 def _grid_width(t: ReportTable) -> int:
-    """How wide `grid` draws the table: its columns at their widest, two spaces between them."""
-    return sum(max([cell_len(header), *(cell_len(row[i]) for row in t.rows)]) for i, header in enumerate(t.headers)) \
-        + 2 * (len(t.headers) - 1)
+    """How wide `grid` draws the table: its columns at their widest line, two spaces between them."""
+    return sum(max([cell_len(header), *(cell_len(line) for row in t.rows for line in row[i].split("\n"))])
+               for i, header in enumerate(t.headers)) + 2 * (len(t.headers) - 1)
 
 
 def cards(t: ReportTable) -> Table:

@@ -15,14 +15,15 @@ from rich.text import Text
 
 from cli.app import app
 from cli.interrupts import ctrl_c_kept, print_resume, resume_command
-from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, Precision, Scheduler, Threads,
-                         TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS, TablesFormat)
-from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_tables, print_upgrade, stderr,
-                        stdout, terminal_width)
+from cli.options import (DEFAULT_LOG_FILE, chosen_workers, Db, Device, LogFile, Mlflow, new_database, plan_workers,
+                         Precision, Scheduler, Threads, TrialsPerGpu, Wide, Workers, chosen_format, TABLE_FORMATS,
+                         TablesFormat)
+from cli.render import (update_batch_bars, image_line, pick_columns, print_line, print_plan, print_progress,
+                        print_tables, print_upgrade, stderr, stdout, terminal_width)
 from pipeline.config import DEFAULT_TRIALS_PER_GPU
 from pipeline.errors import ServerLost, UserError
 from pipeline.report.formats import FORMATS, check_extension, output_format
-from pipeline.library_logs import check_log_file
+from pipeline.library_logs import log_file_for
 from pipeline.output_file import check_folder, check_output
 from pipeline.report.tables import Table as ReportTable, percent
 
@@ -190,16 +191,19 @@ def run(
     trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
     mlflow: Mlflow = None,
     format_: TablesFormat = "table",
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="Say what the study would train and about how long that takes here, from its stored trials "
+                       "or a short timing probe; train and store nothing.")] = False,
 ) -> None:
     """Run a Bayesian-optimisation study, or resume it.
 
     Completed trials are kept. Trials train at once, one per CPU core (or --trials-per-gpu per GPU) unless
     --workers says otherwise; the search proposes the next while they train."""
-    from pipeline.spec.study_config import check_trials, load_study
+    from pipeline.spec.study_config import check_trials, load_study, naming_source
 
     fmt = chosen_format(format_, TABLE_FORMATS)
     check_trials(trials)
-    check_log_file(log_file)
+    log_file = log_file_for(log_file, db)  # checked: its folder can hold it
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else []) + (
         [f"search_seed={search_seed}"] if search_seed is not None else []) + (
         [f"threads={threads}"] if threads is not None else [])
@@ -212,12 +216,16 @@ def run(
     from pipeline.search.trial import InProcessRunner, dataset_for
 
     study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
+    if plan:
+        with naming_source(str(study_file), overrides):  # a class or folder the data lacks: the file's field
+            return _print_study_plan(ctx, study, db, trials, device, precision, workers, scheduler, trials_per_gpu)
     live = live_export(db, mlflow or study.mlflow)
     workers = chosen_workers(ctx, workers, scheduler)
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
     in_process = isinstance(runner, InProcessRunner)
 
-    with stderr.status(f"loading {study.data.name}"):  # checked once here: a class lost by a split is refused
+    # checked once here: a class lost by a split is refused, a class or folder the data lacks named as its field
+    with stderr.status(f"loading {study.data.name}"), naming_source(str(study_file), overrides):
         data = dataset_for(study.data, device if in_process else "cpu")  # trials in this process reuse it
     split_lines = [line for line in [image_line(study.data)] if line] + ["examples per split and class:",
                                                                           *data.split_summary(terminal_width(stderr))]
@@ -226,7 +234,7 @@ def run(
         """How images are read and the split sizes, once, when the study starts (after every check that could
         refuse it in one line)."""
         if isinstance(event, StudyStarted) and split_lines:
-            print_line(stderr, "\n".join(split_lines), markup=False, highlight=False)
+            print_progress(stderr, "\n".join(split_lines), markup=False, highlight=False)
             split_lines.clear()
 
     def export_trial(event: Any) -> None:
@@ -247,9 +255,10 @@ def run(
                     print_upgrade(event.message)
                 line = view.on_event(event)
                 if line and isinstance(event, RangesWidened):  # above the live table, where it stays
-                    print_line(stderr, line, markup=False, highlight=False)
+                    print_progress(stderr, line, markup=False, highlight=False)
 
-            with ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4, transient=True):
+            with new_database(db), ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4,
+                                                                 transient=True):
                 summary = run_study(study, db, device, trials, log_file, on_live_event, runner=runner,
                                     precision=precision)
             if view.rows:
@@ -261,9 +270,9 @@ def run(
                 export_trial(event)
                 line = view.on_event(event)
                 if line:
-                    print_line(stderr, line, markup=False, highlight=False)
+                    print_progress(stderr, line, markup=False, highlight=False)
 
-            with ctrl_c_kept() as ctrl_c:
+            with new_database(db), ctrl_c_kept() as ctrl_c:
                 summary = run_study(study, db, device, trials, log_file, on_event, runner=runner, precision=precision)
     except KeyboardInterrupt as stop:
         if stderr.is_terminal and view.rows:
@@ -299,6 +308,35 @@ def run(
     if summary.stopped:
         stderr.print(f"[bold red]stopped:[/] {summary.stopped}")
         raise typer.Exit(1)
+
+
+def _print_study_plan(ctx: typer.Context, study: Any, db: str | None, trials: int | None, device: str,
+                      precision: str, workers: int | None, scheduler: str | None, trials_per_gpu: int) -> None:
+    """`run --plan`: what the study would train and about how long it takes; nothing trained or stored."""
+    from pipeline.compare.plan import plan_study
+    from pipeline.search.parallel import check_options
+    from pipeline.search.study import reading_store, settle_threads
+
+    workers = chosen_workers(ctx, workers, scheduler)
+    check_options(workers, scheduler, trials_per_gpu, device)
+    store = reading_store(db)
+    study = settle_threads(study, None if store is None else store.study(study.name))
+    count, where = plan_workers(workers, scheduler, device, trials_per_gpu)
+    with stderr.status("timing a few batches"):
+        found = plan_study(study, store, count, trials, device, precision)
+    probe = found.probe
+    stored = f"{found.ran} stored" if found.ran else "none stored yet"
+    timed = (f"from its {found.measured} stored trial{'' if found.measured == 1 else 's'}" if found.measured else
+             f"at the middle of its ranges, timed here: {probe.epochs:g} epochs of {probe.batches} batches at "
+             f"{1000 * probe.batch_seconds:.0f} ms, evaluation {1000 * probe.eval_seconds:.0f} ms an epoch")
+    print_plan([f"plan of study {study.name} (a timing probe trained, nothing stored)",
+                "data, as its trials load it:",
+                *(f"  {line}" for line in found.dataset.split_summary(
+                    terminal_width(stdout) - 2, found.dataset.rare_class(study.data.imbalance_class))),
+                f"to train: {found.trials} trial{'' if found.trials == 1 else 's'} ({found.budget} in all, {stored})",
+                f"a trial: about {clock(found.trial_seconds)} ({timed})",
+                f"expected time: about {clock(found.seconds)} on {count} worker{'' if count == 1 else 's'}",
+                f"workers: {where}"])
 
 
 def live_export(db: str | None, uri: str | None) -> Any:
@@ -486,7 +524,7 @@ def delete_study(
     from pipeline.search.forget import delete_study as forget
     from pipeline.store import Store
 
-    check_log_file(log_file)
+    log_file = log_file_for(log_file, db)  # checked: its folder can hold it
     store = Store(db, create=False)
     study = store.require_study(name)
     count = len(store.trials(study.id))

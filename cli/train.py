@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from contextlib import contextmanager
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Annotated, Optional, Sequence
+from typing import Annotated, Iterator, Optional, Sequence
 
 import typer
 from rich.table import Table
@@ -14,11 +15,11 @@ from cli.options import Db, Device, Precision, ResultFormat, Threads, chosen_for
 from cli.render import (batches_line, params_line, print_image_line, print_line, print_wrapped, result_table,
                         result_title, stderr, stdout, terminal_width, training_progress)
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, image_size_for, resolve_device
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError
 from pipeline.output_file import check_output
 from pipeline.methods import EXAMPLES, parse_method
 from pipeline.methods.declarations import FAMILIES, PAPERS
-from pipeline.spec.study_config import data_with
+from pipeline.spec.study_config import data_with, naming_source
 from pipeline.params import TRAINING_PARAMS, Choice, HParam, Range, parse_assignment
 
 
@@ -100,13 +101,14 @@ def train(
         check_output(save, option="--save")  # before training: a refused --save would throw the model away
     if from_study is None and trial is not None:
         raise UserError("--trial goes with --from-study")
+    with naming_options():
+        given = DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
+                          imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
+                          root=root, manifest=manifest, path=path,
+                          image_size=image_size_for(dataset, backbone) if image_size is None else image_size,
+                          cache_dir=cache_dir, augment_flip=flip, augment_crop_padding=crop_padding)
     config = TrainConfig(
-        data=DataConfig(name=dataset, split_seed=split_seed, val_fraction=val_fraction, test_fraction=test_fraction,
-                        imbalance_class=imbalance_class, imbalance_keep=imbalance_keep, imbalance_in=imbalance_in,
-                        root=root, manifest=manifest, path=path,
-                        image_size=image_size_for(dataset, backbone) if image_size is None else image_size,
-                        cache_dir=cache_dir, augment_flip=flip,
-                        augment_crop_padding=crop_padding),
+        data=given,
         backbone=backbone, weights=weights, method=method,
         params=dict(parse_assignment(text) for text in param or []), seed=seed, device=device,
         precision=precision, threads=DEFAULT_THREADS if threads is None else threads)
@@ -125,7 +127,7 @@ def train(
     parse_method(method).resolve(config.params)  # validate before loading anything
     from pipeline.data import load_dataset
 
-    with stderr.status(f"loading {dataset}"):
+    with stderr.status(f"loading {dataset}"), _naming_data_fields(set_ or [], study_file, from_study):
         data = load_dataset(config.data, resolve_device(device))
     from pipeline.training.models import check_weights
 
@@ -133,7 +135,7 @@ def train(
     check_weights(config.backbone, config.weights, data.in_channels)
     print_image_line(config.data)  # once the data loaded: bad input stays one line
     # the counts before training, where they can still stop a run that would waste its time; 80 wide on a pipe
-    counts = data.split_summary(terminal_width(stderr) or PIPE_WIDTH, data.rare_class(config.data.imbalance_class))
+    counts = data.split_summary(terminal_width(stderr), data.rare_class(config.data.imbalance_class))
     print_line(stderr, "\n".join(["examples per split and class:", *counts]), markup=False, highlight=False)
     from pipeline.training.metrics import poor_run_warnings
     from pipeline.training.trainer import train as run_training
@@ -160,7 +162,38 @@ def train(
     print_line(stdout, params_line(result), style="dim")
 
 
-PIPE_WIDTH = 80  # the count lines' width where stderr is no terminal (a log file, a pipe)
+@contextmanager
+def naming_options() -> Iterator[None]:
+    """Inside the block, a data field's own problem ("imbalance_in must be one of ...": DataConfig's) names the option
+    that set it (--imbalance-in)."""
+    try:
+        yield
+    except UserError as error:
+        field, _, problem = str(error).partition(" ")
+        if field not in {f.name for f in fields(DataConfig)}:
+            raise
+        raise UserError(f"{OPTION_OF_FIELD.get(field, '--' + field.replace('_', '-'))}: {problem}") from None
+
+
+OPTION_OF_FIELD = {"name": "--dataset", "augment_flip": "--flip", "augment_crop_padding": "--crop-padding"}
+# The options that set a data field: an error about the field found as the data loads (an unknown class, a missing
+# folder) names the option.
+DATA_OPTIONS = {"data.imbalance_class": "--imbalance-class", "data.root": "--root", "data.manifest": "--manifest",
+                "data.path": "--path"}
+
+
+@contextmanager
+def _naming_data_fields(overrides: list[str], study_file: Path | None, from_study: str | None) -> Iterator[None]:
+    """An error about a data field found as the data loads names where the field was set: --set, the study file,
+    the stored study, or the option of DATA_OPTIONS."""
+    source = str(study_file) if study_file is not None else f"study {from_study}" if from_study is not None else ""
+    try:
+        with naming_source(source, overrides):
+            yield
+    except FieldError as error:
+        if error.source or error.key not in DATA_OPTIONS:
+            raise
+        raise UserError(f"{DATA_OPTIONS[error.key]}: {error.problem}") from None
 
 
 # With --from-study or --study-file the configuration is the study's: options that would change it are refused,

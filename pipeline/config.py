@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError, did_you_mean, one_of
 
 
 if TYPE_CHECKING:
@@ -18,6 +18,9 @@ BACKBONES = ("small_cnn", "wrn16_1", "resnet18", "resnet34", "resnet50")  # buil
 # by the objective). "train+val": validation is skewed too, for data whose validation images come
 # from the same skewed source as training.
 IMBALANCE_SPLITS = ("train", "train+val")
+# The kinds of data set (pipeline/data LOADERS reads each; a test checks the two agree): named here so that a study
+# file's data.name is checked, with a suggestion, as it is read, without loading torch.
+DATA_SETS = ("digits", "images", "idx", "medmnist")
 # Which examples of the rare class stay. "drawn": a draw seeded by the split seed, so each split seed (each pair of
 # a campaign that resplits) keeps other ones. "first": the first ones by index, whatever the split seed, as every
 # version before the choice existed did; a study stored then keeps it (DataConfig.from_dict).
@@ -47,6 +50,14 @@ MAX_THREADS = 1024
 SMALL_IMAGE_SIZE = {"small_cnn": 32, "wrn16_1": 32}
 # The data set kinds that resize image files; the others (digits, idx, medmnist) keep their arrays' own size.
 IMAGE_FILE_DATA = ("images",)
+
+
+def sqlite_path(db: str | None) -> Path | None:
+    """The file of the SQLite database `db` names (a path or a sqlite:/// URL; None: DEFAULT_DB), read off the text
+    without loading a database driver; None for a database on a server or in memory."""
+    db = db or DEFAULT_DB
+    path = db.removeprefix("sqlite:///").split("?")[0] if db.startswith("sqlite:///") else None if "://" in db else db
+    return None if not path or path == ":memory:" else Path(path)
 
 
 def default_image_size(backbone: str) -> int:
@@ -110,9 +121,9 @@ class DataConfig:
         if not 0 < self.imbalance_keep <= 1:
             raise UserError(f"imbalance_keep must be in (0, 1], got {self.imbalance_keep}")
         if self.imbalance_in not in IMBALANCE_SPLITS:
-            raise UserError(f"imbalance_in must be one of {', '.join(IMBALANCE_SPLITS)}, got {self.imbalance_in!r}")
+            raise UserError(f"imbalance_in {one_of(self.imbalance_in, IMBALANCE_SPLITS)}")
         if self.rare_kept not in RARE_KEPT:
-            raise UserError(f"rare_kept must be one of {', '.join(RARE_KEPT)}, got {self.rare_kept!r}")
+            raise UserError(f"rare_kept {one_of(self.rare_kept, RARE_KEPT)}")
         if self.name == "images" and not (self.root or self.manifest):
             raise UserError("data set images needs root (a folder with one sub-folder per class) or manifest "
                             "(a folder written by `robust-tune data prepare`)")
@@ -126,7 +137,9 @@ class DataConfig:
         if self.channels not in (1, 3) or not _is_int(self.channels):
             raise UserError(f"channels must be 1 or 3, got {self.channels!r}")
         if self.normalize not in NORMALIZATIONS:
-            raise UserError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {self.normalize!r}")
+            raise UserError(f"normalize {one_of(self.normalize, NORMALIZATIONS)}")
+        if self.name not in DATA_SETS:
+            raise UserError(f"name {one_of(self.name, DATA_SETS)}")
         if self.normalize == "imagenet" and self.channels != 3:
             raise UserError("ImageNet normalisation (pretrained weights) needs channels = 3")
         if not _is_int(self.augment_crop_padding) or not 0 <= self.augment_crop_padding < self.image_size:
@@ -139,7 +152,7 @@ class DataConfig:
         """Where `key` (root, manifest or path) points: one this data set's kind requires (see above)."""
         value = getattr(self, key)
         if value is None:
-            raise UserError(f"data set {self.name} needs {key}")
+            raise FieldError("", f"data.{key}", f"data set {self.name} needs {key}")
         return Path(value)
 
     @classmethod
@@ -254,14 +267,14 @@ def resolve_device(name: str) -> "torch.device":
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("device cuda was asked for but no CUDA GPU is available; use --device cpu or auto")
     if name not in ("cpu", "cuda"):
-        raise UserError(f"unknown device {name!r}; use auto, cpu or cuda")
+        raise UserError(f"unknown device {name!r}{did_you_mean(name, ('auto', 'cpu', 'cuda'))}; use auto, cpu or cuda")
     return torch.device(name)
 
 
 def check_precision(name: str) -> None:
     """A UserError naming the choices unless `name` is one of PRECISIONS."""
     if name not in PRECISIONS:
-        raise UserError(f"unknown precision {name!r}; use {', '.join(PRECISIONS)}")
+        raise UserError(f"unknown precision {name!r}{did_you_mean(name, PRECISIONS)}; use {', '.join(PRECISIONS)}")
 
 
 def check_threads(threads: object) -> None:

@@ -21,11 +21,20 @@ class ServerLost(Exception):
 
 class FieldError(UserError):
     """A UserError about one field of a study or campaign file: `source` (the file), `key` (the dotted field) and
-    `problem`, kept apart so that a field set on the command line (--set) is named there instead of the file."""
+    `problem`, kept apart so that a field set on the command line (--set) is named there instead of the file. A
+    problem found where the file is not known (a data set's class or folder, found as it loads) has no source yet:
+    the command names where the field was set (spec.study_config.naming_source)."""
 
     def __init__(self, source: str, key: str, problem: str) -> None:
-        super().__init__(f"{source}: {key}: {problem}")
+        super().__init__(f"{source}: {key}: {problem}" if source else f"{key}: {problem}")
         self.source, self.key, self.problem = source, key, problem
+
+
+def one_of(value: object, known: Iterable[str]) -> str:
+    """"must be one of A, B, got 'x' (did you mean A?)": the problem of a value outside an enumerated field's
+    choices, with the closest one where `value` looks mistyped."""
+    known = list(known)
+    return f"must be one of {', '.join(known)}, got {value!r}" + did_you_mean(str(value), known)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

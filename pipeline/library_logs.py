@@ -5,11 +5,31 @@ import contextlib
 import logging
 from pathlib import Path
 
+from pipeline.config import sqlite_path
 from pipeline.errors import UserError
 from pipeline.output_file import check_folder, make_folder
 
+# Where the libraries' messages go for a database on a server (PostgreSQL), which has no folder to put them beside.
+SERVER_LOG_FILE = Path("runs/robust-tune.log")
+
 _LOGGERS = ("ax", "botorch", "gpytorch", "linear_operator", "py.warnings", "pandas", "distributed", "tornado")
 _handler: logging.FileHandler | None = None
+
+
+def log_file_for(log_file: str | Path | None, db: str | None) -> Path:
+    """`log_file` where given; else beside the SQLite database `db` (None: DEFAULT_DB), named after it
+    (runs/robust-tune.db logs to runs/robust-tune.log, ~/exp/a.db to ~/exp/a.log); else, for a database on a server,
+    SERVER_LOG_FILE. Checked before work that would log to it: a folder that cannot hold it is named by the option
+    that put it there (--log-file, or --db beside which it goes). Read off the text: no database driver is loaded."""
+    if log_file is not None:
+        check_log_file(log_file)
+        return Path(log_file)
+    file = sqlite_path(db)
+    if file is None:
+        check_log_file(SERVER_LOG_FILE)
+        return SERVER_LOG_FILE
+    check_folder(file.parent, "--db", file)
+    return file.with_suffix(".log")
 
 
 def check_log_file(log_file: str | Path) -> None:

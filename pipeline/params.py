@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from pipeline.errors import UserError, did_you_mean
+from pipeline.errors import UserError, did_you_mean, one_of
 
 Value = float | int | bool | str
 SOFT_SIDES = ("", "lower", "upper", "both")
@@ -102,7 +102,7 @@ class HParam:
             if not isinstance(value, (int, float)) or math.isnan(value) or value not in interval:
                 raise UserError(f"parameter {self.name} must be in {interval}, got {raw!r}")
         if self.kind == "choice" and value not in self.valid:
-            raise UserError(f"parameter {self.name} must be one of {', '.join(self.valid)}, got {raw!r}")
+            raise UserError(f"parameter {self.name} {one_of(raw, self.valid)}")
         return value
 
     @property

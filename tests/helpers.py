@@ -429,3 +429,40 @@ def completed_trials(db: Path, name: str) -> list[tuple[dict, dict]]:
     store = Store(str(db))
     return [(t.parameters, {k: v for k, v in t.metrics.items() if k != "train_seconds"})
             for t in store.trials(store.require_study(name).id) if t.status == "completed"]
+
+
+# Run in a page shown in a frame: per table, the headers in view with its box scrolled to the left, and whether its
+# first column is still in view with the box scrolled to the far right; per picture, the share of its own width it is
+# shown at; written on the frame's parent, which --dump-dom prints.
+SEEN_PROBE = ("<script>window.addEventListener('load', () => { const w = document.documentElement.clientWidth;"
+              "const inside = (e) => { const r = e.getBoundingClientRect(); return r.left >= -1 && r.right <= w + 1; };"
+              "const out = {tables: [], images: []};"
+              "for (const t of document.querySelectorAll('table')) { const box = t.closest('.scroll');"
+              " const seen = [...t.rows[0].cells].filter(inside).map((c) => c.textContent);"
+              " if (box) box.scrollLeft = box.scrollWidth;"
+              " const first = [...t.rows].every((row) => inside(row.cells[0])); if (box) box.scrollLeft = 0;"
+              " out.tables.push({caption: t.caption ? t.caption.textContent : '', seen: seen, first: first}); }"
+              "for (const img of document.images)"
+              " out.images.push(img.getBoundingClientRect().width / img.naturalWidth);"
+              "parent.document.body.setAttribute('data-seen', JSON.stringify(out)); });</script>")
+
+
+def seen_in_a_window(page: Path, folder: Path, width: int) -> dict:
+    """What a reader sees of the page in headless Chromium in a window `width` CSS pixels wide (SEEN_PROBE: each
+    table's headers in view and whether its first column stays in view, each picture's shown share of its width),
+    shown in a frame of that width as `in_a_window` shows it."""
+    import html
+    import json
+    import re
+
+    framed = folder / f"{page.stem}-seen-{width}.html"
+    text = page.read_text().replace("</body>", SEEN_PROBE + "</body>")
+    framed.write_text(f'<!DOCTYPE html><html><body style="margin:0"><iframe style="border:0;width:{width}px;'
+                      f'height:4000px" srcdoc="{html.escape(text, quote=True)}"></iframe></body></html>')
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           f"--window-size={max(width, 500)},4000", "--virtual-time-budget=10000", "--dump-dom",
+                           framed.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (found,) = re.findall(r'<body[^>]*data-seen="([^"]*)"', done.stdout)
+    return json.loads(html.unescape(found))

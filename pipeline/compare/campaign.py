@@ -126,14 +126,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
 
     reader = reading_store(db)
     known = None if reader is None else reader.campaign(campaign.name)  # read only: nothing is created yet
-    campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
-    campaign = campaign.settle_strategy(None if known is None else known.config)
-    campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
-    campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
-    campaign = campaign.settle_rare_kept(None if known is None else known.config)
-    campaign = campaign.settle_widen(None if known is None else known.config)
-    campaign = campaign.settle_defaults(None if known is None else known.config)
-    campaign = campaign.settle_replicate_seeds(None if known is None else known.config)
+    campaign = settled(campaign, known)  # before the data is checked
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
@@ -158,6 +151,17 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
             _run_tasks(store, record, campaign, batch, len(tasks), warnings, summary, db, device, on_event, shared,
                        precision, log_file)
     return summary
+
+
+def settled(campaign: CampaignConfig, known: CampaignRecord | None) -> CampaignConfig:
+    """`campaign` with what its file leaves to the campaign stored under its name (`known`; None: not stored) as
+    that one has it: image size, strategy, resplit, max_seeds, rare examples kept, widening, defaults and the
+    replicates' seeds."""
+    stored = None if known is None else known.config
+    return (campaign.settle_image_size(stored).settle_strategy(stored)
+            .settle_resplit(None if known is None else known.evaluation.resplit)
+            .settle_max_seeds(None if known is None else known.evaluation.max_seeds)
+            .settle_rare_kept(stored).settle_widen(stored).settle_defaults(stored).settle_replicate_seeds(stored))
 
 
 def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None, number: int, tasks: int,

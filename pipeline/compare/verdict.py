@@ -30,6 +30,7 @@ from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, clustered_difference, holm, mean_interval, \
     paired_difference
 from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, Widening, picked_trial
+from pipeline.training.result import never_right
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
 METRIC_LABELS = {**dict(COMPARE_METRICS), "smallest_class_accuracy": "rare class"}  # short: the verdict fits 80 columns
@@ -487,17 +488,16 @@ def design_warnings(verdict: Verdict) -> list[VerdictWarning]:
 
 
 def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Design) -> list[VerdictWarning]:
-    """What the runs warn of: a class no run of any method ever gets right, a run far below its method's others
-    (training collapsed), runs near chance."""
+    """What the runs warn of: a class a method never gets right in any of its runs (named for that method, however
+    another method did), a run far below its method's others (training collapsed), runs near chance."""
     found: list[VerdictWarning] = []
-    every = [run for by_key in runs.values() for run in by_key.values()]
-    if not every:
+    if not any(runs.values()):
         return found
-    classes = sorted({c for run in every for c in run.per_class.get("test", {})})
-    for name in classes:
-        if all(run.per_class.get("test", {}).get(name, 0.0) == 0.0 for run in every):
-            found.append(VerdictWarning("class_never_right", f"class {name!r}: no run of any method got one of its "
-                                                             "test images right", class_name=name))
+    for method, by_key in runs.items():
+        for name in never_right([run.per_class.get("test", {}) for run in by_key.values()]):
+            found.append(VerdictWarning("class_never_right", f"{method} never got class {name!r} right: none of its "
+                                                             f"{len(by_key)} runs got one of its test images right",
+                                        method=method, class_name=name))
     metric = next((m for m in design.primary if m != "smallest_class_accuracy"), "test_balanced_accuracy")
     for method, by_key in runs.items():
         scores = {key: run_metrics(run)[metric] for key, run in by_key.items()}
@@ -588,7 +588,7 @@ CHECKS = ("class_never_right", "collapsed_run", "near_chance", "few_test_images"
 def _check(w: VerdictWarning) -> str:
     """A warning in a few words for the reading."""
     if w.kind == "class_never_right":
-        return f"class {w.class_name!r} is never right"
+        return f"{w.method} never gets class {w.class_name!r} right"
     if w.kind == "collapsed_run":
         return f"{w.method}'s run on pair {w.pair} collapsed"
     if w.kind == "near_chance":

@@ -1,12 +1,14 @@
 """What a campaign has left to train when `compare` starts, and about how long that takes: its studies' trials
 still to run and each task's first round of re-training runs (the later rounds, planned for power, may add up to
 `max_seeds` pairs), each costed from the stored trials and runs of its study, else of its method in the campaign's
-other studies (other tasks, other search replicates), else of any of its trials (a run costs what a trial does);
-unknown (None) before the campaign's first trial has ended."""
+other studies (other tasks, other search replicates), else from a timing probe where one was taken
+(pipeline/compare/plan.py), else of any of its trials (a run costs what a trial does); unknown (None) before the
+campaign's first trial has ended, where no probe says."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import mean
+from typing import Mapping
 
 from pipeline.spec.campaign_config import CampaignConfig
 from pipeline.store import Store, trial_budget, trials_ran
@@ -26,6 +28,7 @@ class CampaignWork:
     run_seconds: float | None
     more_seconds: float | None
     measured: int = 0  # the stored trials and runs the seconds come from
+    probed: bool = False  # a timing probe gave the seconds of a study with nothing of its method stored
 
     def seconds(self) -> float | None:
         """About how long the trials and first rounds take on the workers, in wall seconds; None when unknown."""
@@ -50,8 +53,10 @@ class CampaignWork:
         return (trial or 1.0, run or 1.0)
 
 
-def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> CampaignWork:
-    """The work `campaign` (settled, stored) has left, read from `store` (read only), on `workers` places."""
+def campaign_work(store: Store | None, campaign: CampaignConfig, workers: int = 1,
+                  probed: Mapping[str, float] | None = None) -> CampaignWork:
+    """The work `campaign` (settled) has left, read from `store` (read only; None: nothing stored yet), on `workers`
+    places; `probed`: a study's estimated seconds of a trial by its name, from a timing probe."""
     studies = [(method, config.study(method, r)) for _, config in campaign.task_campaigns()
                for r in range(campaign.replicates) for method in config.methods]
     trial_times: dict[str, list[float]] = {}  # study -> its stored trials' seconds
@@ -61,7 +66,7 @@ def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> C
     most = campaign.evaluation.max_seeds or seeds
     for method, study in studies:
         ran, runs, widened = 0, 0, False
-        if (record := store.study(study.name)) is not None:
+        if store is not None and (record := store.study(study.name)) is not None:
             stored = store.trials(record.id)
             trial_times[study.name] = [(t.train_seconds or 0.0) + (t.proposal_seconds or 0.0) for t in stored
                                        if t.ran and t.train_seconds]  # its training and its proposal
@@ -82,9 +87,13 @@ def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> C
 
     # each study with work left: its trials, runs and later runs, and the seconds of a trial and a run
     costs: list[tuple[int, int, int, float | None, float | None]] = []
+    guessed = False
     for method, study in studies:
         if any(counts := left[study.name]):
-            trial = first_mean(trial_times.get(study.name), trials_by_method.get(method), every)
+            trial = first_mean(trial_times.get(study.name), trials_by_method.get(method))
+            if trial is None and (probed or {}).get(study.name) is not None:
+                trial, guessed = (probed or {})[study.name], True
+            trial = trial if trial is not None else first_mean(every)
             run = first_mean(run_times.get(study.name), runs_by_method.get(method)) or trial
             costs.append((*counts, trial, run))
     trials, runs, more = (sum(cost[0] for cost in costs), sum(cost[1] for cost in costs),
@@ -95,4 +104,4 @@ def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> C
     more_seconds = sum(n * (run or 0.0) for _, _, n, _, run in costs) if known else None
     measured = len(every) + sum(len(times) for times in run_times.values())
     return CampaignWork(campaign.name, trials, runs, more, max(1, workers), trial_seconds, run_seconds, more_seconds,
-                        measured)
+                        measured, guessed)

@@ -18,7 +18,7 @@ from pipeline.config import DataConfig
 from pipeline.data.dataset import Dataset
 from pipeline.data.images import resident_dataset
 from pipeline.data.splits import draw_sample, stratified_split
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError
 
 IDX_UBYTE = 0x08  # the IDX type code of unsigned bytes, the only one image and label files use
 IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -82,7 +82,11 @@ def load_idx(config: DataConfig) -> Dataset:
     (stratified, seeded; val_fraction of it), the test file as the test split."""
     root = config.location("root")
     if not root.is_dir():
-        raise UserError(f"IDX folder not found: {root}")
+        raise FieldError("", "data.root", f"IDX folder not found: {root}")
+    try:
+        idx_file(root, IDX_FILES["train"][0])
+    except UserError as missing:
+        raise FieldError("", "data.root", f"{missing} (the folder of MNIST-format files)") from None
     train_images, train_labels = read_idx_pair(root, "train")
     test_images, test_labels = read_idx_pair(root, "test")
     if train_images.shape[1:] != test_images.shape[1:]:
@@ -105,7 +109,7 @@ def load_medmnist(config: DataConfig) -> Dataset:
     """A MedMNIST archive with its own train, val and test splits; single-label, grayscale or RGB uint8."""
     path = config.location("path")
     if not path.is_file():
-        raise UserError(f"MedMNIST archive not found: {path}")
+        raise FieldError("", "data.path", f"MedMNIST archive not found: {path}")
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = [name for name in MEDMNIST_ARRAYS if name not in archive.files]

@@ -17,7 +17,7 @@ from pipeline.data.dataset import Dataset, Split, check_classes_present
 from pipeline.data.cache import cached_pixels
 from pipeline.data.manifest import read_manifest
 from pipeline.data.splits import apply_imbalance, compact, draw_sample, stratified_split
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -117,11 +117,12 @@ def folder_listing(config: DataConfig) -> Listing:
     """root/<class>/**/<image>: classes in name order; test and validation carved stratified and seeded."""
     root = config.location("root")
     if not root.is_dir():
-        raise UserError(f"image folder not found: {root}")
+        raise FieldError("", "data.root", f"image folder not found: {root}")
     root = root.resolve()
     class_folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if len(class_folders) < 2:
-        raise UserError(f"{root} needs one sub-folder per class (at least two), found {len(class_folders)}")
+        raise FieldError("", "data.root", f"{root} needs one sub-folder per class (at least two), found "
+                                          f"{len(class_folders)}")
     files: list[Path] = []
     labels: list[int] = []
     for label, folder in enumerate(class_folders):

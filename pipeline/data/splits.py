@@ -7,7 +7,7 @@ from typing import Sequence
 import torch
 
 from pipeline.config import DataConfig
-from pipeline.errors import UserError
+from pipeline.errors import FieldError, UserError, did_you_mean
 
 
 def stratified_split(labels: torch.Tensor, val_fraction: float, test_fraction: float,
@@ -120,7 +120,9 @@ def apply_imbalance(config: DataConfig, class_names: list[str], labels: torch.Te
 
 
 def class_index(class_names: list[str], name: str) -> int:
-    """The index of a class given by name (or by index written as a number)."""
+    """The index of a class given by name (or by index written as a number); another is data.imbalance_class's
+    error (the command names where it was set)."""
     if name in class_names:
         return class_names.index(name)
-    raise UserError(f"unknown class {name!r} for --imbalance-class; classes: {', '.join(class_names)}")
+    raise FieldError("", "data.imbalance_class", f"unknown class {name!r}{did_you_mean(name, class_names)}; "
+                                                 f"classes: {', '.join(class_names)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import time
@@ -48,6 +49,7 @@ class Exported:
 # MLflow retries a server that does not answer 5 times with backoff (over a minute) per request; a user's own
 # MLFLOW_HTTP_REQUEST_* settings win over these.
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+QUIET = ("mlflow", "alembic")  # loggers that say, at INFO, what a new database tracking store is doing
 
 
 def mlflow_client(uri: str) -> MlflowClient:
@@ -60,6 +62,8 @@ def mlflow_client(uri: str) -> MlflowClient:
             from mlflow.tracking import MlflowClient
     except ImportError:
         raise UserError(f"--mlflow needs MLflow's client, which is not installed; install it with: {INSTALL}") from None
+    for name in QUIET:  # "Creating initial MLflow database tables..." is MLflow's business, not the user's
+        logging.getLogger(name).setLevel(logging.WARNING)
     with _mlflow_errors(uri):
         return MlflowClient(tracking_uri=uri)
 

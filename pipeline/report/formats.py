@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from pipeline.errors import UserError
+from pipeline.errors import UserError, did_you_mean
 from pipeline.report.html_report import Image, html_page
 from pipeline.report.tables import Table
 
@@ -24,7 +24,7 @@ def output_format(fmt: str | None, out: Path | None) -> str:
     if fmt is None:
         return named or "table"
     if fmt not in FORMATS:
-        raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+        raise UserError(f"unknown format {fmt!r}{did_you_mean(fmt, FORMATS)}; known: {', '.join(FORMATS)}")
     if named is not None and named != fmt and not (fmt == "table" and named == "markdown"):
         raise UserError(f"--out {out} names a {named} file but --format is {fmt}; "
                         f"pass --format {named} or give the file a .{fmt_extension(fmt)} name")

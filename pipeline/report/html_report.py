@@ -2,26 +2,34 @@
 study's pictures embedded as data URIs, each with a sentence saying what it shows.
 
 Nothing is fetched when the page opens (no links, scripts, fonts or style sheets from elsewhere), so
-it can be mailed or archived and opens offline in any browser. It reads on a phone as on a wide screen: a wide
-table scrolls sideways in its own box, and nothing else is wider than the window.
+it can be mailed or archived and opens offline in any browser. It reads in order, on a phone as on a wide screen:
+a table's warnings first and plain to see, then the table, then what it says in words (a verdict's reading), then
+its legend; a wide table scrolls sideways in its own box with its first column fixed and the column a reader comes
+for (the verdict, the objective) moved beside it; a picture is never shrunk below nine tenths of its size (its
+labels stay at 9 px or more: pipeline/report/plots.py draws none under 10) but scrolls in its own box; nothing else
+is wider than the window.
 """
 from __future__ import annotations
 
 import base64
 import re
+import struct
 from html import escape
 
 from pipeline.report.tables import Table
 
 STYLE = """body{font-family:sans-serif;margin:1em auto;padding:0 1em;max-width:80em}
 p,li,figcaption,summary{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%;margin:1em 0}
-table{border-collapse:collapse}th,td{padding:.2em .6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse}th,td{padding:.2em .6em;border-bottom:1px solid #ddd;background:#fff}
 th{text-align:left}td{text-align:right}td:first-child,td:nth-child(2),td:nth-child(3){text-align:left}
+th:first-child,td:first-child{position:sticky;left:0;z-index:1;min-width:6em;max-width:12em;box-shadow:1px 0 #ddd}
 td.number{white-space:nowrap}
 caption{text-align:left;font-weight:bold;padding:.4em 0;position:sticky;left:0;max-width:calc(100vw - 3em)}
 .note,.source{color:#555;font-size:.9em}
-img{max-width:100%;height:auto;display:block;margin:1em 0}nav li{margin:.15em 0}figure{margin:1em 0}
-details{margin:0 0 1em}"""
+.warning{border-left:.3em solid #b45309;background:#fff7ed;padding:.3em .6em;margin:.4em 0}
+.summary{font-weight:bold}
+img{max-width:100%;height:auto;display:block;margin:0 0 .5em}
+nav li{margin:.15em 0}details{margin:0 0 1em}"""
 
 # Image = (file name, caption, PNG): one picture as the page shows it; its file name is its anchor.
 Image = tuple[str, str, bytes]
@@ -29,9 +37,11 @@ Image = tuple[str, str, bytes]
 # A cell that is a number, with its interval or unit: "12.3 ± 4.5", "[+1.0, +3.0]", "96.4-97.8", "83%".
 NUMBER = re.compile(r"[\d\s.,:;%±+\-−–—\[\]()]*\d[\d\s.,:;%±+\-−–—\[\]()]*")
 
-# Columns a page shows right after the first two, whatever their place in the table: a verdict's word is what a
-# reader comes for, and in a narrow window the columns at the right are the ones scrolled out of sight.
+# Columns a page shows right after the first two, whatever their place in the table: a verdict's word (and a table's
+# `key`, its objective) is what a reader comes for, and in a narrow window the columns at the right are the ones
+# scrolled out of sight.
 FIRST = ("verdict",)
+SHRINK = 0.9  # the least share of its size a picture is shown at (its smallest label at 10 px stays at 9)
 
 
 def html_cell(text: str) -> str:
@@ -45,7 +55,7 @@ def _grid(table: Table, anchor: str = "") -> str:
     """The table itself in a box of its own that scrolls sideways when it is wider than the window, the FIRST
     columns moved to third place."""
     order = list(range(len(table.headers)))
-    for name in FIRST:
+    for name in (*FIRST, *([table.key] if table.key else [])):
         if name in table.headers and table.headers.index(name) > 2:
             order.remove(table.headers.index(name))
             order.insert(2, table.headers.index(name))
@@ -55,21 +65,27 @@ def _grid(table: Table, anchor: str = "") -> str:
             "</table></div>")
 
 
+WARNING = "Warning: "  # a note that starts so is a warning: the page shows it first, plain to see
+
+
 def html_table(table: Table, anchor: str = "") -> str:
-    """One table with its title as caption, its summary above and its notes below, and the values behind it
-    (`table.detail`, each seed's) folded under it; `anchor` is its id, for the table of contents. A table without
+    """One table in reading order: its warnings (notes starting "Warning: ") first and plain to see, the table with
+    its title as caption, its summary (what it says in words), its other notes (the legend), and the values behind
+    it (`table.detail`, each seed's) folded under it; `anchor` is its id, for the table of contents. A table without
     rows is one sentence instead, its title and why it is empty (its notes), not a row of headers over nothing."""
     anchor = f' id="{anchor}"' if anchor else ""
     if not table.rows:
         why = " ".join(table.notes) or "no rows."
         return f'<p class="empty"{anchor}><strong>{escape(table.title)}</strong>: none to show. {escape(why)}</p>\n'
+    warned = [n for n in table.notes if n.startswith(WARNING)]
+    warnings = "".join(f'<p class="warning">{escape(n)}</p>' for n in warned)
     summary = f'<p class="summary">{escape(table.summary)}</p>' if table.summary else ""
-    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in table.notes if n != table.summary)
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in table.notes if n != table.summary and n not in warned)
     detail = ""
     if table.detail is not None and table.detail.rows:
         detail = (f"<details><summary>{escape(table.detail.title)}</summary>{_grid(table.detail)}"
                   + "".join(f'<p class="note">{escape(n)}</p>' for n in table.detail.notes) + "</details>")
-    return f"{summary}{_grid(table, anchor)}{notes}{detail}\n"
+    return f"<section{anchor}>{warnings}{_grid(table)}{summary}{notes}{detail}</section>\n"
 
 
 def html_image(name: str, caption: str, png: bytes) -> str:
@@ -77,8 +93,11 @@ def html_image(name: str, caption: str, png: bytes) -> str:
     `report --plots` writes it) names it too."""
     data = base64.b64encode(png).decode("ascii")
     anchor = "picture-" + re.sub(r"[^A-Za-z0-9_-]", "-", name.removesuffix(".png"))
-    return (f'<figure id="{anchor}"><img alt="{escape(caption)}" src="data:image/png;base64,{data}"><figcaption>'
-            f'{escape(caption)} <span class="note">({escape(name)})</span></figcaption></figure>\n')
+    width, height = struct.unpack(">II", png[16:24])  # the PNG's IHDR: its size in pixels
+    size = f' width="{width}" height="{height}" style="min-width:{round(SHRINK * width)}px"'
+    return (f'<figure class="scroll" id="{anchor}"><img alt="{escape(caption)}"{size} '
+            f'src="data:image/png;base64,{data}"><figcaption>{escape(caption)} <span class="note">({escape(name)})'
+            "</span></figcaption></figure>\n")
 
 
 def html_page(tables: list[Table], images: dict[str, list[Image]] | None = None,

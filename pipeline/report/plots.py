@@ -53,6 +53,7 @@ class Picture:
 
     @functools.cached_property
     def png(self) -> bytes:
+        legible(self.figure)
         fit_text(self.figure)
         buffer = io.BytesIO()
         self.figure.savefig(buffer, format="png", dpi=SAVE_DPI, metadata={"Software": None})
@@ -60,6 +61,35 @@ class Picture:
 
 
 SAVE_DPI = 80  # the pictures' resolution, in the files and on the page
+MIN_FONT = 9  # points: the smallest text drawn, 10 px at SAVE_DPI (9 px on a page showing it at nine tenths)
+# One colour per meaning across pictures: the verdict's words (VERDICT_COLOURS, below) keep theirs, and a series of
+# studies, methods, values or variants takes its colours from those left (tab20's purples, browns, pinks, olives and
+# cyans, dark then light).
+SERIES = tuple(f"tab:{hue}" for hue in ("purple", "brown", "pink", "olive", "cyan")) + (
+    "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+# An axes' legend beside it, outside the data (constrained layout makes the room).
+OUTSIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+
+
+def series_colour(i: int) -> str:
+    """The colour of the i-th of a picture's series (a study, a method, a variant, a choice's value)."""
+    return SERIES[i % len(SERIES)]
+
+
+def legible(figure: Figure) -> None:
+    """Every text of the figure at MIN_FONT points or more, tick labels and legends included: a picture on a phone's
+    page is still read at 9 px."""
+    from matplotlib.text import Text
+
+    figure.draw_without_rendering()  # makes the tick labels
+    for axes in figure.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            sizes = [float(label.get_fontsize()) for label in axis.get_ticklabels(which="both")]
+            if sizes and min(sizes) < MIN_FONT:
+                axis.set_tick_params(which="both", labelsize=max(MIN_FONT, *sizes))
+    for text in figure.findobj(Text):
+        if float(text.get_fontsize()) < MIN_FONT:
+            text.set_fontsize(MIN_FONT)
 
 
 def fit_text(figure: Figure) -> None:
@@ -172,7 +202,7 @@ def trace_figure(studies: list[StudyData], title: str) -> tuple[Figure, dict[str
     shared = len(studies) > 1
     plotted: list[float] = []
     for i, s in enumerate(studies):
-        color, marker, style = f"C{i % 10}", "osD^v<>P*X"[i % 10], ("-", "--", "-.", ":")[i % 4]
+        color, marker, style = series_colour(i), "osD^v<>P*X"[i % 10], ("-", "--", "-.", ":")[i % 4]
         done = [(t.trial_index, 100 * t.metrics[s.objective]) for t in s.trials
                 if t.ran and t.status != TrialStatus.FAILED and t.metrics and s.objective in t.metrics]
         failed = [t.trial_index for t in s.trials if t.status == TrialStatus.FAILED]
@@ -266,20 +296,22 @@ def map_figure(s: StudyData, x: str, y: str) -> tuple[Figure, dict[str, Any]]:
     if ya.choice and not xa.choice:  # one curve per value of the choice
         for panel, grid, what in ((panels[0], mean, f"mean of {label} (%)"), (panels[1], se, "standard error (%)")):
             for row, value in enumerate(ya.values):
-                panel.plot(xa.values, grid[row], color=f"C{row}", label=f"{y}={value}")
+                panel.plot(xa.values, grid[row], color=series_colour(row), label=f"{y}={value}")
             panel.set(xlabel=x + (" (log scale)" if xa.log else ""), ylabel=what, title=what)
             panel.set_xscale("log" if xa.log else "linear")
         for row, value in enumerate(ya.values):  # the model's 95% band
             panels[0].fill_between(xa.values, [m - 2 * e for m, e in zip(mean[row], se[row])],
-                                   [m + 2 * e for m, e in zip(mean[row], se[row])], color=f"C{row}", alpha=0.12)
+                                   [m + 2 * e for m, e in zip(mean[row], se[row])], color=series_colour(row),
+                                   alpha=0.12)
         for row, value in enumerate(ya.values):
             marker = "osD^v"[row % 5]
             at = [(px, obj) for px, py, obj in trials if py == value]
-            panels[0].plot([p for p, _ in at], [o for _, o in at], marker, color="black", markerfacecolor=f"C{row}",
+            panels[0].plot([p for p, _ in at], [o for _, o in at], marker, color="black",
+                           markerfacecolor=series_colour(row),
                            linestyle="none", label=f"trials, {y}={value}{anywhere}")
         for d in disagree:  # observed, and what the model predicts at the trial's own parameters
             panels[0].plot([d["parameters"][x]] * 2, [d["observed"], d["predicted"]], color="C3", linewidth=1)
-        panels[0].legend(fontsize=7)
+        panels[0].legend(fontsize=7, **OUTSIDE)
     else:
         def position(axis, value):  # choices sit at their index
             return axis.values.index(value) if axis.choice else value
@@ -343,7 +375,7 @@ def _mark_disagreements(panel: Any, disagree: list[dict[str, Any]], x: str, y: s
     ys = [d["observed"] for d in disagree] if y is None else [position(ya, d["parameters"][y]) for d in disagree]
     panel.scatter(xs, ys, s=140, facecolors="none", edgecolors="red", linewidths=2,
                   label=f"trial the model disagrees with (> {DISAGREE_SE:g} s.e.): measured vs model", zorder=5)
-    panel.legend(fontsize=7)
+    panel.legend(fontsize=7, **OUTSIDE)
 
 
 def scatter_figure(s: StudyData, x: str, y: str, note: str) -> Figure:
@@ -528,10 +560,11 @@ def epoch_curves_picture(study: str, runs: Sequence[EvaluationRecord], rare_clas
             epochs = sorted(per_epoch)
             means = [float(np.mean(per_epoch[e])) for e in epochs]
             name = f"{TUNED} {group[0].config.get('method', '')}".strip() if variant == TUNED else variant
-            axes.plot(epochs, means, "-o", markersize=3, color=f"C{colour}", label=f"{name} ({len(group)} seeds)")
+            axes.plot(epochs, means, "-o", markersize=3, color=series_colour(colour),
+                      label=f"{name} ({len(group)} seeds)")
             if len(group) > 1:
                 axes.fill_between(epochs, [min(per_epoch[e]) for e in epochs], [max(per_epoch[e]) for e in epochs],
-                                  color=f"C{colour}", alpha=0.15, linewidth=0)
+                                  color=series_colour(colour), alpha=0.15, linewidth=0)
             drawn[variant] = {"epochs": epochs, "mean": means}
         readable_ylim(axes, [m for d in drawn.values() for m in d["mean"]], low=0.0)
         epochs_drawn = sorted({e for d in drawn.values() for e in d["epochs"]})
@@ -611,7 +644,7 @@ def front_pictures(s: StudyData) -> list[Picture]:
     axes.set(xlabel=_percent_label(x), ylabel=_percent_label(y),
              title=f"{s.study.name}: Pareto front of {len(done)} completed trials")
     axes.title.set_fontsize(9)
-    axes.legend(fontsize=7, loc="lower left")
+    axes.legend(fontsize=7, **OUTSIDE)
     data = {"x": x, "y": y, "pareto": [t.trial_index for t in front],
             "infeasible": [t.trial_index for t in groups["infeasible"]],
             "points": {t.trial_index: (present_metrics(t)[x], present_metrics(t)[y]) for t in done}}
@@ -686,15 +719,15 @@ def budget_picture(verdict: Any) -> Picture | None:
     data: dict[str, Any] = {}
     for i, c in enumerate(curves):
         n = list(range(1, c.budget + 1))
-        axes.plot(n, [100 * v for v in c.expected], "-o", markersize=3, color=f"C{i}", label=c.method)
-        axes.fill_between(n, [100 * v for v in c.low], [100 * v for v in c.high], color=f"C{i}", alpha=0.12)
-        axes.plot(range(1, len(c.observed) + 1), [100 * v for v in c.observed], ":", color=f"C{i}")
+        axes.plot(n, [100 * v for v in c.expected], "-o", markersize=3, color=series_colour(i), label=c.method)
+        axes.fill_between(n, [100 * v for v in c.low], [100 * v for v in c.high], color=series_colour(i), alpha=0.12)
+        axes.plot(range(1, len(c.observed) + 1), [100 * v for v in c.observed], ":", color=series_colour(i))
         data[c.method] = {"n": n, "expected": list(c.expected), "low": list(c.low), "high": list(c.high),
                           "observed": list(c.observed)}
     axes.set_xlabel("trials (n)", fontsize=8)
     axes.set_ylabel(f"expected best {curves[0].objective} (%)", fontsize=8)
     axes.set_xticks(range(1, curves[0].budget + 1))
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, **OUTSIDE)
     axes.set_title(f"{verdict.campaign}: expected best after n trials (dotted: the search's own best so far)",
                    fontsize=9)
     return Picture(verdict.campaign, "budget", figure, data,

@@ -21,7 +21,8 @@ from pipeline.spec.study_config import StudyConfig
 from pipeline.compare.evaluate import COMPARE_DIFFERENCES, COMPARE_METRICS, TUNED, run_metrics, value_text
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, holm, mean_interval, paired_difference, \
     simultaneous_confidence
-from pipeline.report.tables import Table, parameter_text, percent
+from pipeline.report.tables import TOO_FEW, Table, parameter_text, percent, too_wide
+from pipeline.training.result import never_right
 
 OBJECTIVE_LABELS = {"val_accuracy": "val acc", "test_accuracy": "test acc",
                     "val_balanced_accuracy": "val balanced", "test_balanced_accuracy": "test balanced",
@@ -56,6 +57,16 @@ def _select(store: Store, names: list[str] | None) -> list[StudyRecord]:
     return [s for s in store.all_studies() if not names or s.name in names]
 
 
+def never_right_text(method: str, where: str, classes: list[str], runs: int, kind: str) -> str:
+    """The warning that `method` never got `classes` right in any of its `runs` runs (`kind`: trial, run) of
+    `where` (its study, or a campaign)."""
+    named = ", ".join(repr(c) for c in classes)
+    several = len(classes) > 1
+    return (f"Warning: {method} never got class{'es' if several else ''} {named} right: none of the {runs} "
+            f"{kind}{'s' if runs != 1 else ''} of {where} got one of {'their' if several else 'its'} test images "
+            "right.")
+
+
 def worst_class(trial: TrialRecord) -> str | None:
     """The name of the class with the lowest test accuracy in a trial (the first of equals), where it stored
     its per-class accuracies."""
@@ -74,8 +85,10 @@ def present_metrics(trial: TrialRecord) -> dict[str, float]:
 def best_table(store: Store, names: list[str] | None = None) -> Table:
     """One row per (data set, network, method): the best trial's searched parameters and accuracies."""
     best: dict[tuple[str, str, str], tuple[StudyRecord, TrialRecord, int]] = {}
+    tested: dict[str, list[dict[str, float]]] = {}  # study -> each trained trial's test accuracy per class
     for study in _select(store, names):
         trials = store.trials(study.id)
+        tested[study.name] = [t.per_class["test"] for t in trials if t.per_class and t.per_class.get("test")]
         trial = best_trial(study, trials)
         if trial is None:
             continue
@@ -100,7 +113,7 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
     headers = (["data set", "network", "method"] + [p.column or p.name for p in columns]
                + [objective_header, "test acc", "worst class", "trials", "selected on"]
                + (["on a bound"] if any(flags.values()) else []) + ["study"])
-    table = Table("Best combination of hyper-parameters", headers, [])
+    table = Table("Best combination of hyper-parameters", headers, [], key=objective_header)
     for (dataset, network, method), (study, trial, completed) in shown:
         config = study.study
         params = [parameter_text(trial.parameters.get(p.name, config.fixed.get(p.name, "-"))) for p in columns]
@@ -119,7 +132,8 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                               "objective": config.objective, "selected_on_test": config.selected_on_test,
                               "strategy": config.strategy, "seeds_per_trial": config.budget.seeds_per_trial,
                               "bound_flags": [asdict(f) for f in flags[study.name]],
-                              "widenings": [w.to_dict() for w in moved[study.name]]})
+                              "widenings": [w.to_dict() for w in moved[study.name]],
+                              "never_right": never_right(tested[study.name])})
     ranked = ("" if len(objectives) == 1 else "objective: the value of each study's own (" + ", ".join(
         f"{study.name}: {OBJECTIVE_LABELS.get(study.study.objective, study.study.objective)}"
         for _, (study, _, _) in shown) + "); ")
@@ -127,6 +141,8 @@ def best_table(store: Store, names: list[str] | None = None) -> Table:
                        "is the lowest per-class accuracy on the test set, the class named beside it.")
     table.notes += [f"{name}: {line}" for name, found in moved.items() for line in widening_lines(found)]
     table.notes += [flag.text(name) for name, found in flags.items() for flag in found]
+    table.notes += [never_right_text(r["method"], r["study"], r["never_right"], len(tested[r["study"]]), "trial")
+                    for r in table.records if r["never_right"]]
     if any(r["selected_on_test"] for r in table.records):
         table.notes.append("* selected on test accuracy (the papers' protocol): its test accuracy is "
                            "optimistic, not an estimate of accuracy on new data.")
@@ -274,7 +290,8 @@ def trials_table(store: Store, name: str) -> Table:
                   f"{', '.join(config.all_objectives)}"
                   + (f"; constraints {'; '.join(config.constraints)}" if config.constraints else "")
                   + f"; search {config.strategy}"
-                  + (f"; each trial the mean of {seeds} seeds" if seeds > 1 else "") + ")", headers, [])
+                  + (f"; each trial the mean of {seeds} seeds" if seeds > 1 else "") + ")", headers, [],
+                  key=OBJECTIVE_LABELS.get(config.objective, config.objective))
     for t in store.trials(study.id):
         m = t.metrics or {}
         table.rows.append([str(t.trial_index), status_text(t),
@@ -361,7 +378,10 @@ def _difference_text(difference: dict[str, Any] | None) -> str:
     """A difference as the table shows it: signed, with its interval, ~ when that contains 0; "-" for none."""
     if difference is None:
         return "-"
-    text = _interval_text(difference["mean"], difference["half_width"], signed=True)
+    half = difference["half_width"]
+    if half is not None and too_wide(-half, half):
+        return f"{100 * difference['mean']:+.1f} ({TOO_FEW})"
+    text = _interval_text(difference["mean"], half, signed=True)
     return text + (" ~" if difference["contains_zero"] else "")
 
 

@@ -15,8 +15,9 @@ class Table:
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)  # the same rows as data, for JSON
-    summary: str = ""  # what it says in words, one of its notes: the HTML page shows it above the grid
+    summary: str = ""  # what it says in words, one of its notes: the HTML page shows it right under the grid
     detail: Table | None = None  # the values behind its cells (each seed's): the HTML page folds them under it
+    key: str = ""  # the column a reader comes for (the objective): the page keeps it in view in a narrow window
 
 
 # Columns that describe a study rather than a result: a one-row terminal table says them in a note when
@@ -25,6 +26,9 @@ DESCRIPTIVE = ("data set", "network", "method", "selected on")
 
 # Columns of free text a terminal grid gives the room the others leave: errors (cut) and lists (wrapped).
 FLEXIBLE = ("error", "tuned parameters", "ranking (> detectable lead, ≈ not)", "warning")
+# Of those, the ones a terminal grid wraps between words in the room it gives them rather than cut: a tuned value cut
+# off is a value the reader cannot use (the only cells of a terminal table that may take more than one line).
+WRAPPED = ("tuned parameters",)
 
 # Columns the table's notes say in full: a terminal grid leaves them out for room (unless asked for by name or
 # --wide), while files keep them, CSV having no notes.
@@ -38,6 +42,17 @@ def parameter_text(value: Any, digits: int = 4) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return str(value)
+
+
+# An interval of a difference of accuracies at least this wide (100 points) says nothing: a table prints "too few
+# pairs" instead of its ends (a 3-pair interval at a Bonferroni level reaches [-100, +100]); the records keep them.
+TOO_WIDE = 1.0
+TOO_FEW = "too few pairs"
+
+
+def too_wide(low: float, high: float) -> bool:
+    """Whether an interval of a difference of accuracies (fractions) is too wide to mean anything (TOO_WIDE)."""
+    return high - low >= TOO_WIDE
 
 
 def percent(value: float | None) -> str:

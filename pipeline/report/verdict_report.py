@@ -11,7 +11,7 @@ from pipeline.compare.across_tasks import MIN_TASKS, AcrossTasks
 from pipeline.compare.budget_curves import half_budget
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.compare.stats import CONFIDENCE
-from pipeline.report.tables import Table, parameter_text, percent
+from pipeline.report.tables import TOO_FEW, Table, parameter_text, percent, too_wide
 from pipeline.compare.verdict import (FEW_TEST_IMAGES, METRIC_LABELS, METRICS, MethodResult, Verdict, VerdictCell,
                                       VerdictWarning, accuracy_bounds)
 
@@ -52,6 +52,8 @@ def _difference(c: VerdictCell) -> str:
         return text + (" (exact)" if c.exact else "")
     if c.low == c.high:
         return text + " (exact)"
+    if too_wide(c.low, c.high):
+        return f"{text} ({TOO_FEW})"
     return f"{text} [{_end(c.low)}, {_end(c.high)}]"
 
 
@@ -307,7 +309,8 @@ def across_tables(result: AcrossTasks) -> list[Table]:
                    ["method", "metric", "vs ERM [95%]", "P>ERM % [95%]"], [])
     for a in result.aggregates:
         versus.rows.append([a.method, METRIC_LABELS[a.metric],
-                            f"{100 * a.difference:+.1f} [{_end(a.low)}, {_end(a.high)}]",
+                            f"{100 * a.difference:+.1f} " + (f"({TOO_FEW})" if too_wide(a.low, a.high)
+                                                              else f"[{_end(a.low)}, {_end(a.high)}]"),
                             f"{100 * a.improvement:.0f} [{100 * a.improvement_low:.0f}, "
                             f"{100 * a.improvement_high:.0f}]"])
         versus.records.append(dataclasses.asdict(a))

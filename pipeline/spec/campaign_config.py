@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipeline.config import DataConfig
-from pipeline.errors import FieldError, UserError, did_you_mean
+from pipeline.errors import FieldError, UserError, did_you_mean, one_of
 from pipeline.methods import parse_method
 from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig,
                                         apply_overrides, naming_overrides, parse_study, read_toml)
@@ -330,7 +330,7 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
     pick = table.pop("pick", DEFAULT_PICK)
     if pick not in PICKS:
-        raise _fail(source, "evaluate.pick", f"must be one of {', '.join(PICKS)}, got {pick!r}")
+        raise _fail(source, "evaluate.pick", one_of(pick, PICKS))
     resplit = table.pop("resplit", None)
     if resplit is not None and not isinstance(resplit, bool):
         raise _fail(source, "evaluate.resplit", f"must be true or false, got {resplit!r}")

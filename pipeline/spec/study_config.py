@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator, Sequence, cast
 
 from pipeline.config import BACKBONES, DEFAULT_THREADS, DataConfig, TrainConfig, check_threads, image_size_for
 from pipeline.spec.epochs import EARLY_STOPPING
-from pipeline.errors import FieldError, UserError, did_you_mean
+from pipeline.errors import FieldError, UserError, did_you_mean, one_of
 from pipeline.methods import parse_method
 from pipeline.methods.declarations import PARTS
 from pipeline.params import EARLIER_PARAM_DEFAULTS, KIND_WORDS, Choice, HParam, Range, Value, training_defaults
@@ -158,7 +158,8 @@ def parse_constraint(text: str) -> Constraint:
         raise ValueError(f"expected 'METRIC >= NUMBER' or 'METRIC <= NUMBER', got {text!r}")
     metric, op, number = match.groups()
     if metric not in OBJECTIVES:
-        raise ValueError(f"unknown metric {metric!r} in {text!r}; known: {', '.join(OBJECTIVES)}")
+        raise ValueError(f"unknown metric {metric!r} in {text!r}{did_you_mean(metric, OBJECTIVES)}; known: "
+                         f"{', '.join(OBJECTIVES)}")
     try:
         bound = float(number)
     except ValueError:
@@ -452,8 +453,10 @@ def _data_config(fields: _Fields) -> DataConfig:
     fields.done()
     try:
         return DataConfig(**values)
-    except UserError as error:
-        fields.fail(fields.section, str(error))
+    except UserError as error:  # "imbalance_in must be one of ...": the field's own
+        field, _, problem = str(error).partition(" ")
+        fields.fail(fields.where(field) if field in values else fields.section, problem if field in values
+                    else str(error))
 
 
 def data_with(data: DataConfig, assignments: list[str], option: str = "--set") -> DataConfig:
@@ -602,7 +605,7 @@ def parse_study(raw: dict[str, Any], source: str, searching: bool = True) -> Stu
     strategy_given = "strategy" in search_fields.table
     strategy = search_fields.take("strategy", str, DEFAULT_STRATEGY)
     if strategy not in STRATEGIES:
-        search_fields.fail("search.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        search_fields.fail("search.strategy", one_of(strategy, STRATEGIES))
     epoch_prefixes = search_fields.take("epoch_prefixes", bool, False)
     widen_given = "widen" in search_fields.table
     widen = search_fields.take("widen", bool, True)
@@ -662,8 +665,7 @@ def _check_early_stopping(fields: _Fields, budget: Budget) -> None:
     """budget.early_stopping and its settings, each in its range; a trial on several seeds reports no per-epoch
     objective to stop on."""
     if budget.early_stopping not in EARLY_STOPPING:
-        fields.fail("budget.early_stopping",
-                    f"must be one of {', '.join(EARLY_STOPPING)}, got {budget.early_stopping!r}")
+        fields.fail("budget.early_stopping", one_of(budget.early_stopping, EARLY_STOPPING))
     if not 0 < budget.early_stopping_percentile < 100:
         fields.fail("budget.early_stopping_percentile",
                     f"must be between 0 and 100 (percent of trials), got {budget.early_stopping_percentile:g}")
@@ -684,11 +686,11 @@ def _objectives(top: _Fields) -> tuple[str, tuple[str, ...]]:
     if objectives is None:
         objective = top.take("objective", str, "val_accuracy")
         if objective not in OBJECTIVES:
-            top.fail("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+            top.fail("objective", one_of(objective, OBJECTIVES))
         return objective, ()
     for name in objectives:
         if name not in OBJECTIVES:
-            top.fail("objectives", f"each must be one of {', '.join(OBJECTIVES)}, got {name!r}")
+            top.fail("objectives", f"each {one_of(name, OBJECTIVES)}")
     if len(set(objectives)) != len(objectives):
         repeated = next(name for k, name in enumerate(objectives) if name in objectives[:k])
         top.fail("objectives", f"{repeated} is listed twice; list each objective once")
@@ -762,6 +764,20 @@ def naming_overrides(overrides: list[str], option: str = "--set", prefix: str = 
         if any(error.key == key or error.key.startswith(key + ".") for key in keys):
             raise UserError(f"{option} {error.key.removeprefix(prefix)}: {error.problem}") from None
         raise
+
+
+@contextmanager
+def naming_source(source: str, overrides: Sequence[str] = (), option: str = "--set") -> Iterator[None]:
+    """Inside the block, an error about a field found only as the data set loads (an unknown class, a missing folder:
+    a FieldError without a file) names where the field was set: the option of an override that set it
+    (naming_overrides), else `source` (the study or campaign file)."""
+    try:
+        with naming_overrides(list(overrides), option):
+            yield
+    except FieldError as error:
+        if error.source:
+            raise
+        raise FieldError(source, error.key, error.problem) from None
 
 
 def drop_params_the_method_lacks(raw: dict[str, Any], keep: Set[str] = frozenset()) -> list[str]:

@@ -55,7 +55,9 @@ def evaluate(model: nn.Module, split: Split, class_names: list[str],
 # A run whose balanced accuracy (chance: 1 / classes, whatever the class shares) is within this many points of
 # chance has learned next to nothing: `train` says so, and what to try.
 NEAR_CHANCE_POINTS = 10.0
+WEIGHING = ("cb", "groupdro", "hws")  # the parts that weigh a rare class up, offered for classes never right
 BARELY_LEARNED = 0.8  # a last training loss above this share of log k (a uniform guess's) has barely fallen
+ABOVE_UNIFORM = 2.0  # ... and above this many times it, training blew up rather than stalled
 
 
 def poor_run_warnings(result: RunResult) -> list[str]:
@@ -86,13 +88,19 @@ def _what_to_try(result: RunResult, classes: int) -> str:
     params, uniform = result.settings.params, math.log(classes)
     losses = [epoch.train_loss for epoch in result.epochs]
     epochs = params.get("epochs", len(losses))
+    if losses and losses[-1] > ABOVE_UNIFORM * uniform:
+        return (f"  its training loss ended at {losses[-1]:.2f}, far above a uniform guess's {uniform:.2f}: training "
+                "is unstable; try lower learning rates (or, for hws, a lower beta)")
     if not losses or losses[-1] > BARELY_LEARNED * uniform:
         rates = (f"-p lr_backbone={params['lr_head']:g} (the head's rate)"
                  if params.get("lr_backbone", 0) < params.get("lr_head", 0) else "higher learning rates")
         return (f"  its training loss ended at {losses[-1] if losses else math.nan:.2f}, near a uniform guess's "
                 f"{uniform:.2f}: it has barely learned; try more epochs (-p epochs={max(2 * epochs, 30)}) or "
                 f"{rates}")
+    others = [name for name in WEIGHING if name not in result.settings.method.split("+")]  # not what it uses
+    which = "a method" if len(others) == len(WEIGHING) else "another method"
+    weigh = (f"; for classes never right on imbalanced data, {which} that weighs them ({', '.join(others)})"
+             if others else "")
     return (f"  its training loss fell to {losses[-1]:.2f}, so it fits its training batches but not in evaluation: "
             "with the learning rates still high, BatchNorm's running statistics lag behind the weights; try lower "
-            f"learning rates or a decay within the run (-p lr_step={max(1, epochs // 2)}); for classes never right "
-            "on imbalanced data, a method that weighs them (cb, groupdro, hws)")
+            f"learning rates or a decay within the run (-p lr_step={max(1, epochs // 2)}){weigh}")

@@ -7,7 +7,7 @@ rest on (`examples`), the batches' distinct examples and the training time are f
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pipeline.config import RunSettings
 
@@ -27,6 +27,13 @@ def metrics_column(metrics: dict[str, float], examples: dict[str, int] | None, t
     if distinct_per_batch is not None:
         facts["distinct_per_batch"] = distinct_per_batch
     return {**metrics, **facts}
+
+
+def never_right(per_class: Sequence[Mapping[str, float]]) -> list[str]:
+    """The classes that every one of several runs (each its test accuracy per class) got no test image right of, in
+    name order: what a method never learned on this data, however its mean looks."""
+    classes = sorted({name for run in per_class for name in run})
+    return [name for name in classes if per_class and all(run.get(name, 0.0) == 0.0 for run in per_class)]
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def test_train_set_takes_any_data_field_as_a_study_file_does(cli):
     assert json.loads(by_option[1])["test_accuracy"] == json.loads(by_set[1])["test_accuracy"]
     assert json.loads(by_set[1])["settings"]["data"]["split_seed"] == 3
     for bad, says in [("data.chanels=1", "data.chanels: unknown field"), ("channels=1", "takes data.FIELD=VALUE"),
-                      ("data.channels=2", "channels must be 1 or 3")]:
+                      ("data.channels=2", "--set data.channels: must be 1 or 3")]:
         code, _, err = cli("train", "--set", bad)
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
 
@@ -82,16 +82,19 @@ def test_methods_gives_the_title_of_every_paper_a_part_cites(cli):
 
 @pytest.mark.parametrize("args, message", [
     (["--method", "sgd"], "unknown method 'sgd'"),
-    (["--dataset", "mnist"], "unknown data set 'mnist'"),
+    (["--dataset", "mnist"], "--dataset: must be one of digits, images, idx, medmnist, got 'mnist' (did you mean "
+                             "medmnist?)"),
     (["--method", "gils", "--param", "alpha=1.0"], "alpha must be in [0, 1)"),
     (["--method", "gils", "--param", "T=-1"], "T must be in [0, 100]"),
     (["--method", "gils", "--param", "eta=0"], "eta must be in (0, inf)"),
     (["--method", "ls", "--param", "beta=3"], "unknown parameter 'beta'"),
     (["--param", "alpha"], "malformed --param 'alpha'"),
     (["--backbone", "vgg"], "unknown backbone 'vgg'"),
-    (["--imbalance-class", "12"], "unknown class '12'"),
+    (["--imbalance-class", "12"], "--imbalance-class: unknown class '12' (did you mean 2?)"),
     (["--device", "tpu"], "unknown device 'tpu'"),
-    (["--imbalance-class", "3", "--imbalance-in", "val"], "imbalance_in must be one of train, train+val"),
+    (["--imbalance-class", "3", "--imbalance-in", "val"], "--imbalance-in: must be one of train, train+val"),
+    (["--precision", "fp23"], "unknown precision 'fp23' (did you mean fp32?)"),
+    (["--format", "jsn"], "unknown format 'jsn' (did you mean json?)"),
     (["--epochs", "3"], "No such option"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(cli, args, message):

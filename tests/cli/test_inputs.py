@@ -336,3 +336,29 @@ def test_an_interrupted_evaluate_names_the_stopped_runs_and_the_resume_command(c
 def test_evaluate_on_cuda_without_a_gpu_is_one_line_before_the_plan_or_a_lock(cli, db, tmp_path):
     line = refused(cli, tmp_path, "evaluate", "s", "--db", str(db), "--device", "cuda", "--seeds", "2")
     assert "no CUDA GPU is available" in line
+
+
+def test_a_new_database_in_a_folder_that_takes_no_file_is_told_nothing_was_stored(tmp_path, cli):
+    """Not "what was stored is kept; run the same command again to resume": nothing was, and the folder is why."""
+    import os
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if os.geteuid() == 0:  # permissions do not stop root: an immutable folder does
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+            pytest.skip("as root only an immutable folder takes no file, and chattr +i is not available here")
+    else:
+        folder.chmod(0o555)
+    try:
+        code, _, err = cli("run", str(study_file(tmp_path)), "--db", str(folder / "new.db"), "--device", "cpu",
+                           "--log-file", str(tmp_path / "ax.log"))
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+    line = one_line(err)
+    assert code == 1 and f"cannot create the new database {folder / 'new.db'}: its folder {folder} takes no new " \
+        "file" in line and "nothing was stored" in line and "resume" not in line, err
+    assert list(folder.iterdir()) == []

@@ -104,3 +104,26 @@ def test_columns_unknown_name_is_one_line_listing_the_known(db):
     assert done.returncode == 2
     assert "unknown column 'nope'" in done.stderr and "test acc" in done.stderr and "study" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_cost_tables_tuned_values_wrap_at_80_columns_never_cut():
+    """The one column a terminal table wraps: what each method was tuned to, every value of it whole."""
+    import io
+
+    from rich.console import Console
+
+    from cli.render import print_table
+    from pipeline.report.tables import Table
+
+    tuned = "beta=1.613 importance_sampling=on lr_head=0.04472 lr_backbone=0.3162 momentum=0.9"
+    table = Table("Campaign c: each method's tuned configuration and its cost",
+                  ["method", "tuned parameters", "trials", "epochs", "search", "seeds", "re-training"],
+                  [["erm", "lr_head=0.05 lr_backbone=0.3", "8/8", "160", "1:02", "30", "3:50"],
+                   ["hws", tuned, "8/8", "160", "1:10", "30", "4:02"]])
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    print_table(table, console)
+    out = console.file.getvalue()
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines) and "…" not in out, out
+    assert set(tuned.split()) <= set(out.split()), out  # every tuned value whole
+    assert sum(1 for line in lines if "hws" in line) == 1 and "1:10" in out  # the other columns stay

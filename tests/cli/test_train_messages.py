@@ -31,6 +31,30 @@ def test_a_run_near_chance_is_warned_about_with_what_to_try(cli):
     assert "it has barely learned; try more epochs (-p epochs=30)" in err
 
 
+def test_the_hint_for_classes_never_right_offers_only_weighing_methods_the_run_lacks_wrapped_at_the_width():
+    import io
+
+    from rich.console import Console
+
+    from cli.render import print_line
+    from helpers import run_result
+    from pipeline.training.metrics import poor_run_warnings
+
+    def hint(method: str) -> str:
+        result = run_result({"val_balanced_accuracy": 0.5, "test_balanced_accuracy": 0.5},
+                            {"test": {"a": 1.0, "r": 0.0}}, {"method": method, "params": {"epochs": 10}},
+                            epoch_train_loss=[0.6, 0.1], epoch_val_accuracy=[0.5, 0.5])
+        return poor_run_warnings(result)[-1]
+
+    assert hint("erm").endswith("a method that weighs them (cb, groupdro, hws)")
+    assert hint("hws").endswith("another method that weighs them (cb, groupdro)")  # not the one it already is
+    assert hint("groupdro+hws").endswith("another method that weighs them (cb)")
+    terminal = io.StringIO()
+    print_line(Console(file=terminal, width=80, force_terminal=True, color_system=None), hint("hws"), markup=False)
+    lines = terminal.getvalue().splitlines()
+    assert len(lines) > 3 and all(len(line) <= 80 and line.startswith("  ") for line in lines), lines
+
+
 def test_a_run_that_learned_gets_no_warning(cli):
     code, out, err = cli("train", "-p", "epochs=2")
     assert code == 0 and "warning" not in err, err

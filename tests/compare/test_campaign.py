@@ -139,10 +139,14 @@ def test_report_verdict_json_gives_means_differences_intervals_and_one_of_four_w
     assert list(by_method) == ["erm", "ls", "cb"] and by_method["erm"]["vs_erm"] == {}
     primary = ("test_balanced_accuracy", "smallest_class_accuracy")  # the objective's counterpart and digit 3
     warnings = by_method["erm"]["warnings"]  # the campaign's own, on the reference's row
-    # one epoch on digit 3 kept at 10%: no run gets a 3 right, so the rare class is all zeros and left out
-    assert {"kind": "class_never_right", "class_name": "3"}.items() <= warnings[-1].items()
+    # one epoch on digit 3 kept at 10%: no run gets a 3 right, so the rare class is all zeros and left out; each
+    # method's row names it for that method
+    for method in ("erm", "ls", "cb"):
+        assert any({"kind": "class_never_right", "class_name": "3", "method": method}.items() <= w.items()
+                   for w in by_method[method]["warnings"]), by_method[method]["warnings"]
     assert any(w["kind"] == "constant_metric" for w in warnings)
-    assert any("Check before trusting it: " in note and "class '3' is never right" in note for note in verdict["notes"])
+    assert any("Check before trusting it: " in note and "erm never gets class '3' right" in note
+               for note in verdict["notes"])
     family = 2 * len([m for m in primary if not any(w["kind"] == "constant_metric" and m == "smallest_class_accuracy"
                                                      for w in warnings)])
     for method in ("ls", "cb"):
@@ -257,18 +261,62 @@ def test_the_verdict_picture_has_one_row_per_method_and_a_panel_per_metric(campa
              if text.get_text() != "within the smallest effect"}
     drawn = {row["verdict"] or "secondary": row["colour"] for metric in METRICS for row in picture.data[metric]}
     assert named == drawn
+    from matplotlib.colors import to_rgba
+
+    from pipeline.report.plots import VERDICT_COLOURS, budget_picture
+
+    budget = budget_picture(take_verdict(store, store.require_campaign("trio")))  # a colour per method, none a word's
+    assert budget is not None
+    methods = {to_rgba(line.get_color()) for line in budget.figure.axes[0].get_lines()}
+    assert len(methods) == 3 and not methods & {to_rgba(colour) for colour in VERDICT_COLOURS.values()}
     page = in_process(cli, "report", "--verdict", "trio", "--db", str(campaign), "--format", "html")
     assert page.returncode == 0 and "data:image/png;base64," in page.stdout
     assert "Verdict of campaign trio" in page.stdout
 
 
-def test_the_complete_html_page_of_a_campaigns_studies_holds_its_verdict_and_comparison(campaign, cli, tmp_path):
-    code, out, err = cli("report", "--db", str(campaign), "--format", "html", "--log-file", str(tmp_path / "ax.log"))
-    assert code == 0, err
+@pytest.fixture(scope="module")
+def campaign_page(campaign, tmp_path_factory) -> Path:
+    """`report --format html` of the campaign's studies: their tables, the verdict's, and every picture."""
+    folder = tmp_path_factory.mktemp("page")
+    with pytest.raises(SystemExit) as done:
+        main(["report", "--db", str(campaign), "--format", "html", "--out", str(folder / "page.html"),
+              "--log-file", str(folder / "ax.log")])
+    assert done.value.code == 0
+    return folder / "page.html"
+
+
+def test_the_complete_html_page_of_a_campaigns_studies_holds_its_verdict_and_comparison(campaign_page):
+    out = campaign_page.read_text()
     for title in ("Best combination", "Evaluation over seeds", "Verdict of campaign trio", "Trials of trio.cb "):
         assert f"<caption>{title}" in out, title
     assert 'id="picture-trio-verdict"' in out and 'id="picture-trio-budget"' in out  # every picture of the campaign
     assert 'id="picture-trio-ls-compare"' in out and 'href="#pictures-1"' in out
+    # in reading order: the verdict's warnings first, plain to see, then its table, then its reading, then the legend
+    verdict = out[out.rindex("<section", 0, out.index("<caption>Verdict of campaign trio")):]
+    verdict = verdict[:verdict.index("</section>")]
+    warning = verdict.index('<p class="warning">Warning: erm never got class &#x27;3&#x27; right')
+    reading = verdict.index('<p class="summary">Reading: ')
+    assert warning < verdict.index("<table") < reading < verdict.index('<p class="note">Accuracies in %')
+    assert "(the warnings above)" in verdict[reading:]
+
+
+@pytest.mark.skipif(helpers.CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install "
+                                                     "chromium; .ci/run installs it)")
+def test_the_campaigns_page_keeps_each_tables_first_column_and_its_verdict_or_objective_in_view_at_480_and_1280(
+        campaign_page, tmp_path):
+    """In Chromium, at 480 and 1280 CSS pixels: every table's first column stays in view however far its box is
+    scrolled, the verdict's word and the best table's objective are in view beside it, every picture is shown at nine
+    tenths of its size or more (its labels at 9 px or more) and nothing but a table's or a picture's box is wider than
+    the window."""
+    for width in (480, 1280):
+        seen = helpers.seen_in_a_window(campaign_page, tmp_path, width)
+        tables = {t["caption"].split(":")[0].split(" (")[0]: t for t in seen["tables"]}
+        assert all(t["first"] for t in seen["tables"]), (width, [t for t in seen["tables"] if not t["first"]])
+        assert "verdict" in tables["Verdict of campaign trio"]["seen"], (width, tables["Verdict of campaign trio"])
+        assert "val balanced" in tables["Best combination of hyper-parameters"]["seen"], width
+        assert seen["images"] and min(seen["images"]) >= 0.89, (width, seen["images"])
+        found = helpers.in_a_window(campaign_page, tmp_path, width)
+        assert found["scroll"] <= found["window"] <= width and found["wide"] == [], (width, found)
 
 
 def test_a_killed_campaign_resumes_without_a_duplicate_study_trial_or_run_and_runs_once_at_a_time(tmp_path):
@@ -611,13 +659,17 @@ def test_the_runs_warn_of_a_class_never_right_a_collapsed_run_and_runs_near_chan
     erm = {(0, s): _run(s, 0.80 + 0.005 * s, {"a": 0.9, "b": 0.8, "r": 0.0}) for s in range(5)}
     cb = {(0, s): _run(s, 0.82 + 0.005 * s, {"a": 0.9, "b": 0.8, "r": 0.0}) for s in range(5)}
     cb[(0, 3)] = _run(3, 0.35, {"a": 0.5, "b": 0.2, "r": 0.0})  # its training collapsed on pair 3: near chance
-    found = {w.kind: w for w in run_warnings({"erm": erm, "cb": cb}, design)}
-    assert found["class_never_right"].class_name == "r" and "class 'r'" in found["class_never_right"].text
+    hws = {(0, s): _run(s, 0.82, {"a": 0.9, "b": 0.8, "r": 0.0 if s else 0.33}) for s in range(5)}  # r right once
+    warnings = run_warnings({"erm": erm, "cb": cb, "hws": hws}, design)
+    never = [(w.method, w.class_name) for w in warnings if w.kind == "class_never_right"]
+    assert never == [("erm", "r"), ("cb", "r")]  # named for each method that never got it, though hws did once
+    assert "erm never got class 'r' right: none of its 5 runs got one of its test images right" in warnings[0].text
+    found = {w.kind: w for w in warnings}
     collapsed = found["collapsed_run"]
     assert (collapsed.method, collapsed.pair, collapsed.score) == ("cb", 3, 0.35)
     assert "cb's run on pair 3 scored 35.0 on balanced accuracy" in collapsed.text
     assert found["near_chance"].method == "cb" and "1 of 5 runs" in found["near_chance"].text
-    assert not any(w.method == "erm" for w in found.values())
+    assert [w.kind for w in warnings if w.method == "erm"] == ["class_never_right"]
 
 
 def test_the_verdict_says_which_ranges_each_methods_search_widened(tmp_path, cli):

@@ -3,6 +3,7 @@ and verdicts kept as they are, and the verdict across tasks covers them all; a s
 refused in one line (real Ax, real PyTorch, real SQLite, through `compare` and `report --verdict`)."""
 import io
 import json
+import re
 import shutil
 import tomllib
 from contextlib import redirect_stderr, redirect_stdout
@@ -70,9 +71,11 @@ def test_a_task_added_to_a_stored_campaign_runs_alone_and_keeps_every_stored_row
 
 
 def test_compare_says_what_is_left_to_train_and_how_long_from_the_stored_trials_before_it_starts(grown, tmp_path):
-    """The first compare has no trial to time its work by; the second times the added task's by the stored one's."""
+    """The first compare has no trial to time its work by: a timing probe of each method does (what `compare --plan`
+    says); the second times the added task's by the stored one's."""
     first, second = (" ".join(grown[call][2].split()) for call in ("first", "second"))
-    assert "left to train: 4 trials, 4 re-training runs expected time: known once the first trials end" in first
+    assert re.search(r"left to train: 4 trials, 4 re-training runs expected time: about \d+:\d\d on 1 worker, from a "
+                     "timing probe of each method", first), first
     assert "left to train: 4 trials, 4 re-training runs expected time: about" in second
     assert "on 1 worker, from 8 stored trials and runs" in second  # the tests train in this process
 

@@ -225,16 +225,21 @@ def test_a_two_trial_study_of_the_hardness_papers_mnist_file_on_generated_idx_fi
     assert all(set(t.per_class["test"]) == {str(d) for d in range(10)} for t in trials)
 
 
-def test_a_study_with_a_sample_of_idx_files_trains_on_the_sample_and_says_so(cli, idx_root, tmp_path):
+def test_a_study_with_a_sample_of_idx_files_trains_on_the_sample_and_says_so(cli, idx_root, tmp_path, monkeypatch):
     """[data] sample = 10: ten images of each class in all, spread over the training and test files as they hold
     them (20:5 -> 8:2), the validation carve from the sampled training images; the counts line says so, and the
-    study's identity records it (a study stored before it keeps its own)."""
+    study's identity records it (a study stored before it keeps its own). The libraries' log goes beside the
+    database, not into the folder the command runs in."""
     study = tmp_path / "sampled.toml"
     study.write_text(f'name = "sampled"\n[data]\nname = "idx"\nroot = "{idx_root}"\nsample = 10\n[method]\n'
                      'name = "erm"\n[params]\nepochs = 1\nlr_head = { low = 0.01, high = 0.1 }\n'
                      '[budget]\ntrials = 1\ninitial = 1\n')
-    code, _, err = cli("run", str(study), "--db", str(tmp_path / "runs.db"), "--log-file", str(tmp_path / "ax.log"))
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    code, out, err = cli("run", str(study), "--db", str(tmp_path / "runs.db"))
     assert code == 0, err
+    assert (tmp_path / "runs.log").is_file() and list((tmp_path / "here").iterdir()) == []
+    assert f"Library messages: {tmp_path / 'runs.log'}" in " ".join(out.split())
     assert "train     60  0:6 1:6" in err and "test      20  0:2 1:2" in err, err
     assert "a sample (data.sample): 100 of the data set's 250 images" in err
     from pipeline.store import Store

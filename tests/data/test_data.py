@@ -56,13 +56,15 @@ def test_imbalance_keeps_at_least_one_example():
     assert rare.train.class_counts(10)[7] == 1 and rare.val.class_counts(10)[7] == 1
 
 
-@pytest.mark.parametrize("config, message", [
-    (DataConfig(name="mnist"), "unknown data set 'mnist'"),
-    (DataConfig(imbalance_class="11"), "unknown class '11'"),
-])
-def test_bad_data_options(config, message):
-    with pytest.raises(UserError, match=message):
-        load_dataset(config, CPU)
+def test_bad_data_options():
+    with pytest.raises(UserError, match=r"data.imbalance_class: unknown class '11' \(did you mean 1\?\); classes: 0"):
+        load_dataset(DataConfig(imbalance_class="11"), CPU)
+    with pytest.raises(UserError, match="name must be one of digits, images, idx, medmnist, got 'mnist'"):
+        DataConfig(name="mnist")
+    from pipeline.data import LOADERS
+    from pipeline.config import DATA_SETS
+
+    assert tuple(LOADERS) == DATA_SETS
 
 
 def test_bad_fractions():

@@ -2,6 +2,7 @@
 with MLflow's own client: one parent run per study, a nested run per trial equal to the stored records, the
 verdict equal to `report --verdict`; a second export adds nothing, and the database is never changed."""
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store, best_trial
-from helpers import DATA, digest, kill_orphans, start_run, study_file
+from helpers import DATA, ROOT, digest, kill_orphans, start_run, study_file
 
 mlflow = pytest.importorskip("mlflow")  # the test extra installs it; without it there is nothing to read back
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -89,14 +90,25 @@ def test_a_study_exports_as_a_parent_run_with_a_nested_run_per_trial_equal_to_th
     assert digest(tiny_db) == before
 
 
-def test_a_campaigns_verdict_exports_as_report_verdict_reads_it(tmp_path, cli):
-    db = tmp_path / "campaign.db"
+def test_a_campaigns_verdict_exports_as_report_verdict_reads_it_by_the_readmes_own_command(tmp_path, cli,
+                                                                                          monkeypatch):
+    """The README's `robust-tune export --mlflow ...` line, run as written (its database the default one, in the
+    folder it runs in), with no folder store allowed: it must name a store this MLflow writes."""
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
+    monkeypatch.chdir(tmp_path)
+    (line,) = [line.split("#")[0] for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith("robust-tune export --mlflow")]
+    command = shlex.split(line)
+    assert command[:3] == ["robust-tune", "export", "--mlflow"] and len(command) == 4, command
+    db = tmp_path / "runs" / "robust-tune.db"
+    db.parent.mkdir()
     shutil.copyfile(CAMPAIGN_DB, db)
     before = digest(db)
-    uri = f"file:{tmp_path / 'mlruns'}"
-    code, out, err = cli("export", "--mlflow", uri, "--db", str(db))
+    uri = command[3]
+    code, out, err = cli(*command[1:])
     assert code == 0, err
     assert "new runs for 3 studies, 6 trial(s) and 1 verdict(s)" in out
+    assert "INFO" not in err  # MLflow's messages as it makes its tables are its own
     code, report, _ = cli("report", "--verdict", "old-trio", "--db", str(db), "--format", "json")
     assert code == 0
     (table,) = [t for t in json.loads(report) if t["title"].startswith("Verdict of campaign")]

@@ -270,7 +270,9 @@ def test_the_page_reads_at_480_and_at_1280_pixels_wide_tables_scrolling_in_their
     assert found["scroll"] > found["window"], found
 
 
-def test_a_verdicts_word_and_reading_come_first_on_the_page_and_each_seeds_values_fold_under_a_table():
+def test_a_verdict_reads_in_order_its_warnings_its_table_with_the_word_first_its_reading_then_its_legend():
+    """Warnings first and plain to see, then the table (its word beside the method and metric), then the reading,
+    then the legend's notes; each seed's values fold under it."""
     from pipeline.report.html_report import html_table
     from pipeline.report.tables import Table
 
@@ -278,9 +280,14 @@ def test_a_verdicts_word_and_reading_come_first_on_the_page_and_each_seeds_value
                                                                                     ["tuned", "1", "80.0"]])
     table = Table("Verdict", ["method", "metric", "mean ± 95%", "vs ERM", "P>ERM %", "verdict"],
                   [["hws", "balanced", "85.0 ± 2.0", "+1.0 [+0.5, +1.5]", "60 [40, 80]", "better"]],
-                  ["Accuracies in %.", "Reading: hws is better."], summary="Reading: hws is better.", detail=detail)
+                  ["Accuracies in %.", "Warning: erm never got class '3' right.",
+                   "Reading: hws is better. Check before trusting it (the warnings above)."],
+                  summary="Reading: hws is better. Check before trusting it (the warnings above).", detail=detail)
     html = html_table(table, "table-1")
-    assert html.index("Reading: hws is better.") < html.index("<table") and html.count("hws is better") == 1
+    warning = html.index('<p class="warning">Warning: erm never got class &#x27;3&#x27; right.</p>')
+    reading = html.index('<p class="summary">Reading: hws is better.')
+    assert warning < html.index("<table") < reading < html.index('<p class="note">Accuracies in %.</p>')
+    assert html.count("hws is better") == 1 and html.count("never got class") == 1 and 'id="table-1"' in html
     assert re.findall(r"<th>([^<]*)</th>", html)[:3] == ["method", "metric", "verdict"]
     assert "<td>better</td><td class=\"number\">85.0 ± 2.0</td>" in html
     assert html.count('<div class="scroll">') == 2 and "<details><summary>Each seed&#x27;s values (2 runs)" in html

@@ -132,6 +132,27 @@ def test_no_text_leaves_the_canvas_of_any_picture_of_a_real_study(pictures):
     assert [off for p in pictures.values() for off in texts_off_canvas(p)] == []
 
 
+def test_every_text_reads_at_9_px_on_a_phone_and_every_legend_sits_outside_the_data(pictures):
+    """At SAVE_DPI no text is under MIN_FONT points (10 px; 9 px on a page that shows it at nine tenths), and no
+    legend of an axes covers its plot (the Gaussian process's covered its curves)."""
+    from matplotlib.text import Text
+
+    from pipeline.report.plots import MIN_FONT
+
+    for picture in pictures.values():
+        texts_off_canvas(picture)  # drawn as saved
+        figure = picture.figure
+        renderer = figure.canvas.get_renderer()
+        small = [t.get_text() for t in figure.findobj(Text)
+                 if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_FONT]
+        assert small == [], (picture.file_name, small)
+        for axes in figure.axes:
+            legend = axes.get_legend()
+            if legend is not None:
+                assert not legend.get_window_extent(renderer).overlaps(axes.get_window_extent(renderer)), \
+                    picture.file_name
+
+
 def test_a_study_without_a_model_says_why_inside_its_pictures_however_long_its_name(tmp_path):
     """Fewer completed trials than a model needs: each map is the trials and a long note, wrapped in the picture;
     a long study name wraps too, and the trace of two studies of one data set keeps its legend inside."""

@@ -9,7 +9,7 @@ from pipeline.config import DataConfig
 from pipeline.report.formats import render_text
 from pipeline.report.study_tables import best_table, dataset_label, trials_table
 from pipeline.store import Store
-from helpers import add_study
+from helpers import add_study, in_process
 
 
 @pytest.fixture
@@ -129,3 +129,34 @@ def test_a_best_trial_inside_its_ranges_gets_no_flag(store):
     table = best_table(store)
     assert "on a bound" not in table.headers and table.records[0]["bound_flags"] == []
     assert not any("bound" in note for note in table.notes)
+
+
+def test_a_class_a_studys_trials_never_got_right_is_named_for_its_method_in_every_format(store, cli, tmp_path):
+    from helpers import run_result
+
+    study = add_study(store, "rare", method="hws")
+    for index, rare in enumerate((0.0, 0.0)):
+        row = store.start_trial(study.id, index, {"alpha": 0.1 * (index + 1), "T": 3, "eta": 2.0}, 0, 0.1)
+        store.complete_trial(row, run_result({"val_accuracy": 0.8, "test_accuracy": 0.7},
+                                             {"val": {"a": 0.8, "r": 0.5}, "test": {"a": 0.9, "r": rare}},
+                                             epoch_train_loss=[1.0], epoch_val_accuracy=[0.8]))
+    done = in_process(cli, "report", "--db", str(tmp_path / "report.db"))
+    assert done.returncode == 0, done.stderr
+    warning = ("Warning: hws never got class 'r' right: none of the 2 trials of rare got one of its test images "
+               "right.")
+    assert warning in " ".join(done.stdout.split())
+    best = json.loads(in_process(cli, "report", "--db", str(tmp_path / "report.db"), "--format", "json").stdout)[0]
+    assert best["rows"][0]["never_right"] == ["r"] and warning in best["notes"]
+
+
+def test_a_difference_interval_too_wide_to_mean_anything_says_too_few_pairs():
+    from pipeline.compare.decision import Outcome
+    from pipeline.compare.verdict import VerdictCell
+    from pipeline.report.verdict_report import cell_columns
+
+    def cell(low: float, high: float) -> VerdictCell:
+        return VerdictCell("cb", "smallest_class_accuracy", 0.148, low, high, 0.99, True, Outcome.UNDECIDED, False,
+                           None, None, 3, 3, False, 0.05, 0.05, 2, None, False)
+
+    assert cell_columns(cell(-1.0, 1.0))[0] == "+14.8 (too few pairs)"  # was "+14.8 [-100, +100]"
+    assert cell_columns(cell(-0.2, 0.5))[0] == "+14.8 [-20, +50]"

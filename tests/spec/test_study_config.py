@@ -191,7 +191,7 @@ def test_rare_kept_is_drawn_for_a_new_study_and_as_stored_for_a_stored_one_unles
     assert settled.fingerprint() == old.fingerprint()
     said = load_study(write(tmp_path, MINIMAL + '[data]\nimbalance_class = "3"\nrare_kept = "drawn"\n'))
     assert said.rare_kept_given and said.settle_rare_kept("first").data.rare_kept == "drawn"
-    with pytest.raises(UserError, match="data: rare_kept must be one of drawn, first, got 'last'"):
+    with pytest.raises(UserError, match="data.rare_kept: must be one of drawn, first, got 'last'"):
         load_study(write(tmp_path, MINIMAL + '[data]\nrare_kept = "last"\n'))
 
 

@@ -1,0 +1,75 @@
+"""`compare --plan` and `run --plan`: what a campaign or a study would train and about how long that takes here,
+from a short timing probe (or what is stored), with nothing trained for real and nothing stored."""
+from helpers import digest, in_process, study_file
+
+from pipeline.compare.decision import Design
+from pipeline.compare.plan import pairs_may_need
+
+CAMPAIGN = """
+name = "plan"
+objective = "val_balanced_accuracy"
+methods = ["cb"]
+
+[data]
+name = "digits"
+imbalance_class = "3"
+imbalance_keep = 0.1
+
+[params]
+epochs = 2
+lr_head = { low = 0.01, high = 0.2, log = true }
+
+[budget]
+trials = 3
+initial = 2
+
+[evaluate]
+seeds = 4
+max_seeds = 12
+"""
+
+
+def test_compare_plan_says_what_the_campaign_trains_and_how_long_and_stores_nothing(cli, tmp_path):
+    path = tmp_path / "plan.toml"
+    path.write_text(CAMPAIGN)
+    db, log = tmp_path / "runs" / "c.db", tmp_path / "runs" / "ax.log"
+    done = in_process(cli, "compare", str(path), "--plan", "--db", str(db), "--device", "cpu", "--log-file", str(log))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    flat = " ".join(out.split())
+    assert "plan of campaign plan (a timing probe trained, nothing stored)" in out
+    assert "methods: erm, cb: 3 trials each, then 4 pairs each, more in rounds planned for power up to 12" in flat
+    assert "train    " in out and "* the rare class: 3" in out  # the data as its trials load it
+    assert "balanced ±1 point (359 test images): about" in flat and "past max_seeds = 12: may end undecided" in flat
+    assert "rare class ±5 points (37 test images): about" in flat
+    assert "left to train: 6 trials, 8 re-training runs; later rounds up to 16 more runs" in flat
+    assert "expected time: about" in flat and "from a timing probe of each method" in flat
+    assert "workers: 1 (--workers)" in flat  # the suite's ROBUST_TUNE_WORKERS=1
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert not (tmp_path / "runs").exists()  # no database, no log: nothing was stored
+
+
+def test_run_plan_times_a_trial_by_a_probe_then_by_the_stored_ones_and_changes_nothing(cli, tmp_path):
+    path = study_file(tmp_path, trials=2)
+    db = tmp_path / "s.db"
+    first = in_process(cli, "run", str(path), "--plan", "--db", str(db), "--device", "cpu")
+    assert first.returncode == 0 and not db.exists(), first.stderr
+    flat = " ".join(first.stdout.split())
+    assert "plan of study tiny" in flat and "to train: 2 trials (2 in all, none stored yet)" in flat
+    assert "at the middle of its ranges, timed here: 1 epochs of" in flat and "expected time: about 0:" in flat
+    assert in_process(cli, "run", str(path), "--db", str(db), "--device", "cpu", "--trials", "1",
+                      "--log-file", str(tmp_path / "ax.log")).returncode == 0
+    before = digest(db)
+    again = in_process(cli, "run", str(path), "--plan", "--db", str(db), "--device", "cpu", "--trials", "3")
+    flat = " ".join(again.stdout.split())
+    assert "to train: 2 trials (3 in all, 1 stored)" in flat and "(from its 1 stored trial)" in flat, flat
+    assert digest(db) == before
+
+
+def test_the_pairs_a_smallest_effect_may_need_grow_as_the_test_images_it_rests_on_shrink():
+    design = Design(("test_balanced_accuracy", "smallest_class_accuracy"),
+                    {"test_balanced_accuracy": 0.01, "smallest_class_accuracy": 0.05}, 5, 5, 30)
+    many, few = (pairs_may_need(design, [n] * 10, n, compared=3) for n in (360, 36))
+    assert [need.images for need in many] == [3600, 360] and [need.images for need in few] == [360, 36]
+    assert all(f.pairs is None or f.pairs > m.pairs for f, m in zip(few, many)), (few, many)
+    assert 5 <= many[1].pairs <= 30 < few[1].pairs  # the rare class on 36 images: past max_seeds
