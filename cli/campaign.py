@@ -396,6 +396,7 @@ def _print_plan(campaign: Any, db: str | None, device: str, precision: str, thre
 def campaign_plan_lines(plan: Any, workers: str) -> list[str]:
     """A campaign's plan (CampaignPlan) in lines for the terminal, each wrapped to its width."""
     from pipeline.compare.decision import MOST_PAIRS
+    from pipeline.compare.plan import ACCURACIES
     from pipeline.compare.verdict import METRIC_LABELS
 
     work = plan.work
@@ -406,15 +407,19 @@ def campaign_plan_lines(plan: Any, workers: str) -> list[str]:
              f"pairs each, more in rounds planned for power up to {plan.max_seeds}",
              "data" + (" (the first task's)" if plan.tasks > 1 else "") + ", as its trials load it:",
              *(f"  {line}" for line in plan.dataset.split_summary(terminal_width(stdout) - 2, plan.rare)),
-             "decides on (the pairs 80% power may need, at most):"]
+             "decides on (the pairs 80% power may need where runs score near "
+             + " or ".join(f"{100 * a:.0f}%" for a in ACCURACIES) + "):"]
     for need in plan.needs:
-        pairs = f"about {need.pairs}" if need.pairs is not None else f"more than {MOST_PAIRS:,}"
-        beyond = (f", past max_seeds = {plan.max_seeds}: may end undecided"
-                  if need.pairs is None or need.pairs > plan.max_seeds else "")
+        pairs = [f"{n}" if n is not None else f"more than {MOST_PAIRS:,}" for n in need.pairs]
+        past = [n is None or n > plan.max_seeds for n in need.pairs]
+        beyond = ("" if not any(past) else f"; past max_seeds = {plan.max_seeds}: "
+                  + ("it may end undecided" if all(past) else f"at {100 * ACCURACIES[past.index(True)]:.0f}% it may "
+                                                              "end undecided"))
         lines.append(f"  {METRIC_LABELS[need.metric]} ±{100 * need.smallest:g} point"
-                     f"{'' if need.smallest == 0.01 else 's'} ({need.images} test images): {pairs}{beyond}")
-    lines.append("  (where a run varies as much as its test images at 50% accuracy let it; the first round's "
-                 "spread plans the next rounds)")
+                     f"{'' if need.smallest == 0.01 else 's'} ({need.images} test images): about "
+                     f"{' or '.join(pairs)}{beyond}")
+    lines.append("  (as much as its test images let a run vary: training adds to it; the first round's spread "
+                 "plans the next rounds)")
     lines.append("a trial at the middle of its ranges, timed here: " + ", ".join(
         f"{p.method} {clock(p.trial_seconds)}" for p in plan.probes))
     lines += work_lines(work) or ["nothing left to train: every trial and run is stored"]

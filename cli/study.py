@@ -286,17 +286,17 @@ def run(
     overhead, (idle, span) = summary.proposal_seconds + summary.storage_seconds, summary.idle()
     said = stdout if fmt == "table" else stderr  # stdout holds only the tables in a file format
     if not summary.new_trials and not summary.stopped:
-        said.print(f"study {summary.name} already has its {summary.budget} trials; "
-                     "--trials N runs more. Nothing was changed.")
+        print_progress(said, f"study {summary.name} already has its {summary.budget} trials; --trials N runs more. "
+                       "Nothing was changed.", markup=False, highlight=False)
     else:
-        said.print(f"study {summary.name}: {summary.completed} trial(s) completed now"
+        print_progress(said, f"study {summary.name}: {summary.completed} trial(s) completed now"
                      + (f" ({summary.early_stopped} stopped early)" if summary.early_stopped else "")
                      + f", {summary.failed} failed"
                      + (f", {summary.prefixes} epoch prefixes told to Ax" if summary.prefixes else "")
                      + f", in {summary.seconds:.1f} s" + ("" if in_process else f" on {runner.capacity} workers")
                      + f"; proposing and storing took {overhead:.1f} s; from the first trial's start to the last "
                      f"one's end, {span:.1f} s, no trial trained for {idle:.1f} s ({100 * idle / max(span, 1e-9):.0f}%)"
-                     + f". Library messages: {summary.log_file}")
+                     + f". Library messages: {summary.log_file}", markup=False, highlight=False)
     if live is not None:
         live.study(study.name)  # a study resumed or finished before: what MLflow lacks of it
         if not live.failed:
@@ -333,7 +333,9 @@ def _print_study_plan(ctx: typer.Context, study: Any, db: str | None, trials: in
                 "data, as its trials load it:",
                 *(f"  {line}" for line in found.dataset.split_summary(
                     terminal_width(stdout) - 2, found.dataset.rare_class(study.data.imbalance_class))),
-                f"to train: {found.trials} trial{'' if found.trials == 1 else 's'} ({found.budget} in all, {stored})",
+                (f"to train: {found.trials} trial{'' if found.trials == 1 else 's'} ({found.budget} in all, {stored})"
+                 if found.trials else f"nothing left to train: its {found.budget} trials are stored (--trials N "
+                                      "runs more)"),
                 f"a trial: about {clock(found.trial_seconds)} ({timed})",
                 f"expected time: about {clock(found.seconds)} on {count} worker{'' if count == 1 else 's'}",
                 f"workers: {where}"])

@@ -260,3 +260,22 @@ def test_a_medmnist_sample_takes_a_share_of_each_of_its_own_splits(tmp_path):
     assert [data.train.class_counts(3), data.val.class_counts(3), data.test.class_counts(3)] == [[10] * 3, [2] * 3,
                                                                                                 [3] * 3]
     assert data.sample == (45, 90)
+
+
+def test_a_data_fields_problem_found_as_the_data_loads_names_the_field_where_it_was_set(cli, idx_root, tmp_path):
+    """An unknown class or a wrong IDX folder, found only once the data is read: the study file's field, the --set
+    that set it, or train's option; each one line, nothing stored."""
+    study = tmp_path / "rare.toml"
+    study.write_text(f'name = "rare"\n[data]\nname = "idx"\nroot = "{idx_root}"\nimbalance_class = "33"\n'
+                     '[method]\nname = "erm"\n[params]\nlr_head = { low = 0.01, high = 0.1 }\n')
+    db = tmp_path / "runs.db"
+    for args, said in ((["run", str(study)], f"{study}: data.imbalance_class: unknown class '33' (did you mean 3?)"),
+                       (["run", str(study), "--set", 'data.root="nowhere"'], "--set data.root: IDX folder not found"),
+                       (["compare", str(STUDIES / "digits-campaign.toml"), "--set", 'data.imbalance_class="33"'],
+                        "--set data.imbalance_class: unknown class '33' (did you mean 3?)"),
+                       (["train", "--dataset", "idx", "--root", str(tmp_path)], f"--root: {tmp_path} needs "
+                        "train-images-idx3-ubyte or train-images-idx3-ubyte.gz, found neither")):
+        code, _, err = cli(*args, "--db", str(db), "--device", "cpu")
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and said in lines[0], (args, err)
+    assert not db.exists()

@@ -141,7 +141,7 @@ def test_consecutive_failures_count_across_runs_and_a_stopped_study_stops_at_onc
     assert failed() == [0, 1, 2]
     for _ in range(2):  # run again as it is: stops at once, saying why and how to go on, and runs nothing
         code, out, err = cli(*run)
-        assert code == 1 and "0 trial(s) completed now, 0 failed" in one_line(out), err
+        assert code == 1 and "0 trial(s) completed now, 0 failed" in " ".join(out.split()), err
         assert "3 trials failed in a row (budget.max_failures); last error: TrainingDiverged:" in one_line(err)
         assert "raise budget.max_failures above 3 (in the study file, or with --set budget.max_failures=N)" in \
             one_line(err)
