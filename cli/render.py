@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,34 +43,45 @@ def print_line(console: Console, text: str, **options: Any) -> None:
 
 def print_progress(console: Console, text: str, **options: Any) -> None:
     """A progress or event line, or a line of a plan: wrapped between words (print_wrapped) to the terminal's width,
-    or to PIPE_WIDTH in a log file or a pipe, its further lines there indented two spaces more (an event still
-    begins at the start of a line; a word, a path or a command is never broken)."""
-    if console.is_terminal:
-        print_wrapped(console, text, **options)
-    else:
-        print_wrapped(console, text, hang=options.pop("hang", 2), width=PIPE_WIDTH, **options)
+    or to PIPE_WIDTH in a log file or a pipe, its further lines indented two spaces more (an event begins at the
+    start of a line; a word, a path or a command is never broken)."""
+    hang = options.pop("hang", 2)
+    print_wrapped(console, text, hang=hang, width=None if console.is_terminal else PIPE_WIDTH, **options)
 
 
 def print_plan(lines: list[str]) -> None:
-    """A plan's lines on stdout, each wrapped under its own indentation."""
+    """A plan's lines on stdout, each wrapped with its further lines two spaces in from its own indentation."""
     for line in lines:
         text = line.lstrip()
-        print_progress(stdout, text, indent=len(line) - len(text), markup=False, highlight=False)
+        print_progress(stdout, text, indent=len(line) - len(text), hang=2, markup=False, highlight=False)
 
 
 def print_wrapped(console: Console, text: str, indent: int = 0, hang: int = 0, width: int | None = None,
                   **options: Any) -> None:
-    """`text` wrapped between words to `width` (default: the console's width; Rich folds only a word wider than a
-    line), each line `indent` spaces in and the lines after the first of each paragraph `hang` more, none ending in
-    a space."""
+    """`text` wrapped between words to `width` (default: the console's width), each line `indent` spaces in and the
+    lines after the first of each paragraph `hang` more, none ending in a space. A word wider than a line (a long
+    path) has a line of its own, whole: it is never cut, so it copies as it is."""
     style, markup, highlight = options.pop("style", ""), options.pop("markup", None), options.pop("highlight", None)
     width = width or console.width
     for paragraph in console.render_str(text, style=style, markup=markup, highlight=highlight).split():
         lead = len(paragraph.plain) - len(paragraph.plain.lstrip(" "))  # an indented paragraph stays indented
-        lines = paragraph[lead:].wrap(console, max(1, width - indent - lead - hang))
-        for number, line in enumerate(lines):
+        body = paragraph[lead:]
+        room = width - indent - lead
+        for number, line in enumerate(body.divide(_breaks(body.plain, room, room - hang))):
             line.rstrip()
             console.print(Text(" " * (indent + lead + (hang if number else 0))) + line, soft_wrap=True, **options)
+
+
+def _breaks(text: str, first: int, rest: int) -> list[int]:
+    """Where `text` breaks into lines between words: the first line at most `first` cells, the others `rest`; a word
+    wider than its line stays whole on a line of its own."""
+    breaks: list[int] = []
+    start, room = 0, max(1, first)
+    for word in re.finditer(r"\S+", text):
+        if word.start() > start and cell_len(text[start:word.end()]) > room:
+            breaks.append(word.start())
+            start, room = word.start(), max(1, rest)
+    return breaks
 
 
 def print_file_text(text: str) -> None:

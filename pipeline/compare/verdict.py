@@ -108,6 +108,7 @@ class VerdictWarning:
     replicate: int | None = None
     class_name: str | None = None
     score: float | None = None
+    classes: tuple[str, ...] = ()  # every class it names (class_never_right: all the method never got right)
 
 
 def shown(json: str | None, mlflow: str | None = None, mlflow_none: str | None = None) -> Any:
@@ -494,10 +495,12 @@ def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Des
     if not any(runs.values()):
         return found
     for method, by_key in runs.items():
-        for name in never_right([run.per_class.get("test", {}) for run in by_key.values()]):
-            found.append(VerdictWarning("class_never_right", f"{method} never got class {name!r} right: none of its "
-                                                             f"{len(by_key)} runs got one of its test images right",
-                                        method=method, class_name=name))
+        if names := never_right([run.per_class.get("test", {}) for run in by_key.values()]):
+            several = len(names) > 1
+            found.append(VerdictWarning(
+                "class_never_right", f"{method} never got class{'es' if several else ''} {_classes(names)} right: "
+                f"none of its {len(by_key)} runs got one of {'their' if several else 'its'} test images right",
+                method=method, class_name=None if several else names[0], classes=tuple(names)))
     metric = next((m for m in design.primary if m != "smallest_class_accuracy"), "test_balanced_accuracy")
     for method, by_key in runs.items():
         scores = {key: run_metrics(run)[metric] for key, run in by_key.items()}
@@ -588,12 +591,17 @@ CHECKS = ("class_never_right", "collapsed_run", "near_chance", "few_test_images"
 def _check(w: VerdictWarning) -> str:
     """A warning in a few words for the reading."""
     if w.kind == "class_never_right":
-        return f"{w.method} never gets class {w.class_name!r} right"
+        return f"{w.method} never gets class{'es' if len(w.classes) > 1 else ''} {_classes(list(w.classes))} right"
     if w.kind == "collapsed_run":
         return f"{w.method}'s run on pair {w.pair} collapsed"
     if w.kind == "near_chance":
         return f"{w.method} has runs near chance"
     return "a decision rests on few test images"
+
+
+def _classes(names: list[str]) -> str:
+    """Class names as a warning names them: '1', '5' and '7'."""
+    return _join([repr(name) for name in names])
 
 
 def contains_erm_at(method: str) -> str | None:

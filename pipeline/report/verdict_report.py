@@ -143,7 +143,7 @@ def json_record(record: Any) -> dict[str, Any]:
 
 def warning_record(w: VerdictWarning) -> dict[str, Any]:
     """A warning as its JSON: what it names, its unset fields left out."""
-    return {k: v for k, v in dataclasses.asdict(w).items() if v is not None}
+    return {k: v for k, v in dataclasses.asdict(w).items() if v is not None and v != ()}
 
 
 def verdict_table(verdict: Verdict) -> Table:
