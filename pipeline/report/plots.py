@@ -81,8 +81,7 @@ def legible(figure: Figure) -> None:
     page is still read at 9 px."""
     from matplotlib.text import Text
 
-    figure.draw_without_rendering()  # makes the tick labels
-    for axes in figure.axes:
+    for axes in figure.axes:  # asking for an axis's tick labels makes them, without drawing the figure
         for axis in (axes.xaxis, axes.yaxis):
             sizes = [float(label.get_fontsize()) for label in axis.get_ticklabels(which="both")]
             if sizes and min(sizes) < MIN_FONT:

@@ -127,20 +127,16 @@ def test_a_study_name_unsafe_in_file_names_gets_a_safe_file_name_and_a_scatter_w
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ax.log", "odd.db", "pictures"]  # nothing outside
 
 
-def test_no_text_leaves_the_canvas_of_any_picture_of_a_real_study(pictures):
-    assert len(pictures) == len(EXPECTED)
-    assert [off for p in pictures.values() for off in texts_off_canvas(p)] == []
-
-
-def test_every_text_reads_at_9_px_on_a_phone_and_every_legend_sits_outside_the_data(pictures):
-    """At SAVE_DPI no text is under MIN_FONT points (10 px; 9 px on a page that shows it at nine tenths), and no
-    legend of an axes covers its plot (the Gaussian process's covered its curves)."""
+def test_no_text_leaves_the_canvas_of_any_picture_of_a_real_study_and_every_text_reads_on_a_phone(pictures):
+    """No text cut at a picture's edge; at SAVE_DPI none is under MIN_FONT points (10 px; 9 px on a page that shows it
+    at nine tenths), and no legend of an axes covers its plot (the Gaussian process's covered its curves)."""
     from matplotlib.text import Text
 
     from pipeline.report.plots import MIN_FONT
 
+    assert len(pictures) == len(EXPECTED)
+    assert [off for p in pictures.values() for off in texts_off_canvas(p)] == []  # each drawn as saved
     for picture in pictures.values():
-        texts_off_canvas(picture)  # drawn as saved
         figure = picture.figure
         renderer = figure.canvas.get_renderer()
         small = [t.get_text() for t in figure.findobj(Text)
