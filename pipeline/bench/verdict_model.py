@@ -392,7 +392,9 @@ def _metric_estimate(clean: Values, values: Values, reference: str, shared: Mapp
     if _pairs(everyone) >= 2:
         methods = [reference, *shared]
         means = [[statistics.fmean(clean[m][metric][k] for m in methods) for k in rep] for rep in everyone]
-        noise = sum(seed + interaction.get(m, 0.0) ** 2 + binomial[m] for m in methods) / len(methods) ** 2
+        count = len(methods)  # what the runs' own noise leaves in their mean: the binomial parts share the images
+        binomial_mean = statistics.fmean(binomial[m] for m in methods) * (1 + (count - 1) * share) / count
+        noise = sum(seed + interaction.get(m, 0.0) ** 2 for m in methods) / count ** 2 + binomial_mean
         split = math.sqrt(max(0.0, _pooled_variance(means) - noise))
     luck = search_luck({m: clean[m][metric] for m in (reference, *shared)}, TRIM) if searches >= 2 else {}
     default = SEARCH_SD[metric] * POINT
