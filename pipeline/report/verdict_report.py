@@ -232,7 +232,8 @@ def _verdict_notes(verdict: Verdict, thin: dict[str, int]) -> list[str]:
         f"Each primary word is read off its interval over {unit}, simultaneous over the {family} primary cells: "
         "better or worse where it excludes 0, equivalent where two one-sided tests at the same level put the "
         "difference inside ± the smallest effect (the narrower interval: the JSON's equivalence_low and _high), "
-        "undecided otherwise; exact: every unit differed by the same, so the exact sign test stands for the t interval. "
+        "undecided otherwise; exact: every unit differed by the same, so the exact sign test stands for "
+        "the t interval. "
         f"{spends}, so the chance of any wrong word stays at most {1 - CONFIDENCE:.0%}.",
         *([f"*: rests on fewer than {FEW_TEST_IMAGES} test images of a class, where one image moves an accuracy by "
            f"{100 / max(1, min(thin.values())):.0f} points: its interval assumes a smooth measure and is not exact."]
