@@ -41,9 +41,10 @@ demo: $(STAMP)
 	@echo "The quickstart tuned hws alone. Is it better than plain training?"
 	@echo "Only against an ERM tuned as carefully:"
 	$(VENV)/bin/robust-tune compare studies/demo-campaign.toml
-	@echo "Above: hws and ERM, each tuned with 8 trials, re-trained on 5 (seed, split)"
-	@echo "pairs; the verdict says whether hws beats a tuned ERM on the rare digit, and"
-	@echo "how sure that is. More: studies/digits-campaign.toml"
+	@echo "Above: hws and ERM, each tuned once with 8 trials, re-trained on 5-10"
+	@echo "(seed, split) pairs: the verdict is about these two configurations."
+	@echo "Another search finds others; a campaign's default design repeats each"
+	@echo "search to count that (studies/digits-campaign.toml)."
 
 # ruff and mypy first (pyproject.toml says what each checks), then two test processes (pytest-xdist), each test module kept in one of them so its fixtures are built once;
 # one thread each, so the two do not fight over the cores.

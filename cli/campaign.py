@@ -29,12 +29,18 @@ from pipeline.library_logs import log_file_for
 
 
 def round_line(event: Any) -> str:
-    """`round 2: erm, cb up to 20 pairs (30 runs, about 4:00 of training)`: what the next round trains, and
-    how long that takes by the runs so far."""
+    """`round 2: erm, cb up to 20 pairs (30 runs, about 4:00 of training)`, or with rounds of searches `round 2:
+    erm, cb: 5 searches of 7 pairs (4 new searches, 38 runs, about 4:00 of training)`: what the next round
+    trains, and how long that takes by the trials and runs so far."""
     took = "" if event.seconds is None else f", about {clock(event.seconds)} of training"
     task = "" if "." not in event.campaign else f"{event.campaign}: "
-    return (f"{task}round {event.number + 1}: {', '.join(event.methods)} up to {event.pairs} pairs "
-            f"({event.runs} run{'' if event.runs == 1 else 's'}{took})")
+    runs = f"{event.runs} run{'' if event.runs == 1 else 's'}"
+    if event.new_searches or event.searches > 1:
+        new = f"{event.new_searches} new search{'' if event.new_searches == 1 else 'es'}, " if event.new_searches \
+            else ""
+        return (f"{task}round {event.number + 1}: {', '.join(event.methods)}: {event.searches} "
+                f"search{'' if event.searches == 1 else 'es'} of {event.pairs} pairs ({new}{runs}{took})")
+    return f"{task}round {event.number + 1}: {', '.join(event.methods)} up to {event.pairs} pairs ({runs}{took})"
 
 
 def _pairs(event: Any) -> str:
@@ -50,6 +56,17 @@ def _pairs(event: Any) -> str:
     return f"search r's seed k on split seed {base} + r + k"
 
 
+def _design(event: Any) -> str:
+    """A campaign's searches and pairs (a CampaignStarted), in words."""
+    searches = f" x {event.replicates} searches" if event.replicates > 1 else ""
+    if event.max_replicates > event.replicates:
+        return (f"{event.budget} trials each{searches}, each search re-trained on {event.seeds} pairs (up to "
+                f"{event.max_seeds}, as the first searches plan); more searches in rounds planned for power, up to "
+                f"{event.max_replicates}")
+    rounds = f", more in rounds planned for power up to {event.max_seeds}" if event.max_seeds > event.seeds else ""
+    return f"{event.budget} trials each{searches}, then {event.seeds} pairs each{rounds}"
+
+
 def work_lines(work: Any) -> list[str]:
     """What a campaign has left to train and about how long it takes (a CampaignWork), before it starts: a line
     each, short enough for 80 columns."""
@@ -57,8 +74,10 @@ def work_lines(work: Any) -> list[str]:
         return []
     counts = [f"{work.trials} trial{'' if work.trials == 1 else 's'}" if work.trials else "",
               f"{work.runs} re-training run{'' if work.runs == 1 else 's'}" if work.runs else ""]
+    more = [f"{work.more_trials} more trials" if work.more_trials else "",
+            f"{work.more_runs} more runs" if work.more_runs else ""]
     lines = ["left to train: " + (", ".join(c for c in counts if c) or "no trial, no first-round run")
-             + (f"; later rounds up to {work.more_runs} more runs" if work.more_runs else "")]
+             + (f"; later rounds up to {' and '.join(m for m in more if m)}" if any(more) else "")]
     if (seconds := work.seconds()) is None:
         return [*lines, "expected time: known once the first trials end (none is stored yet)"]
     workers = f"{work.workers} worker{'' if work.workers == 1 else 's'}"
@@ -67,7 +86,9 @@ def work_lines(work: Any) -> list[str]:
     sources = " and ".join(source for source in (stored, probe) if source)
     lines.append(f"expected time: about {clock(seconds)} on {workers}, from {sources}")
     if work.more_runs and (most := work.most_seconds()) is not None:
-        lines.append(f"at most {clock(most)} if every later round runs up to its max_seeds pairs")
+        lines.append(f"at most {clock(most)} if every later round runs" + (" up to max_replicates searches and"
+                                                                           if work.more_trials else "")
+                     + " up to its max_seeds pairs")
     return lines
 
 
@@ -104,6 +125,7 @@ class CampaignClock:
                 self.done, self.last = self.done + self.weights[1], time.monotonic()
         elif isinstance(event, CampaignRound) and event.number > 0:  # a later round: the first ones are counted
             self.runs += event.runs
+            self.trials += event.new_searches * max(self.budgets.values(), default=0)
 
     def line(self) -> Text:
         """`campaign NAME: 24 trials, 10 runs to go; 3:12 elapsed, about 5:40 left`, counting down between ends;
@@ -222,13 +244,9 @@ class CampaignView:
             print_progress(stderr, f"campaign {event.name} grows: task{'s' if len(event.added) > 1 else ''} {added} "
                        f"added; stored {kept_as}", markup=False, highlight=False)
         elif isinstance(event, CampaignStarted):
-            rounds = (f", more in rounds planned for power up to {event.max_seeds}"
-                      if event.max_seeds > event.seeds else "")
             task = "" if event.task is None else f", task {event.task} ({event.number}/{event.tasks})"
             print_progress(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods "
-                       f"({', '.join(event.methods)}), "
-                       f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                       f", then {event.seeds} pairs each{rounds}", highlight=False)
+                           f"({', '.join(event.methods)}), {_design(event)}", highlight=False)
             print_progress(stderr, f"confirmation runs: {_pairs(event)}", highlight=False)
             if event.warning:
                 print_progress(stderr, event.warning, markup=False, highlight=False)
@@ -267,8 +285,9 @@ def compare(
     precision: Precision = "auto",
     threads: Threads = None,
     replicates: Annotated[Optional[int], typer.Option(
-        help="Repeat each method's whole search with this many search seeds (the luck of the search counted "
-             "in the verdict); default: the file's `replicates`, else 1.")] = None,
+        help="Fix each method's whole searches at this many search seeds, as the file's `replicates` (1: one "
+             "search each, a verdict about those configurations); default: the file's, else a pilot of 3 and "
+             "rounds of more up to `max_replicates` (10).")] = None,
     workers: Workers = None,
     scheduler: Scheduler = None,
     trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
@@ -280,9 +299,10 @@ def compare(
     wide: Wide = False,
     format_: TablesFormat = "table",
     plan: Annotated[bool, typer.Option(
-        "--plan", help="Say what the campaign would train (searches, trials, pairs, the most pairs its smallest "
-                       "effects may need) and about how long that takes here, from what is stored and a short "
-                       "timing probe of each method; train and store nothing.")] = False,
+        "--plan", help="Say what the campaign would train (each method's searches, trials and pairs, what later "
+                       "rounds may add, the searches or pairs its smallest effects may need) and about how long "
+                       "that takes here, from what is stored and a short timing probe of each method; train and "
+                       "store nothing.")] = False,
 ) -> None:
     """Tune and compare every method of a campaign.
 
@@ -291,8 +311,10 @@ def compare(
 
     The verdict decides on the primary metrics ([evaluate] primary: by default the test counterpart of the
     objective and the rare class): each method ends better, worse, equivalent (within the smallest effect,
-    [evaluate] smallest_effect) or undecided against ERM. Pairs come in rounds planned for 80% power, up to
-    max_seeds (default 30); each round says what it trains and about how long it takes."""
+    [evaluate] smallest_effect) or undecided against ERM. By default every method is searched several times
+    (a pilot of 3 searches, then rounds planned for 80% power up to 10), each search re-trained on a few pairs,
+    and the search is the unit of the test: the verdict is about the methods, not about one search's luck.
+    Each round says what it trains and about how long it takes."""
     from pipeline.compare.across_tasks import take_across_tasks
     from pipeline.compare.campaign import run_campaign
     from pipeline.spec.campaign_config import load_campaign
@@ -359,11 +381,11 @@ def compare(
 def _settled(campaign: Any, db: str | None, threads: int | None) -> tuple[Any, Any]:
     """The campaign as `compare` would run it against the database (settled as stored, at --threads), and the
     database opened to read (None where there is none yet)."""
-    from pipeline.compare.campaign import settled
     from pipeline.search.study import reading_store
 
     store = reading_store(db)
-    ready = settled(campaign, None if store is None else store.campaign(campaign.name))
+    known = None if store is None else store.campaign(campaign.name)
+    ready = campaign.settled(None if known is None else known.config)
     return (ready if threads is None else ready.with_threads(threads)), store
 
 
@@ -395,33 +417,52 @@ def _print_plan(campaign: Any, db: str | None, device: str, precision: str, thre
 
 def campaign_plan_lines(plan: Any, workers: str) -> list[str]:
     """A campaign's plan (CampaignPlan) in lines for the terminal, each wrapped to its width."""
-    from pipeline.compare.decision import MOST_PAIRS
+    from pipeline.compare.decision import Axis
     from pipeline.compare.plan import ACCURACIES
-    from pipeline.compare.verdict import METRIC_LABELS
 
-    work = plan.work
+    design, work = plan.design, plan.work
+    searching = design.axis is Axis.SEARCHES
     tasks = f" on each of {plan.tasks} tasks" if plan.tasks > 1 else ""
-    searches = f" x {plan.replicates} searches" if plan.replicates > 1 else ""
+    near = " or ".join(f"{100 * a:.0f}%" for a in ACCURACIES)
     lines = [f"plan of campaign {plan.name} (a timing probe trained, nothing stored)",
-             f"methods: {', '.join(plan.methods)}{tasks}: {plan.budget} trials each{searches}, then {plan.seeds} "
-             f"pairs each, more in rounds planned for power up to {plan.max_seeds}",
-             "data" + (" (the first task's)" if plan.tasks > 1 else "") + ", as its trials load it:",
-             *(f"  {line}" for line in plan.dataset.split_summary(terminal_width(stdout) - 2, plan.rare)),
-             "decides on (the pairs 80% power may need where runs score near "
-             + " or ".join(f"{100 * a:.0f}%" for a in ACCURACIES) + "):"]
-    for need in plan.needs:
-        pairs = [f"{n}" if n is not None else f"more than {MOST_PAIRS:,}" for n in need.pairs]
-        past = [n is None or n > plan.max_seeds for n in need.pairs]
-        beyond = ("" if not any(past) else f"; past max_seeds = {plan.max_seeds}: "
-                  + ("it may end undecided" if all(past) else f"at {100 * ACCURACIES[past.index(True)]:.0f}% it may "
-                                                              "end undecided"))
-        lines.append(f"  {METRIC_LABELS[need.metric]} ±{100 * need.smallest:g} point"
-                     f"{'' if need.smallest == 0.01 else 's'} ({need.images} test images): about "
-                     f"{' or '.join(pairs)}{beyond}")
-    lines.append("  (as much as its test images let a run vary: training adds to it; the first round's spread "
-                 "plans the next rounds)")
+             f"methods: {', '.join(plan.methods)}{tasks}: {_design(plan)}"]
+    if searching:
+        lines.append(f"each method{' on each task' if tasks else ''}, ERM too: the pilot {design.searches} x "
+                     f"({plan.budget} trials + {design.seeds} runs), at most {design.max_searches} x "
+                     f"({plan.budget} trials + {design.max_seeds} runs)")
+    lines += ["data" + (" (the first task's)" if plan.tasks > 1 else "") + ", as its trials load it:",
+              *(f"  {line}" for line in plan.dataset.split_summary(terminal_width(stdout) - 2, plan.rare)),
+              (f"decides on (what 80% power may need after the pilot where runs score near {near}):" if searching
+               else f"decides on (the pairs 80% power may need where runs score near {near}):")]
+    lines += [_need_line(need, design, searching) for need in plan.needs]
+    lines.append("  (as much as its test images let a run vary: " + (
+        "a search's luck and training add to it; the pilot's spread plans the pairs per search and the rounds)"
+        if searching else "training adds to it; the first round's spread plans the next rounds)"))
     lines.append("a trial at the middle of its ranges, timed here: " + ", ".join(
         f"{p.method} {clock(p.trial_seconds)}" for p in plan.probes))
     lines += work_lines(work) or ["nothing left to train: every trial and run is stored"]
     lines.append(f"workers: {workers}")
     return lines
+
+
+def _need_line(need: Any, design: Any, searching: bool) -> str:
+    """What one primary metric may need (a plan's Need), in a line: the pairs, or the searches of so many pairs,
+    at each accuracy, and where that passes what the campaign may train."""
+    from pipeline.compare.decision import MOST_PAIRS, MOST_SEARCHES
+    from pipeline.compare.plan import ACCURACIES
+    from pipeline.compare.verdict import METRIC_LABELS
+
+    counts = need.searches if searching else need.pairs
+    most = MOST_SEARCHES if searching else MOST_PAIRS
+    cap, name = (design.max_searches, "max_replicates") if searching else (design.max_seeds, "max_seeds")
+    said = [f"{n}" if n is not None else f"more than {most:,}" for n in counts]
+    if searching and len(set(need.pairs)) == 1:
+        said = [f"{' or '.join(said)} searches of {need.pairs[0]} pairs"]
+    elif searching:
+        said = [f"{n} searches of {pairs} pairs" for n, pairs in zip(said, need.pairs)]
+    past = [n is None or n > cap for n in counts]
+    beyond = ("" if not any(past) else f"; past {name} = {cap}: "
+              + ("it may end undecided" if all(past) else f"at {100 * ACCURACIES[past.index(True)]:.0f}% it may "
+                                                          "end undecided"))
+    return (f"  {METRIC_LABELS[need.metric]} ±{100 * need.smallest:g} point{'' if need.smallest == 0.01 else 's'} "
+            f"({need.images} test images): about {' or '.join(said)}{beyond}")

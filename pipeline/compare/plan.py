@@ -3,12 +3,15 @@ machine, before anything is trained or stored.
 
 The time comes from a short timing probe of each method on the data as its trials would load it (a few training
 batches and one chunk of evaluation, at the middle of its searched ranges), scaled to a trial's epochs and batches
-and summed over what is left to train (pipeline/compare/workload.py counts it, from what is stored); stored trials
-and runs, where there are some, are the better measure and win. How many pairs a campaign's smallest effects may
-need comes from the decisions' own planning (pipeline/compare/decision.py: `pairs_needed`), on the spread the test
-images alone leave a paired difference: the binomial noise of n images at 50% accuracy, twice (one run of each
-method). Training varies each run further, so the count is a floor where that noise is all there is, and the ones
-that need more than max_seeds allows may end undecided.
+and summed over what is left to train, counted as `compare` trains it (pipeline/compare/workload.py, from what is
+stored): the first look's searches (by default the pilot's 3 per method, ERM too), each its trials and its pick
+re-trained on `seeds` pairs, and what later rounds may add up to `max_replicates` searches and `max_seeds` pairs
+per search; stored trials and runs, where there are some, are the better measure and win. What a campaign's
+smallest effects may need comes from the decisions' own planning (pipeline/compare/decision.py: `planned_pairs`
+and `searches_needed` after the pilot, or `pairs_needed` with the searches fixed), on the spread the test images
+alone leave a paired difference: the binomial noise of n images, twice (one run of each method), with no search
+luck beyond it. A search's luck and training vary each run further, so the count is what the test set asks for,
+and the ones past the campaign's cap may end undecided.
 """
 from __future__ import annotations
 
@@ -16,13 +19,13 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from pipeline.compare.decision import Design, Spread, pairs_needed
+from pipeline.compare.decision import Axis, Design, Spread, pairs_needed, planned_pairs, searches_needed
 from pipeline.compare.workload import CampaignWork, campaign_work
 from pipeline.data import Dataset
 from pipeline.params import Choice, Value, training_defaults
 from pipeline.spec.campaign_config import REFERENCE, CampaignConfig
 from pipeline.spec.study_config import StudyConfig
-from pipeline.store import Store, trial_budget, trials_ran
+from pipeline.store import CampaignRecord, Store, trial_budget, trials_ran
 
 PROBE_BATCHES = 2  # training batches timed per method, after one that warms up
 PROBE_EVALUATED = 128  # examples whose evaluation is timed, scaled to the validation and test splits
@@ -119,20 +122,22 @@ def proposal_seconds(study: StudyConfig) -> float:
 
 @dataclass(frozen=True)
 class Need:
-    """What one primary metric may need: its smallest effect, the test images it rests on and the pairs for 80%
-    power on the noise those images alone leave where runs score near each of ACCURACIES (None: more than
-    MOST_PAIRS), in that order."""
+    """What one primary metric may need: its smallest effect, the test images it rests on, and for 80% power on the
+    noise those images alone leave where runs score near each of ACCURACIES, in that order: the pairs (per search,
+    on the searches axis: the pilot's plan), and on the searches axis the searches of that many pairs (None: more
+    than MOST_PAIRS, or MOST_SEARCHES)."""
 
     metric: str
     smallest: float
     images: int
     pairs: tuple[int | None, ...]
+    searches: tuple[int | None, ...] | None = None  # None: the pairs axis (the searches are fixed)
 
 
 # The accuracies a plan gives the pairs at: where a well-learned metric lies, and 50%, where binomial noise is largest
 # (a rare class's accuracy often lies between). On the demo campaign (docs/guide/comparing-methods.md) the verdict
-# asked for about 30 pairs on balanced accuracy (near 96%), the plan said 65 or 180; on the rare digit (near 67%) 80,
-# the plan 30 or 70.
+# of 0.13.0 asked for about 30 pairs on balanced accuracy (near 96%), the plan now says 60 or 155; on the rare digit
+# (near 67%) 80, the plan 30 or 65.
 ACCURACIES = (0.9, 0.5)
 
 
@@ -148,43 +153,76 @@ def test_images(metric: str, test_counts: list[int], rare: int | None, accuracy:
     return fewest, spread / fewest
 
 
-def pairs_may_need(design: Design, test_counts: list[int], rare: int | None, compared: int,
-                   replicates: int = 1) -> list[Need]:
-    """For each primary metric, the pairs its smallest effect needs for 80% power (showing a difference of it, or
+def pairs_may_need(design: Design, test_counts: list[int], rare: int | None, compared: int) -> list[Need]:
+    """For each primary metric, what its smallest effect needs for 80% power (showing a difference of it, or
     equivalence within it: the larger) on a paired difference that varies only as much as the test images allow
     (`test_counts`: the test images of each class; `rare`: the rare class's), among `compared` methods besides
-    ERM."""
+    ERM, as the campaign's own plan counts it: on the pairs axis the pairs after the first round
+    (decision.pairs_needed); on the searches axis the pairs per search the pilot plans (decision.planned_pairs,
+    over every primary metric) and the searches of that many pairs after the pilot (decision.searches_needed),
+    with no search luck beyond the pairs' noise."""
     family = max(1, compared * len(design.primary))
+    by_accuracy = []
+    for accuracy in ACCURACIES:
+        found = {metric: test_images(metric, test_counts, rare, accuracy) for metric in design.primary}
+        spreads = {metric: Spread(0.0, 2 * variance, 0.0, design.searches, design.trim)
+                   for metric, (_, variance) in found.items()}
+        per_search = planned_pairs([(spreads[m], design.smallest_effect[m]) for m in design.primary], design)
+        by_accuracy.append((found, spreads, per_search))
     needs = []
     for metric in design.primary:
-        smallest, pairs = design.smallest_effect[metric], []
-        for accuracy in ACCURACIES:
-            images, variance = test_images(metric, test_counts, rare, accuracy)
-            counts = [pairs_needed(Spread(mean, 2 * variance, 0.0, replicates), design, 0, family, smallest)
-                      for mean in (smallest, 0.0)]
-            pairs.append(None if None in counts else max(c for c in counts if c))
-        needs.append(Need(metric, smallest, images, tuple(pairs)))
+        smallest = design.smallest_effect[metric]
+        pairs: list[int | None] = []
+        searches: list[int | None] = []
+        for found, spreads, per_search in by_accuracy:
+            shifted = [replace(spreads[metric], mean=mean) for mean in (smallest, 0.0)]  # a difference, equivalence
+            if design.axis is Axis.SEARCHES:
+                counts = [searches_needed(s, design, design.searches, family, smallest, per_search) for s in shifted]
+                pairs.append(per_search)
+                searches.append(None if None in counts else max(c for c in counts if c))
+            else:
+                counts = [pairs_needed(s, design, 0, family, smallest) for s in shifted]
+                pairs.append(None if None in counts else max(c for c in counts if c))
+        needs.append(Need(metric, smallest, by_accuracy[0][0][metric][0], tuple(pairs),
+                          tuple(searches) if design.axis is Axis.SEARCHES else None))
     return needs
 
 
 @dataclass(frozen=True)
 class CampaignPlan:
-    """What `compare` would train for `campaign` and about how long it takes: the work left (its seconds from the
-    stored trials and runs, else the probes), each method's probe, what each primary metric may need, and the
-    data of the first task as its trials load it."""
+    """What `compare` would train for `campaign` and about how long it takes: its design (the searches and pairs
+    of its first look, and how far later rounds may go), the work left (its seconds from the stored trials and
+    runs, else the probes), each method's probe, what each primary metric may need, and the data of the first task
+    as its trials load it."""
 
     name: str
     methods: tuple[str, ...]
-    budget: int  # trials per method and search replicate
-    replicates: int
-    seeds: int  # the first round's pairs
-    max_seeds: int
+    budget: int  # trials per method and search
+    design: Design
     work: CampaignWork
     probes: list[Probe]
     needs: list[Need]
     dataset: Dataset
     rare: str | None  # the rare class of that data (its imbalance_class, else one with under half the most's images)
     tasks: int = 1
+
+    @property
+    def replicates(self) -> int:
+        """The searches per method of the first look (the pilot on the searches axis)."""
+        return self.design.searches
+
+    @property
+    def max_replicates(self) -> int:
+        return self.design.max_searches
+
+    @property
+    def seeds(self) -> int:
+        """The pairs each search is re-trained on first."""
+        return self.design.seeds
+
+    @property
+    def max_seeds(self) -> int:
+        return self.design.max_seeds
 
 
 def probe_studies(studies: list[StudyConfig], device: str = "auto", precision: str = "auto") -> list[Probe]:
@@ -204,15 +242,23 @@ def trials_data(study: StudyConfig, device: str, precision: str) -> Dataset:
 
 
 def guesses(campaign: CampaignConfig, probes: list[Probe]) -> dict[str, float]:
-    """Each study's (every replicate's) estimated seconds of a trial, proposal included, from its method's probe."""
+    """Each study's (every search's, up to max_replicates) estimated seconds of a trial, proposal included, from its
+    method's probe."""
     by_name = {p.study: p for p in probes}
     found = {}
     for _, config in campaign.task_campaigns():
         for method in config.methods:
             first = config.study(method)
-            for r in range(campaign.replicates):
+            for r in range(campaign.most_searches):
                 found[config.study(method, r).name] = by_name[first.name].trial_seconds + proposal_seconds(first)
     return found
+
+
+def unsaved_record(campaign: CampaignConfig) -> CampaignRecord:
+    """The settled campaign's first task as `compare` will store it, not stored: what verdict.design_of reads."""
+    config = campaign.task_campaigns()[0][1]
+    return CampaignRecord(0, config.name, config.methods, config.evaluation, max(1, config.replicates),
+                          config.budget, config.to_dict())
 
 
 def campaign_probes(campaign: CampaignConfig, device: str = "auto", precision: str = "auto") -> list[Probe]:
@@ -238,12 +284,11 @@ def plan_campaign(campaign: CampaignConfig, store: Store | None, workers: int, d
         i = dataset.class_names.index(rare_name)
         rare = RareClass(rare_name, (counts["train"][i],) * 2, (counts["val"][i],) * 2, (counts["test"][i],) * 2,
                          min(counts["test"]), max(counts["train"]))
-    design = design_of(campaign.evaluation, reference.objective, rare)
+    design = design_of(unsaved_record(campaign), rare)
     needs = pairs_may_need(design, counts["test"], None if rare is None else counts["test"][
-        dataset.class_names.index(rare.name)], len(campaign.methods) - 1, campaign.replicates)
-    return CampaignPlan(campaign.name, campaign.methods, reference.budget.trials, campaign.replicates,
-                        campaign.evaluation.seeds, design.max_seeds, work, probes, needs, dataset, rare_name,
-                        max(1, len(campaign.tasks)))
+        dataset.class_names.index(rare.name)], len(campaign.methods) - 1)
+    return CampaignPlan(campaign.name, campaign.methods, reference.budget.trials, design, work, probes, needs,
+                        dataset, rare_name, max(1, len(campaign.tasks)))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""What a campaign has left to train when `compare` starts, and about how long that takes: its studies' trials
-still to run and each task's first round of re-training runs (the later rounds, planned for power, may add up to
-`max_seeds` pairs), each costed from the stored trials and runs of its study, else of its method in the campaign's
-other studies (other tasks, other search replicates), else from a timing probe where one was taken
-(pipeline/compare/plan.py), else of any of its trials (a run costs what a trial does); unknown (None) before the
-campaign's first trial has ended, where no probe says."""
+"""What a campaign has left to train when `compare` starts, and about how long that takes: its first round's
+trials still to run (every search of the first look) and re-training runs (the later rounds, planned for power,
+may add searches up to `max_replicates` and pairs up to `max_seeds`), each costed from the stored trials and runs of
+its study, else of its method in the campaign's other studies (other tasks, other search replicates), else from a
+timing probe where one was taken (pipeline/compare/plan.py), else of any of its trials (a run costs what a trial
+does); unknown (None) before the campaign's first trial has ended, where no probe says."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +16,9 @@ from pipeline.store import Store, trial_budget, trials_ran
 
 @dataclass(frozen=True)
 class CampaignWork:
-    """A campaign's work left: `trials` to run, `runs` in the first rounds and at most `more_runs` in the rounds
-    after, on `workers` places at once; the seconds of each part summed over its units (None: no trial to go by)."""
+    """A campaign's work left: `trials` to run and `runs` in the first rounds, and at most `more_runs` runs (and
+    `more_trials` trials of later rounds' searches) in the rounds after, on `workers` places at once; the seconds of
+    each part summed over its units (None: no trial to go by)."""
 
     name: str
     trials: int
@@ -28,6 +29,7 @@ class CampaignWork:
     run_seconds: float | None
     more_seconds: float | None
     measured: int = 0  # the stored trials and runs the seconds come from
+    more_trials: int = 0
     probed: bool = False  # a timing probe gave the seconds of a study with nothing of its method stored
 
     def seconds(self) -> float | None:
@@ -56,9 +58,13 @@ class CampaignWork:
 def campaign_work(store: Store | None, campaign: CampaignConfig, workers: int = 1,
                   probed: Mapping[str, float] | None = None) -> CampaignWork:
     """The work `campaign` (settled) has left, read from `store` (read only; None: nothing stored yet), on `workers`
-    places; `probed`: a study's estimated seconds of a trial by its name, from a timing probe."""
+    places; `probed`: a study's estimated seconds of a trial by its name (every search's), from a timing probe."""
+    first = max(1, campaign.replicates)
+    probed = probed or {}
     studies = [(method, config.study(method, r)) for _, config in campaign.task_campaigns()
-               for r in range(campaign.replicates) for method in config.methods]
+               for r in range(first) for method in config.methods]
+    later = [(method, config.study(method, r)) for _, config in campaign.task_campaigns()
+             for r in range(first, campaign.most_searches) for method in config.methods]
     trial_times: dict[str, list[float]] = {}  # study -> its stored trials' seconds
     run_times: dict[str, list[float]] = {}  # study -> its stored re-training runs' seconds
     left: dict[str, tuple[int, int, int]] = {}  # study -> trials, first-round runs, later runs
@@ -91,8 +97,8 @@ def campaign_work(store: Store | None, campaign: CampaignConfig, workers: int = 
     for method, study in studies:
         if any(counts := left[study.name]):
             trial = first_mean(trial_times.get(study.name), trials_by_method.get(method))
-            if trial is None and (probed or {}).get(study.name) is not None:
-                trial, guessed = (probed or {})[study.name], True
+            if trial is None and study.name in probed:
+                trial, guessed = probed[study.name], True
             trial = trial if trial is not None else first_mean(every)
             run = first_mean(run_times.get(study.name), runs_by_method.get(method)) or trial
             costs.append((*counts, trial, run))
@@ -102,6 +108,18 @@ def campaign_work(store: Store | None, campaign: CampaignConfig, workers: int = 
     trial_seconds = sum(n * (trial or 0.0) for n, _, _, trial, _ in costs) if known else None
     run_seconds = sum(n * (run or 0.0) for _, n, _, _, run in costs) if known else None
     more_seconds = sum(n * (run or 0.0) for _, _, n, _, run in costs) if known else None
+    more_trials = 0
+    for method, study in later:  # later rounds' searches, none stored yet: each its trials and its most pairs
+        if store is None or store.study(study.name) is None:
+            more_trials += trial_budget(study, False)
+            more += most
+            trial = first_mean(trials_by_method.get(method))
+            if trial is None and study.name in probed:
+                trial, guessed = probed[study.name], True
+            trial = trial if trial is not None else first_mean(every)
+            run = first_mean(runs_by_method.get(method)) or trial
+            if more_seconds is not None and trial is not None and run is not None:
+                more_seconds += trial_budget(study, False) * trial + most * run
     measured = len(every) + sum(len(times) for times in run_times.values())
     return CampaignWork(campaign.name, trials, runs, more, max(1, workers), trial_seconds, run_seconds, more_seconds,
-                        measured, guessed)
+                        measured, more_trials, guessed)
