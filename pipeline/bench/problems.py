@@ -58,6 +58,7 @@ ERM_REPLAY_TABLE = REPLAY_TABLE.with_name("digits-erm.csv")
 CURVES_TABLE = REPLAY_TABLE.with_name("digits-hws-curves.csv")
 SPLITS_TABLE = REPLAY_TABLE.with_name("digits-hws-splits.csv")
 CHANCE = 0.1  # balanced accuracy of a uniform guess over the ten digits: what a failed run is worth
+COLLAPSED = 0.3  # a completed run this far below the median of its table's runs collapsed (split_sd)
 
 
 @dataclass(frozen=True)
@@ -374,7 +375,9 @@ def split_sd(path: Path = SPLITS_TABLE, objective: str = "val_balanced_accuracy"
     configurations x split seeds x training seeds (tools/replay_trials.py --splits): the two-way random-effects
     analysis of variance with replication, on the configurations whose every run completed. "interaction": the SD of
     the configuration-by-split term (what moves a search's ranking; the split term's `sd`), "split": the SD of the
-    split's main effect (every configuration alike), "seed": the training seed's SD within a cell."""
+    split's main effect (every configuration alike), "seed": the training seed's SD within a cell. A run that
+    collapsed (COLLAPSED below the median of all runs: near chance, though it completed) is a heavy tail no SD
+    describes: its configuration is left out, as one with a failed run, and "collapsed" counts such runs."""
     with path.open() as file:
         rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
     configs = sorted({int(r["config"]) for r in rows})
@@ -385,7 +388,9 @@ def split_sd(path: Path = SPLITS_TABLE, objective: str = "val_balanced_accuracy"
         if row["status"] == "completed":
             y[configs.index(int(row["config"])), splits.index(int(row["split"])), seeds.index(int(row["seed"]))] = \
                 float(row[objective])
-    y = y[~np.isnan(y).any(axis=(1, 2))]
+    completed = int(np.sum(~np.isnan(y)))
+    collapsed = y < np.nanmedian(y) - COLLAPSED
+    y = y[~(np.isnan(y) | collapsed).any(axis=(1, 2))]
     (c, p, n), cells = y.shape, y.mean(axis=2)
     residual = cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + cells.mean()
     ms_interaction = n * float(np.sum(residual ** 2)) / ((c - 1) * (p - 1))
@@ -393,7 +398,7 @@ def split_sd(path: Path = SPLITS_TABLE, objective: str = "val_balanced_accuracy"
     ms_split = c * n * float(np.sum((cells.mean(axis=0) - cells.mean()) ** 2)) / (p - 1)
     return {"interaction": math.sqrt(max(ms_interaction - ms_error, 0.0) / n), "seed": math.sqrt(ms_error),
             "split": math.sqrt(max(ms_split - ms_interaction, 0.0) / (c * n)), "configurations": c, "splits": p,
-            "seeds": n}
+            "seeds": n, "collapsed": int(collapsed.sum()), "completed": completed}
 
 
 def digits_hws_replay(table: ReplayTable) -> Problem:

@@ -150,11 +150,14 @@ def test_the_configuration_by_split_term_is_recovered_from_a_table_of_runs(tmp_p
         for s in range(splits):
             cell = 0.8 + config_effect[c] + split_effect[s] + rng.normal(0, 0.02)
             lines += [f"{c},{s},{t},completed,{cell + rng.normal(0, 0.01)}" for t in range(seeds)]
-    lines.append(f"{configs},0,0,failed,")  # a configuration with a failed run is left out
+    lines.append(f"{configs},0,0,failed,")  # a configuration with a failed or collapsed run is left out
+    lines += [f"{configs + 1},{s},{t},completed,{0.15 if (s, t) == (0, 0) else 0.8}" for s in range(splits)
+              for t in range(seeds)]
     path = tmp_path / "splits.csv"
     path.write_text("\n".join(lines) + "\n")
     found = split_sd(path)
     assert found["configurations"] == configs and (found["splits"], found["seeds"]) == (splits, seeds)
+    assert (found["collapsed"], found["completed"]) == (1, (configs + 1) * splits * seeds)
     assert found["interaction"] == pytest.approx(0.02, rel=0.15)
     assert found["seed"] == pytest.approx(0.01, rel=0.1)
 
