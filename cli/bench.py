@@ -432,7 +432,7 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], picks:
         write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
     checks = _surrogate_checks(problems or known_problems)
     tables = _search_tables(summaries, checkpoints, seeds, initial, split)
-    if fmt == "json":
+    if fmt == "json" and checks:
         tables.append(ReportTable("The replays' surrogates on configurations they were not fitted on", [], [], [],
                                   [{"problems": replays, **check} for replays, check in checks]))
     print_tables(tables, fmt, None, wide=True)
