@@ -130,6 +130,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     campaign = campaign.settle_strategy(None if known is None else known.config)
     campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
     campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
+    campaign = campaign.settle_pick(None if known is None else known.config)
     campaign = campaign.settle_rare_kept(None if known is None else known.config)
     campaign = campaign.settle_widen(None if known is None else known.config)
     campaign = campaign.settle_defaults(None if known is None else known.config)

@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 from pipeline.config import DataConfig
 from pipeline.errors import FieldError, UserError, did_you_mean
 from pipeline.methods import parse_method
-from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig,
+from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_PICK, EARLIER_PICK, PICKS, StudyConfig,
                                         apply_overrides, naming_overrides, parse_study, read_toml)
 
 REFERENCE = "erm"  # the method every other one is compared with
@@ -105,7 +105,9 @@ class Evaluation:
     seeds: int = 5
     max_seeds: int | None = MAX_SEEDS  # None: the file does not say (settle_max_seeds decides)
     seeds_per_round: int = 5
-    pick: str = DEFAULT_PICK  # which trial of each study is re-trained: the best observed, or the model's pick
+    # Which trial of each study is re-trained (PICKS). None: the file does not say; a new campaign then takes
+    # DEFAULT_PICK and a stored one keeps the pick it was stored with (settle_pick).
+    pick: str | None = None
     # Confirmation runs and search replicates draw the split again (see the module's docstring). None: the file
     # does not say; a new campaign then resplits and a stored one keeps what it was stored with (settle_resplit).
     resplit: bool | None = False
@@ -176,6 +178,15 @@ class CampaignConfig:
             return self
         resplit = stored if stored is not None else True
         return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
+
+    def settle_pick(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with `pick` decided where its file does not say: as the stored campaign (`stored`, its config
+        as stored; one stored before the pick was recorded re-trained the best observed, EARLIER_PICK), else (None:
+        not stored) DEFAULT_PICK."""
+        if self.evaluation.pick is not None:
+            return self
+        pick = DEFAULT_PICK if stored is None else (stored.get("evaluation") or {}).get("pick") or EARLIER_PICK
+        return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, pick=pick))
 
     def settle_max_seeds(self, stored: int | None) -> CampaignConfig:
         """The campaign with `max_seeds` decided where its file does not say: as stored (`stored`, the stored
@@ -328,8 +339,8 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     seeds = _int(source, table, "seeds", 5, "evaluate", 2)  # one seed gives no interval
     max_seeds = None if "max_seeds" not in table else _int(source, table, "max_seeds", seeds, "evaluate", seeds)
     per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
-    pick = table.pop("pick", DEFAULT_PICK)
-    if pick not in PICKS:
+    pick = table.pop("pick", None)
+    if pick is not None and pick not in PICKS:
         raise _fail(source, "evaluate.pick", f"must be one of {', '.join(PICKS)}, got {pick!r}")
     resplit = table.pop("resplit", None)
     if resplit is not None and not isinstance(resplit, bool):
