@@ -140,7 +140,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     # a bad data set of any task: before any write
     warnings = {task: _warnings(check_can_train(config.studies[REFERENCE], device, precision), config)
                 for task, config in tasks}
-    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)), on_reconnect=on_event)
     for study in campaign.all_studies():
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
     with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line

@@ -270,7 +270,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     runner = runner or InProcessRunner()
     study = as_stored(study, db)  # the data is checked at the size the trials will train at
     check_can_train(study, device, precision)
-    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)), on_reconnect=on_event)
     with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
         stored, study, log_path = prepare_study(store, study, log_file)
         with store.lock_study(stored) as lock, runner:
@@ -496,7 +496,8 @@ class StudyLoop:
         pending there and the next run requeues them (see `reconcile`). A loop that lost the study's lock writes
         nothing more: the study is another process's now, or the database cannot be reached (its trials are left
         running, and the next run requeues them)."""
-        if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
+        if (self.lock.lost is None and not isinstance(stop, DatabaseBusy)  # a busy database would refuse it too
+                and not (isinstance(stop, ServerLost) and not self.store.answers())):  # nor can a lost server
             self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
                                                 lock=self.lock)
 

@@ -68,6 +68,16 @@ class TrialEpoch:
     study: str = ""
 
 
+@dataclass(frozen=True)
+class TrialHandedBack:
+    """A worker left the cluster cleanly (stopped, not killed) while it trained a trial, which trains again from its
+    start on the next free worker: not interrupted, nothing stored (parallel studies only)."""
+
+    trial_index: int
+    worker: str
+    study: str = ""
+
+
 @functools.lru_cache(maxsize=2)
 def dataset_for(data: DataConfig, device: str) -> Dataset:
     """Decode and move a data set once per process; every trial or run on it indexes the same tensors."""
@@ -118,8 +128,9 @@ def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
 class TrialRunner(Protocol):
     """Where a study's trials train: up to `capacity` at once, and `ahead` more submitted to wait for the first
     free place (proposed while the others train); `submit` hands one over, `wait` returns the outcomes of those
-    that ended (at least one), passing progress events on meanwhile. Several studies may share one runner (a
-    campaign's, pipeline/search/studies.py): each outcome and progress event names its job's study."""
+    that ended (at least one; none when the capacity grew, a worker having joined), passing progress events on
+    meanwhile. Several studies may share one runner (a campaign's, pipeline/search/studies.py): each outcome and
+    progress event names its job's study."""
 
     @property
     def capacity(self) -> int: ...
