@@ -74,7 +74,7 @@ class EvaluationView:
             line = f"{event.variant}, seed {event.seed}: {event.reason}; it runs again"
         elif isinstance(event, TrialHandedBack):
             line = (f"run {event.trial_index}: its worker {event.worker} left the cluster; it trains again from its "
-                    "start on the next free worker")
+                    f"start on worker {event.to}")
         elif isinstance(event, RunEnded):
             self.running.pop(event.number, None)
             self.stored += 1

@@ -137,9 +137,9 @@ class StudyView:
             self.running[event.trial_index].update(epoch=event.epoch, epochs=event.epochs)
         elif isinstance(event, TrialHandedBack):
             if event.trial_index in self.running:
-                self.running[event.trial_index].update(worker="", epoch=0, started=time.monotonic())
+                self.running[event.trial_index].update(epoch=0)
             return (f"trial {event.trial_index}: its worker {event.worker} left the cluster; it trains again from "
-                    "its start on the next free worker")
+                    f"its start on worker {event.to}")
         elif isinstance(event, TrialEnded):
             trial = self.running.pop(event.trial_index, None) or dict(
                 k=self.ran + 1, parameters={}, started=time.monotonic(), worker="")

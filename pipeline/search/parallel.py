@@ -26,9 +26,6 @@ MAX_TRIALS_PER_GPU = 32
 # Trials proposed beyond the ones training, waiting on the cluster for the next free worker: the search proposes
 # while trials train, and a worker that ends a trial starts the next at once instead of waiting for Ax.
 AHEAD = 1
-# How many times one trial goes back to the cluster because its worker left cleanly, before it counts as
-# interrupted: a trial that makes every worker it runs on close (out of memory, say) is not handed round forever.
-HAND_BACKS = 3
 
 # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
 # system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
@@ -184,8 +181,9 @@ def trial_runner(workers: int | None = None, scheduler: str | None = None,
 
 class DaskRunner:
     """Up to `capacity` trials at once on Dask workers, and `ahead` more waiting for the first free one: submit one,
-    wait until some end. On an existing scheduler the capacity follows the workers that join and leave, and a
-    worker that leaves cleanly while it trains hands its trial back to the cluster."""
+    wait until some end. On an existing scheduler the capacity follows the workers that join and leave; the trial
+    of a worker that leaves goes back to the scheduler, which sends it to another (as its allowed-failures setting
+    says, 3 by default: a worker stopped cleanly never counts), and it trains again from its start."""
 
     ahead = AHEAD
 
@@ -196,7 +194,7 @@ class DaskRunner:
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
         self.threads = 0  # a scheduler's workers' threads when last asked
         self.filled_at = 0  # the capacity when a trial was last submitted
-        self.handed_back: dict[tuple[str, int], int] = {}  # (study, trial) -> times its worker left cleanly
+        self.trained_on: dict[tuple[str, int], str] = {}  # (study, trial) -> the worker it started on last
         self.client: Any = None
         self.cluster: Any = None
 
@@ -220,10 +218,11 @@ class DaskRunner:
         from pipeline.library_logs import quiet_libraries
 
         quiet_libraries(self.log_file)  # again, now that distributed has attached its own stderr handler
-        # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
-        # the study marks the trial interrupted and runs its parameters again, as after a killed run.
-        # The scheduler keeps a trial proposed ahead until a worker is free, rather than queuing it behind a running
-        # one on a busy worker while another worker idles.
+        # On the local cluster (its scheduler runs in this process, with this configuration) a worker that dies
+        # fails its task at once (KilledWorker) instead of Dask retrying it unseen: the study marks the trial
+        # interrupted and runs its parameters again, as after a killed run; an existing scheduler keeps its own
+        # settings. The scheduler keeps a trial proposed ahead until a worker is free, rather than queuing it behind
+        # a running one on a busy worker while another worker idles.
         dask.config.set({"distributed.scheduler.allowed-failures": 0,
                          "distributed.scheduler.worker-saturation": 1.0,
                          "distributed.nanny.pre-spawn-environ.DASK_LOGGING": repr(worker_logging(self.log_file)),
@@ -312,9 +311,7 @@ class DaskRunner:
                 outcome = future.result()
             elif future.status == "cancelled":
                 outcome = Outcome(trial_index, lost="its task was cancelled", study=study)
-            elif isinstance(error := future.exception(), KilledWorker) and self.hand_back(job, error, on_event):
-                continue
-            elif isinstance(error, KilledWorker):
+            elif isinstance(error := future.exception(), KilledWorker):
                 outcome = Outcome(trial_index, lost="its worker process died", study=study)
             elif isinstance(error, UserError):
                 raise error
@@ -322,25 +319,6 @@ class DaskRunner:
                 outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}", study=study)
             outcomes.append(outcome)
         return outcomes
-
-    def hand_back(self, job: TrialJob, error: Any, on_event: OnEvent) -> bool:
-        """Submit `job` again when the worker its task failed with (`error`, Dask's KilledWorker) closed itself
-        rather than died (it logged closing, as `dask worker` does when stopped with Ctrl-C or SIGTERM; one retired
-        by the scheduler hands its task back by itself), at most HAND_BACKS times; whether it was."""
-        worker = getattr(error, "last_worker", None)
-        key = (job.study.name, job.trial_index)
-        if worker is None or self.handed_back.get(key, 0) >= HAND_BACKS:
-            return False
-        try:
-            events = self.client.get_events(worker.address)
-        except OSError:
-            return False
-        if not any(event.get("action") == "closing-worker" for _, event in events if isinstance(event, dict)):
-            return False
-        self.handed_back[key] = self.handed_back.get(key, 0) + 1
-        self.submit(job)
-        on_event(TrialHandedBack(job.trial_index, str(worker.name), job.study.name))
-        return True
 
     def _pass_on_events(self, on_event: OnEvent) -> None:
         while True:
@@ -350,6 +328,10 @@ class DaskRunner:
                 return
             if "started" in event:
                 # Dask sets "worker" to its address
-                on_event(TrialRunning(event["trial"], event["name"], event.get("study", "")))
+                key, worker = (event.get("study", ""), event["trial"]), event["name"]
+                if self.trained_on.get(key, worker) != worker:  # the scheduler sent it elsewhere: its worker left
+                    on_event(TrialHandedBack(event["trial"], self.trained_on[key], worker, event.get("study", "")))
+                self.trained_on[key] = worker
+                on_event(TrialRunning(event["trial"], worker, event.get("study", "")))
             else:
                 on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"], event.get("study", "")))

@@ -70,11 +70,13 @@ class TrialEpoch:
 
 @dataclass(frozen=True)
 class TrialHandedBack:
-    """A worker left the cluster cleanly (stopped, not killed) while it trained a trial, which trains again from its
-    start on the next free worker: not interrupted, nothing stored (parallel studies only)."""
+    """A trial started again on another worker: the one it trained on (`worker`) left the cluster (stopped, or lost),
+    and the scheduler sent the trial to `to`, where it trains from its start; not interrupted, nothing stored
+    (parallel studies on an existing scheduler)."""
 
     trial_index: int
     worker: str
+    to: str
     study: str = ""
 
 
