@@ -19,6 +19,7 @@ from pipeline.training.models import check_weights
 from pipeline.methods import parse_method
 from pipeline.store import (DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus,
                             Widening, best_trial, trial_budget, trials_ran)
+from pipeline.store.records import EpochRecord
 from pipeline.search.bounds import searched_ranges, widenings
 from pipeline.spec.study_config import StudyConfig
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
@@ -147,6 +148,19 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
             requeued.append(row.trial_index)
             again.append(row.parameters)
     return sorted(requeued)
+
+
+def untold_prefixes(study: StudyConfig, trial: TrialRecord, trials: list[TrialRecord]) -> list[EpochRecord]:
+    """With search.epoch_prefixes, the epochs of trained trial `trial` that Ax is still to be told as prefixes of their
+    own (StudyLoop.tell_prefixes): every searched epoch count below the one it trained to (and, stopped early, the
+    count it stopped at), none once they were told (one transaction tells them all, or none)."""
+    if not study.epoch_prefixes or trial.prefix_of is not None or trial.status not in (TrialStatus.COMPLETED,
+                                                                                       TrialStatus.EARLY_STOPPED):
+        return []
+    if any(t.prefix_of == trial.trial_index for t in trials):
+        return []
+    counts = prefix_epochs(study.search, len(trial.epochs), trial.status == TrialStatus.COMPLETED)
+    return [e for e in trial.epochs if e.epoch in counts and e.splits is not None]
 
 
 def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
@@ -455,13 +469,7 @@ class StudyLoop:
         """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
         one `trial` trained to (and, stopped early, the count it stopped at), all in one transaction, unless they
         were told already (a resumed study: the transaction left all or none). Returns how many were told."""
-        if not self.study.epoch_prefixes or trial.prefix_of is not None or trial.status not in (TrialStatus.COMPLETED,
-                                                                                               TrialStatus.EARLY_STOPPED):
-            return 0
-        if any(t.prefix_of == trial.trial_index for t in trials):
-            return 0
-        counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == TrialStatus.COMPLETED)
-        observed = [e for e in trial.epochs if e.epoch in counts and e.splits is not None]
+        observed = untold_prefixes(self.study, trial, trials)
         if not observed:
             return 0
         observations = [({**trial.parameters, "epochs": e.epoch}, e.metrics)
