@@ -250,8 +250,9 @@ def test_a_worker_that_joins_gets_trials_and_one_stopped_cleanly_hands_its_trial
                                    "--name", "joined"], stdout=log, stderr=log, start_new_session=True,
                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
+        deadline = time.monotonic() + 120
         while len(rows(db, "select 1 from rt_trials where status = 'running'")) < 3:  # two places, one ahead
-            assert process.poll() is None, process.communicate()
+            assert process.poll() is None and time.monotonic() < deadline, "the joined worker's place was not used"
             time.sleep(0.05)
         first.send_signal(signal.SIGTERM)
         first.send_signal(signal.SIGCONT)
