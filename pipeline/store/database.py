@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from pipeline.errors import DatabaseBusy, ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store import lock as lock_module
-from pipeline.store.health import check_intact, fault_in, opened, watch
+from pipeline.store.health import check_intact, damaged_now, fault_in, opened, readable, watch
 from pipeline.store.lock import StudyLock, busy_error, is_busy, now, take_campaign_lock, take_lock
 from pipeline.store.reconnect import Reconnected, Reconnecting, database_server
 from pipeline.config import DEFAULT_DB, RunSettings
@@ -143,6 +143,7 @@ class Store:
         self.url = database_url(db, create)
         self.shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)  # for messages
         self.upgraded: str | None = None
+        self.readable: dict[int, bool] = {}  # in a damaged file, whether each study's records can be read
         write = create if write is None else write
         try:
             sqlite = sa.engine.make_url(self.url).get_backend_name() == "sqlite"  # its busy timeout: the lock wait
@@ -208,10 +209,24 @@ class Store:
 
     @_again_after_loss
     def all_studies(self) -> list[StudyRecord]:
-        """Every stored study, in the order they were stored."""
+        """Every stored study, in the order they were stored; in a damaged file (a reader's), those whose records can
+        all be read: the others are left out, and named in the reader's warning (health.damage_found)."""
         with self.engine.connect() as connection:
             rows = connection.execute(sa.select(studies).order_by(studies.c.id)).all()
-        return [_study_record(row) for row in rows]
+        found = [_study_record(row) for row in rows]
+        if damaged_now() and sqlite_file(self.url) is not None:
+            for study in found:
+                if study.id not in self.readable:  # read once
+                    self.readable[study.id] = readable(lambda: self._read_all(study), study.name, self.engine.url)
+            return [study for study in found if self.readable[study.id]]
+        return found
+
+    def _read_all(self, study: StudyRecord) -> None:
+        """Read every record of `study`: its trials with their curves, runs, widenings and importance."""
+        self.trials(study.id)
+        self.evaluations(study.id)
+        self.widenings(study.id)
+        self.importance(study.id)
 
     def require_study(self, name: str) -> StudyRecord:
         """The stored study `name`; a UserError naming the studies there are when there is none."""
