@@ -330,10 +330,12 @@ def create_ax_tables(engine: sa.Engine) -> None:
 
 
 def use_database(url: str) -> StorageConfig:
-    """Point Ax's process-wide SQL session at `url` and create its tables there."""
+    """Point Ax's process-wide SQL session at `url` and create its tables there; on a server, its connections are
+    tested before each use, as the Store's are (a restart between two uses passes unseen)."""
     factory = ax_db.SESSION_FACTORY
     if factory is None or ax_db.get_engine().url.render_as_string(hide_password=False) != url:
-        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None)
+        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None,  # tested as the Store's are
+                                              pool_pre_ping=sa.engine.make_url(url).get_backend_name() != "sqlite")
     watch(ax_db.get_engine())  # a fault Ax's retry hides is still the one named (pipeline/store/health.py)
     create_missing_tables(create_ax_tables, ax_db.get_engine())
     return StorageConfig(url=url)
