@@ -54,7 +54,7 @@ from sqlalchemy.orm import scoped_session, sessionmaker
 
 from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
-from pipeline.store import Reconnecting, create_missing_tables, watch
+from pipeline.store import Reconnecting, connect_args, create_missing_tables, watch
 from pipeline.spec.study_config import StudyConfig, gp_options
 
 if TYPE_CHECKING:
@@ -330,12 +330,15 @@ def create_ax_tables(engine: sa.Engine) -> None:
 
 
 def use_database(url: str) -> StorageConfig:
-    """Point Ax's process-wide SQL session at `url` and create its tables there; on a server, its connections are
-    tested before each use, as the Store's are (a restart between two uses passes unseen)."""
+    """Point Ax's process-wide SQL session at `url` and create its tables there; its connections wait for another
+    process's locks as long as the Store's, and on a server are tested before each use (a restart between two uses
+    passes unseen)."""
     factory = ax_db.SESSION_FACTORY
     if factory is None or ax_db.get_engine().url.render_as_string(hide_password=False) != url:
-        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None,  # tested as the Store's are
-                                              pool_pre_ping=sa.engine.make_url(url).get_backend_name() != "sqlite")
+        parsed = sa.engine.make_url(url)  # connections opened and tested as the Store's are
+        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None,
+                                              connect_args=connect_args(parsed),
+                                              pool_pre_ping=parsed.get_backend_name() != "sqlite")
     watch(ax_db.get_engine())  # a fault Ax's retry hides is still the one named (pipeline/store/health.py)
     create_missing_tables(create_ax_tables, ax_db.get_engine())
     return StorageConfig(url=url)

@@ -26,6 +26,9 @@ MAX_TRIALS_PER_GPU = 32
 # Trials proposed beyond the ones training, waiting on the cluster for the next free worker: the search proposes
 # while trials train, and a worker that ends a trial starts the next at once instead of waiting for Ax.
 AHEAD = 1
+# How many times one trial goes back to the cluster because its worker closed, before it counts as interrupted: a
+# trial that makes every worker it runs on close (out of memory, say) is not handed round forever.
+HAND_BACKS = 3
 
 # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
 # system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
@@ -182,8 +185,8 @@ def trial_runner(workers: int | None = None, scheduler: str | None = None,
 class DaskRunner:
     """Up to `capacity` trials at once on Dask workers, and `ahead` more waiting for the first free one: submit one,
     wait until some end. On an existing scheduler the capacity follows the workers that join and leave; the trial
-    of a worker that leaves goes back to the scheduler, which sends it to another (as its allowed-failures setting
-    says, 3 by default: a worker stopped cleanly never counts), and it trains again from its start."""
+    of a worker that leaves cleanly goes back to the scheduler, which sends it to another, where it trains again from
+    its start (Dask does so by itself within its allowed failures, 3 by default; `hand_back` where it allows none)."""
 
     ahead = AHEAD
 
@@ -195,6 +198,7 @@ class DaskRunner:
         self.threads = 0  # a scheduler's workers' threads when last asked
         self.filled_at = 0  # the capacity when a trial was last submitted
         self.trained_on: dict[tuple[str, int], str] = {}  # (study, trial) -> the worker it started on last
+        self.handed_back: dict[tuple[str, int], int] = {}  # (study, trial) -> times it went back to the cluster
         self.client: Any = None
         self.cluster: Any = None
 
@@ -311,7 +315,9 @@ class DaskRunner:
                 outcome = future.result()
             elif future.status == "cancelled":
                 outcome = Outcome(trial_index, lost="its task was cancelled", study=study)
-            elif isinstance(error := future.exception(), KilledWorker):
+            elif isinstance(error := future.exception(), KilledWorker) and self.hand_back(job, error):
+                continue
+            elif isinstance(error, KilledWorker):
                 outcome = Outcome(trial_index, lost="its worker process died", study=study)
             elif isinstance(error, UserError):
                 raise error
@@ -319,6 +325,24 @@ class DaskRunner:
                 outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}", study=study)
             outcomes.append(outcome)
         return outcomes
+
+    def hand_back(self, job: TrialJob, error: Any) -> bool:
+        """Submit `job` again when the worker its task failed with (`error`, Dask's KilledWorker) closed rather than
+        died: it logged its closing, as `dask worker` does when stopped with Ctrl-C or SIGTERM (a batch system's end
+        of a job), which a scheduler that allows no failures (the local cluster's, and one set up so) counts as a
+        failure. At most HAND_BACKS times a trial; whether it was submitted again."""
+        worker, key = getattr(error, "last_worker", None), (job.study.name, job.trial_index)
+        if worker is None or self.handed_back.get(key, 0) >= HAND_BACKS:
+            return False
+        try:
+            events = self.client.get_events(worker.address)
+        except OSError:
+            return False
+        if not any(isinstance(event, dict) and event.get("action") == "closing-worker" for _, event in events):
+            return False
+        self.handed_back[key] = self.handed_back.get(key, 0) + 1
+        self.submit(job)  # the line saying so comes when it starts on another worker
+        return True
 
     def _pass_on_events(self, on_event: OnEvent) -> None:
         while True:

@@ -146,11 +146,10 @@ class Store:
         self.readable: dict[int, bool] = {}  # in a damaged file, whether each study's records can be read
         write = create if write is None else write
         try:
-            sqlite = sa.engine.make_url(self.url).get_backend_name() == "sqlite"  # its busy timeout: the lock wait
+            url = sa.engine.make_url(self.url)
             # a server's connections are tested before each use, so a restart between two uses passes unseen
-            self.engine = sa.create_engine(
-                self.url, pool_pre_ping=not sqlite,
-                connect_args={"timeout": lock_module.LOCK_WAIT_MS / 1000} if sqlite else {"connect_timeout": 10})
+            self.engine = sa.create_engine(url, pool_pre_ping=url.get_backend_name() != "sqlite",
+                                           connect_args=lock_module.connect_args(url))
             self.reconnecting = Reconnecting.of(self.engine)  # an operation that lost its connection, made again
             if on_reconnect is not None:
                 self.reconnecting.notify = on_reconnect

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import sqlalchemy as sa
 
@@ -36,9 +36,9 @@ from pipeline.store.schema import campaign_locks, study_locks
 
 # A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
 LOCK_STALE_SECONDS = env_number("ROBUST_TUNE_LOCK_STALE_SECONDS", 120)
-# How long taking a lock waits for a row another transaction keeps locked on PostgreSQL (SQLite's wait is
-# the Store's busy timeout, the same), before saying the database is busy. ROBUST_TUNE_LOCK_WAIT_MS sets it
-# (the tests of a busy database wait less).
+# How long a write waits for a lock another transaction keeps (SQLite's busy timeout, PostgreSQL's lock_timeout:
+# `connect_args`), before saying the database is busy. ROBUST_TUNE_LOCK_WAIT_MS sets it (the tests of a busy
+# database wait less).
 LOCK_WAIT_MS = int(env_number("ROBUST_TUNE_LOCK_WAIT_MS", 5000))
 
 
@@ -104,7 +104,6 @@ def _take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table, wha
     mine = dict(token=token, pid=os.getpid(), host=host, heartbeat_at=now())
     try:
         with engine.begin() as connection:
-            _bounded_wait(connection)
             connection.execute(table.insert().values({key.name: study_id, **mine}))
         return StudyLock(engine, study_id, name, token, table)
     except sa.exc.IntegrityError:
@@ -128,17 +127,22 @@ def take_over(engine: sa.Engine, table: sa.Table, key_value: int, holder: sa.Row
     refreshed its heartbeat since it was read is alive, and keeps its lock. Whether it was taken."""
     key = table.primary_key.columns.values()[0]
     with engine.begin() as connection:
-        _bounded_wait(connection)
         return connection.execute(table.update().where(
             key == key_value, table.c.token == holder.token, table.c.heartbeat_at == holder.heartbeat_at)
             .values(**mine)).rowcount == 1
 
 
-def _bounded_wait(connection: sa.Connection) -> None:
-    """On PostgreSQL, make this transaction wait at most LOCK_WAIT_MS for a row another one keeps locked (a
-    paused holder's lock row), as SQLite's busy timeout does: else it would wait for as long as the pause."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(sa.text(f"SET LOCAL lock_timeout = {int(LOCK_WAIT_MS)}"))
+def connect_args(url: sa.URL, wait_ms: float | None = None) -> dict[str, Any]:
+    """What a connection to `url` opens with: a bound on waiting for a lock another process keeps (one paused in the
+    middle of a write: a lock row, a row, a table being created), `wait_ms` (by default LOCK_WAIT_MS) as SQLite's
+    busy timeout or PostgreSQL's lock_timeout, so that a write gives up and says so instead of waiting as long as the
+    pause; and on a server, at most 10 s to connect."""
+    wait = LOCK_WAIT_MS if wait_ms is None else wait_ms
+    if url.get_backend_name() == "sqlite":
+        return {"timeout": wait / 1000}
+    if url.get_backend_name() == "postgresql":
+        return {"connect_timeout": 10, "options": f"-c lock_timeout={int(wait)}"}
+    return {}
 
 
 def take_campaign_lock(engine: sa.Engine, campaign_id: int, name: str) -> StudyLock:

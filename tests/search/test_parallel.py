@@ -175,15 +175,17 @@ def test_local_workers_share_gpus_by_trials_per_gpu():
 
 @pytest.fixture
 def dask_cluster(tmp_path):
-    """A Dask scheduler and one worker of one thread, each in its own process as on a cluster: the scheduler's
-    address, its process and the worker's. Both are killed at the end."""
+    """A Dask scheduler that allows no failures (as the guide sets one up) and one worker of one thread under its
+    nanny, each in its own process group as on a cluster: the scheduler's address, its process and the worker's.
+    Both are killed at the end."""
     from distributed import Client
 
     dask, address = str(Path(sys.executable).with_name("dask")), f"tcp://127.0.0.1:{free_port()}"
     log = open(tmp_path / "dask.log", "w")
     scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                                  "--no-dashboard"], stdout=log, stderr=log, start_new_session=True)
-    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                                  "--no-dashboard"], stdout=log, stderr=log, start_new_session=True,
+                                 env={**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
+    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"],
                               stdout=log, stderr=log, start_new_session=True,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
@@ -243,7 +245,7 @@ def test_a_worker_that_joins_gets_trials_and_one_stopped_cleanly_hands_its_trial
         while not any(client.processing().values()):  # the first worker has started the first trial
             assert process.poll() is None, process.communicate()
             time.sleep(0.05)
-    first.send_signal(signal.SIGSTOP)  # held in the middle of it
+    os.killpg(first.pid, signal.SIGSTOP)  # held in the middle of it (the worker and its nanny)
     dask = str(Path(sys.executable).with_name("dask"))
     with open(tmp_path / "joined.log", "w") as log:
         joined = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
@@ -254,8 +256,8 @@ def test_a_worker_that_joins_gets_trials_and_one_stopped_cleanly_hands_its_trial
         while len(rows(db, "select 1 from rt_trials where status = 'running'")) < 3:  # two places, one ahead
             assert process.poll() is None and time.monotonic() < deadline, "the joined worker's place was not used"
             time.sleep(0.05)
-        first.send_signal(signal.SIGTERM)
-        first.send_signal(signal.SIGCONT)
+        first.send_signal(signal.SIGTERM)  # to `dask worker`, as Ctrl-C or a batch system's end of a job
+        os.killpg(first.pid, signal.SIGCONT)
         _, err = process.communicate(timeout=300)
     finally:
         os.killpg(joined.pid, signal.SIGKILL)

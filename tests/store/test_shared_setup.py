@@ -183,3 +183,27 @@ def test_two_machines_on_one_database_one_says_who_holds_the_study_and_a_paused_
     completed = [str(sorted(p.items())) for status, p in stored if status == "completed"]
     assert len(completed) == 2 and len(set(completed)) == 2
     assert ax_agrees(load_study(paths[1]), postgres_url, second_folder / "runs" / "robust-tune.log")
+
+
+def test_a_process_paused_while_it_creates_the_tables_keeps_another_one_waiting_a_bounded_time(tmp_path, cli,
+                                                                                                postgres_url,
+                                                                                                monkeypatch):
+    """One process stopped (Ctrl-Z, a frozen machine) while it creates Ax's tables in a new database keeps them
+    locked: another `run` there waits ROBUST_TUNE_LOCK_WAIT_MS and says so in one line, exit code 1, where it waited
+    for as long as the pause."""
+    from pipeline.store import database_url
+
+    monkeypatch.setattr(lock_module, "LOCK_WAIT_MS", 500)
+    engine = sa.create_engine(database_url(postgres_url))
+    paused = engine.connect()
+    paused.execute(sa.text("CREATE TABLE experiment_v2 (id integer)"))  # its transaction left open
+    try:
+        code, out, err = cli("run", str(study_file(tmp_path, "waits", params=FAST, trials=1)), "--db", postgres_url,
+                             "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+    finally:
+        paused.rollback()
+        paused.close()
+        engine.dispose()
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "could not run study waits: the database server 127.0.0.1:" in err
+    assert "is busy, another process keeps it locked in the middle of a write" in err
