@@ -779,11 +779,13 @@ def two_machines_case(server: Any, kind: str, rng: random.Random) -> dict:
 
 
 def dask_process(*args: str, folder: Path) -> subprocess.Popen:
-    """A Dask scheduler or worker of its own (its own process group), its output kept in `folder`."""
+    """A Dask scheduler (allowing no failures, as the guide sets one up) or worker (under its nanny) of its own (its
+    own process group), its output kept in `folder`."""
     dask = str(Path(sys.executable).with_name("dask"))
     log = open(folder / f"{args[0]}-{args[-1]}.log", "w")
     return subprocess.Popen([dask, *args], cwd=folder, stdout=log, stderr=log, start_new_session=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1",
+                                 "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
 
 
 def workers_case(server: Any, rng: random.Random) -> dict:
@@ -829,6 +831,7 @@ def workers_case(server: Any, rng: random.Random) -> dict:
     case: dict = {"kind": "workers", "stopped_while_running": stopped_while_running, "folder": str(folder)}
     case.update(answer_of(process, err))
     case.update(on_joined=err.count("on worker w1 completed"),
+                handed_back=err.count("left the cluster; it trains again"),
                 interrupted=len(query(url, "select 1 from rt_trials where status = 'interrupted'")),
                 budget_exact=ended_exactly(url, "battery", SHARED_BUDGET),
                 ax_agrees=ax_agrees(url, "battery", folder / "check.log"))
