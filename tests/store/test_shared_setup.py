@@ -1,6 +1,7 @@
 """A shared set-up on a real PostgreSQL server (a throwaway cluster, see conftest): the server restarts in the middle
-of a run's writes (ridden through: a pause and a line), two processes from two working folders on one database (one
-line naming the holder; a paused holder taken over without a duplicate)."""
+of a run's writes (ridden through: a pause and a line) or stays down (one line, exit 1, the resume exact), two
+processes from two working folders on one database (one line naming the holder; a paused holder taken over without a
+duplicate; a process paused while it creates the tables keeps the other waiting a bounded time)."""
 import os
 import shlex
 import signal
@@ -149,10 +150,10 @@ def stopped(pid: int) -> bool:
 
 def test_two_machines_on_one_database_one_says_who_holds_the_study_and_a_paused_holder_is_taken_over(
         tmp_path, cli, postgres_url, monkeypatch):
-    """Two working folders stand for two machines. While the first runs the study, the second's `run` is one line
-    naming the holder (exit 2). The first, paused once a trial is stored (before Ax hears of it) past the lock's
-    stale time, is taken over by the second, which ends the budget; continued, the first stops in one line and
-    writes nothing more: no parameters twice, Ax agreeing with the table."""
+    """Two working folders stand for two machines. The first, stopped once a trial is stored (before Ax hears of
+    it), holds the study: the second's `run` is one line naming it (exit 2). Past the lock's stale time the second
+    takes it over and ends the budget; continued, the first stops in one line and writes nothing more: no
+    parameters twice, Ax agreeing with the table."""
     first_folder, second_folder = tmp_path / "a", tmp_path / "b"
     first_folder.mkdir(), second_folder.mkdir()
     paths = [study_file(folder, "shared", params=FAST, trials=2) for folder in (first_folder, second_folder)]
