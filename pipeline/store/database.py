@@ -5,7 +5,8 @@ A study's row and Ax's experiment are created in one transaction, and deleted in
 written when it starts (so a crash leaves it visibly `running`) and completed in one transaction when it
 ends. The writes of a study's lock holder take its `lock`: each is then committed only while the holder
 still holds it (LockLost otherwise, and nothing written). Writers open the database at this version's
-schema (upgrading one written by an earlier version); readers never change it.
+schema (upgrading one written by an earlier version); readers never change it. On a server, a read or write that lost
+its connection (a restart) is made again once the server answers (reconnect.py).
 """
 from __future__ import annotations
 
@@ -254,7 +255,6 @@ class Store:
             pass
         return self.study(study.name)  # type: ignore[return-value]
 
-    @_again_after_loss
     def lock_study(self, study: StudyRecord) -> StudyLock:
         """Become the one process running `study`, taking over a stale lock; UserError while another holds it."""
         return take_lock(self.engine, study.id, study.name)
@@ -515,7 +515,6 @@ class Store:
             rows = connection.execute(sa.select(campaigns).order_by(campaigns.c.id)).all()
         return [_campaign_record(row) for row in rows]
 
-    @_again_after_loss
     def lock_campaign(self, campaign: CampaignRecord) -> StudyLock:
         """Become the one process running `campaign`; UserError while another `compare` of it runs."""
         return take_campaign_lock(self.engine, campaign.id, campaign.name)
