@@ -79,6 +79,7 @@ class Reconnecting:
         self.server = engine.dialect.name != "sqlite"
         self.disconnects = 0  # disconnects SQLAlchemy met on this engine (its handle_error event), from any thread
         self.disconnected_at = 0.0  # when it met the last one (time.monotonic)
+        self.disconnect = ""  # the driver's words for it
         if self.server:
             sa.event.listen(engine, "handle_error", self._met)
 
@@ -93,6 +94,7 @@ class Reconnecting:
         if context.is_disconnect:
             self.disconnects += 1
             self.disconnected_at = time.monotonic()
+            self.disconnect = _reason(context.original_exception)
 
     def run(self, operation: Callable[[], T], after_loss: Callable[[], None] = lambda: None) -> T:
         """`operation()`, run again once the server answers when it failed on a lost connection; `after_loss` runs
@@ -144,7 +146,8 @@ class Reconnecting:
         """Until the server answers; ServerLost, naming it and `error`'s cause, once RECONNECT_SECONDS have passed
         since `lost_at` without an answer."""
         while not self.answers():
-            if time.monotonic() - lost_at >= RECONNECT_SECONDS:
-                raise ServerLost(f"lost {database_server(self.engine.url)} ({_reason(error)}); it did not answer "
+            if time.monotonic() - lost_at >= RECONNECT_SECONDS:  # the driver's words, not a library's after them
+                reason = _reason(error) if isinstance(error, sa.exc.DBAPIError) else self.disconnect
+                raise ServerLost(f"lost {database_server(self.engine.url)} ({reason}); it did not answer "
                                  f"for {RECONNECT_SECONDS:.0f} s (ROBUST_TUNE_RECONNECT_SECONDS)")
             time.sleep(POLL_SECONDS)
