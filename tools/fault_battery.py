@@ -690,7 +690,8 @@ def down_case(server: Any, rng: random.Random) -> dict:
     _, err = process.communicate()
     case: dict = {"kind": "down", "stopped_after": round(time.perf_counter() - tick, 1)}
     case.update(answer_of(process, err))
-    case["names_server"] = f"127.0.0.1:{server.port}" in case["last_error"] and "resume with" in case["last_error"]
+    last = (answer_lines(err) or [""])[-1]
+    case["names_server"] = f"127.0.0.1:{server.port}" in last and "resume with" in last
     server.start()
     resumed = subprocess.run(command, cwd=folder, capture_output=True, text=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1", "ROBUST_TUNE_WORKERS": ""})
