@@ -35,8 +35,9 @@ demo: $(STAMP)
 	@echo "Pictures of the quickstart: runs/pictures/quickstart-*.png; all of it on one page: runs/quickstart.html"
 	@echo "The quickstart tuned hws alone. Is it better than plain training? Only against an ERM tuned as carefully:"
 	$(VENV)/bin/robust-tune compare studies/demo-campaign.toml
-	@echo "Above: hws and ERM, each tuned with 8 trials, re-trained on 5 (seed, split) pairs; the verdict says"
-	@echo "whether hws beats a tuned ERM on the rare digit, and how sure that is. More: studies/digits-campaign.toml"
+	@echo "Above: hws and ERM, each tuned once with 8 trials, re-trained on 5-10 (seed, split) pairs: the verdict"
+	@echo "is about these two configurations. Another search finds others; a campaign's default design repeats"
+	@echo "each search to count that (studies/digits-campaign.toml)."
 
 # ruff and mypy first (pyproject.toml says what each checks), then two test processes (pytest-xdist), each test module kept in one of them so its fixtures are built once;
 # one thread each, so the two do not fight over the cores.

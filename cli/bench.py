@@ -588,13 +588,31 @@ def bench_verdict(
         help="A true difference to simulate, in smallest effects (repeat; default 0, 0.5, 1 and 2).")] = None,
     methods: Annotated[Optional[int], typer.Option(min=1, max=20, help="Methods compared with ERM (default "
                                                                        "4).")] = None,
-    replicates: Annotated[Optional[int], typer.Option(min=1, max=20, help="Searches per method (default "
-                                                                          "1).")] = None,
-    seeds: Annotated[Optional[int], typer.Option(min=2, max=1000, help="The first round's pairs (default "
-                                                                       "5).")] = None,
+    replicates: Annotated[Optional[int], typer.Option(min=1, max=50, help="Searches per method at the first look "
+                                                                          "(default: a new campaign's, 3); alone, "
+                                                                          "the searches are fixed at that many and "
+                                                                          "rounds add pairs, as in a campaign "
+                                                                          "file.")] = None,
+    max_replicates: Annotated[Optional[int], typer.Option(min=1, max=50, help="The most searches per method: "
+                                                                              "rounds of searches up to it "
+                                                                              "(default 10).")] = None,
+    replicates_per_round: Annotated[Optional[int], typer.Option(min=1, max=50, help="Searches a later round adds "
+                                                                                    "(default 2).")] = None,
+    seeds: Annotated[Optional[int], typer.Option(min=1, max=1000, help="The first round's pairs (per search; "
+                                                                       "default 5).")] = None,
     seeds_per_round: Annotated[Optional[int], typer.Option(min=1, max=1000, help="Pairs per later round "
                                                                                   "(default 5).")] = None,
-    max_seeds: Annotated[Optional[int], typer.Option(min=2, max=1000, help="The most pairs (default 30).")] = None,
+    max_seeds: Annotated[Optional[int], typer.Option(min=1, max=1000, help="The most pairs (per search; default "
+                                                                           "10 with rounds of searches, 30 "
+                                                                           "with fixed ones).")] = None,
+    trim: Annotated[Optional[float], typer.Option(min=0.0, max=0.4, help="The share cut from each end for the "
+                                                                         "verdict's unit (default 0.2; 0: plain "
+                                                                         "means).")] = None,
+    image_correlation: Annotated[Optional[float], typer.Option(
+        min=0.0, max=0.99, help="How much a pair's runs share their test images: the copula correlation of two runs "
+                                "being right on one image (default: measured on the digits).")] = None,
+    collapse: Annotated[Optional[float], typer.Option(
+        min=0.0, max=0.5, help="The share of every method's runs that collapse (default 1 in 30; 0: none).")] = None,
     primary: Annotated[Optional[str], typer.Option(
         metavar="METRICS", help="The metrics decided on, comma-separated: accuracy, balanced, rare (default "
                                 "balanced,rare); the others are secondary.")] = None,
@@ -622,18 +640,21 @@ def bench_verdict(
     """Simulate whole campaigns to check the verdict is calibrated.
 
     Each simulated campaign draws every method's confirmation runs from a model whose truth is known (per metric:
-    ERM's level, the pair's split, the training seed, the method-by-split interaction, the search's luck and the
-    binomial noise of the test images), and takes the verdict exactly as `compare` does: the rounds, the planned
-    pairs and stopping, the simultaneous intervals over the family, equivalence, the search replicates. Every
-    method differs from ERM by the same true difference, 0, 0.5, 1 or 2 times each metric's smallest effect.
+    ERM's level, the pair's split, the training seed, the method-by-split interaction, each method's search luck,
+    runs that collapse, and the test images a pair's runs share), and takes the verdict exactly as `compare` does:
+    the pilot, the rounds of searches (or pairs) planned for power and stopping, the simultaneous intervals over
+    the family, equivalence, the trimmed units. Every method differs from ERM by the same true difference, 0, 0.5,
+    1 or 2 times each metric's smallest effect. The design is a new campaign's unless given.
 
     How to read it, each figure with its Monte Carlo standard error: Wrong words at 0 is the family-wise
     false-positive rate and at 1x the false equivalent (the design holds both to 5%); Power, the cells decided
-    rightly; Coverage, the share of each kind of printed interval that held the truth (the nominal level beside
-    it); Pairs used, what the campaigns spent. The figures come from --from CAMPAIGN's runs (what its runs cannot
-    tell apart is said under them), or are the digits campaign's; an option replaces one."""
+    rightly (and decided at all); Coverage, the share of each kind of printed interval that held the truth (the
+    nominal level beside it); Runs used, the searches and pairs the campaigns spent. The figures come from --from
+    CAMPAIGN's runs (what its runs cannot tell apart is said under them), or are the digits campaigns'; an option
+    replaces one."""
     fmt = chosen_format(format_, ("table", "markdown", "json"))
-    from pipeline.bench.verdict import SHORT_NAMES, default_model, model_from_campaign, simulate, verdict_bench_tables
+    from pipeline.bench.verdict import simulate, verdict_bench_tables
+    from pipeline.bench.verdict_model import SHORT_NAMES, default_model, model_from_campaign
 
     names = _primary(primary)
     effects = _per_metric("--smallest-effect", smallest_effect, SHORT_NAMES)
@@ -648,7 +669,9 @@ def bench_verdict(
         source = f"from campaign {from_}, {estimate.pairs} pairs"
         notes += list(estimate.notes)
     model = _given(model, names, effects, level, test_images, split_sd, seed_sd, interaction_sd, search_sd,
-                   replicates, seeds, seeds_per_round, max_seeds, correlation)
+                   correlation)
+    model = _design(model, replicates, max_replicates, replicates_per_round, seeds, seeds_per_round, max_seeds, trim,
+                    image_correlation, collapse)
     with stderr.status("simulating") as status:
         simulation = simulate(model, campaigns, seed, tuple(truth or (0.0, 0.5, 1.0, 2.0)), processes,
                               report=lambda message: status.update(message))
@@ -658,7 +681,7 @@ def bench_verdict(
 
 def _primary(primary: str | None) -> tuple[str, ...]:
     """--primary's metrics as the store names them."""
-    from pipeline.bench.verdict import SHORT_NAMES
+    from pipeline.bench.verdict_model import SHORT_NAMES
 
     if primary is None:
         return (SHORT_NAMES["balanced"], SHORT_NAMES["rare"])
@@ -693,12 +716,11 @@ def _per_metric(option: str, given: list[str] | None, metrics: dict[str, str]) -
 
 def _given(model: Any, primary: tuple[str, ...], effects: dict[str, float], level: list[str] | None,
            test_images: list[str] | None, split_sd: list[str] | None, seed_sd: list[str] | None,
-           interaction_sd: list[str] | None, search_sd: list[str] | None, replicates: int | None, seeds: int | None,
-           seeds_per_round: int | None, max_seeds: int | None, correlation: float | None) -> Any:
-    """The model with every figure and design choice given on the command line replacing its own."""
+           interaction_sd: list[str] | None, search_sd: list[str] | None, correlation: float | None) -> Any:
+    """The model with every figure given on the command line replacing its own."""
     from dataclasses import replace
 
-    from pipeline.bench.verdict import POINT, SHORT_NAMES, with_figures
+    from pipeline.bench.verdict_model import POINT, SHORT_NAMES, with_figures
 
     points = {"level": level, "split_sd": split_sd, "seed_sd": seed_sd, "interaction_sd": interaction_sd,
               "search_sd": search_sd}
@@ -717,12 +739,35 @@ def _given(model: Any, primary: tuple[str, ...], effects: dict[str, float], leve
         if value == 0 and key in primary:
             raise UserError(f"--smallest-effect: the smallest effect on {key} must be above 0")
     model = replace(with_figures(model, figures), primary=primary)
-    design = {name: value for name, value in (("replicates", replicates), ("seeds", seeds),
-                                              ("seeds_per_round", seeds_per_round), ("max_seeds", max_seeds),
-                                              ("correlation", correlation)) if value is not None}
-    model = replace(model, **design)
+    return model if correlation is None else replace(model, correlation=correlation)
+
+
+def _design(model: Any, replicates: int | None, max_replicates: int | None, per_round: int | None, seeds: int | None,
+            seeds_per_round: int | None, max_seeds: int | None, trim: float | None, image_correlation: float | None,
+            collapse: float | None) -> Any:
+    """The model with the design given on the command line: as a campaign file's, `--replicates` alone fixes the
+    searches (rounds then add pairs, up to 30 unless --max-seeds says)."""
+    from dataclasses import replace
+
+    from pipeline.spec.campaign_config import MAX_SEEDS
+
+    if replicates is not None and max_replicates is None:
+        model = replace(model, searches=replicates, max_searches=replicates,
+                        max_seeds=max_seeds or max(MAX_SEEDS, seeds or model.seeds))
+    elif replicates is not None or max_replicates is not None:
+        first = replicates or min(model.searches, max_replicates or model.max_searches)
+        model = replace(model, searches=first, max_searches=max(first, max_replicates or model.max_searches))
+    given = {name: value for name, value in (("searches_per_round", per_round), ("seeds", seeds),
+                                             ("seeds_per_round", seeds_per_round), ("max_seeds", max_seeds),
+                                             ("trim", trim), ("image_correlation", image_correlation))
+             if value is not None}
+    model = replace(model, **given)
+    if collapse is not None:
+        model = replace(model, collapse=(collapse,) * len(model.methods))
     if model.seeds > model.max_seeds:
         raise UserError(f"--seeds {model.seeds} is more than --max-seeds {model.max_seeds}")
+    if model.max_searches == 1 and model.seeds < 2:
+        raise UserError("--seeds: with one search the first round needs 2 pairs or more")
     return model
 
 

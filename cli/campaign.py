@@ -26,12 +26,18 @@ from pipeline.library_logs import check_log_file
 
 
 def round_line(event: Any) -> str:
-    """`round 2: erm, cb up to 20 pairs (30 runs, about 4:00 of training)`: what the next round trains, and
-    how long that takes by the runs so far."""
+    """`round 2: erm, cb up to 20 pairs (30 runs, about 4:00 of training)`, or with rounds of searches `round 2:
+    erm, cb: 5 searches of 7 pairs (4 new searches, 38 runs, about 4:00 of training)`: what the next round
+    trains, and how long that takes by the trials and runs so far."""
     took = "" if event.seconds is None else f", about {clock(event.seconds)} of training"
     task = "" if "." not in event.campaign else f"{event.campaign}: "
-    return (f"{task}round {event.number + 1}: {', '.join(event.methods)} up to {event.pairs} pairs "
-            f"({event.runs} run{'' if event.runs == 1 else 's'}{took})")
+    runs = f"{event.runs} run{'' if event.runs == 1 else 's'}"
+    if event.new_searches or event.searches > 1:
+        new = f"{event.new_searches} new search{'' if event.new_searches == 1 else 'es'}, " if event.new_searches \
+            else ""
+        return (f"{task}round {event.number + 1}: {', '.join(event.methods)}: {event.searches} "
+                f"search{'' if event.searches == 1 else 'es'} of {event.pairs} pairs ({new}{runs}{took})")
+    return f"{task}round {event.number + 1}: {', '.join(event.methods)} up to {event.pairs} pairs ({runs}{took})"
 
 
 def _pairs(event: Any) -> str:
@@ -47,6 +53,17 @@ def _pairs(event: Any) -> str:
     return f"search r's seed k on split seed {base} + r + k"
 
 
+def _design(event: Any) -> str:
+    """A campaign's searches and pairs (a CampaignStarted), in words."""
+    searches = f" x {event.replicates} searches" if event.replicates > 1 else ""
+    if event.max_replicates > event.replicates:
+        return (f"{event.budget} trials each{searches}, each search re-trained on {event.seeds} pairs (up to "
+                f"{event.max_seeds}, as the first searches plan); more searches in rounds planned for power, up to "
+                f"{event.max_replicates}")
+    rounds = f", more in rounds planned for power up to {event.max_seeds}" if event.max_seeds > event.seeds else ""
+    return f"{event.budget} trials each{searches}, then {event.seeds} pairs each{rounds}"
+
+
 def work_lines(work: Any) -> list[str]:
     """What a campaign has left to train and about how long it takes (a CampaignWork), before it starts: a line
     each, short enough for 80 columns."""
@@ -54,15 +71,19 @@ def work_lines(work: Any) -> list[str]:
         return []
     counts = [f"{work.trials} trial{'' if work.trials == 1 else 's'}" if work.trials else "",
               f"{work.runs} re-training run{'' if work.runs == 1 else 's'}" if work.runs else ""]
+    more = [f"{work.more_trials} more trials" if work.more_trials else "",
+            f"{work.more_runs} more runs" if work.more_runs else ""]
     lines = ["left to train: " + (", ".join(c for c in counts if c) or "no trial, no first-round run")
-             + (f"; later rounds up to {work.more_runs} more runs" if work.more_runs else "")]
+             + (f"; later rounds up to {' and '.join(m for m in more if m)}" if any(more) else "")]
     if (seconds := work.seconds()) is None:
         return [*lines, "expected time: known once the first trials end (none is stored yet)"]
     workers = f"{work.workers} worker{'' if work.workers == 1 else 's'}"
     lines.append(f"expected time: about {clock(seconds)} on {workers}, from {work.measured} stored "
                  f"trial{'' if work.measured == 1 else 's'} and runs")
     if work.more_runs and (most := work.most_seconds()) is not None:
-        lines.append(f"at most {clock(most)} if every later round runs up to its max_seeds pairs")
+        lines.append(f"at most {clock(most)} if every later round runs" + (" up to max_replicates searches and"
+                                                                           if work.more_trials else "")
+                     + " up to its max_seeds pairs")
     return lines
 
 
@@ -99,6 +120,7 @@ class CampaignClock:
                 self.done, self.last = self.done + self.weights[1], time.monotonic()
         elif isinstance(event, CampaignRound) and event.number > 0:  # a later round: the first ones are counted
             self.runs += event.runs
+            self.trials += event.new_searches * max(self.budgets.values(), default=0)
 
     def line(self) -> Text:
         """`campaign NAME: 24 trials, 10 runs to go; 3:12 elapsed, about 5:40 left`, counting down between ends;
@@ -214,13 +236,9 @@ class CampaignView:
             print_line(stderr, f"campaign {event.name} grows: task{'s' if len(event.added) > 1 else ''} {added} "
                        f"added; stored {kept_as}", markup=False, highlight=False)
         elif isinstance(event, CampaignStarted):
-            rounds = (f", more in rounds planned for power up to {event.max_seeds}"
-                      if event.max_seeds > event.seeds else "")
             task = "" if event.task is None else f", task {event.task} ({event.number}/{event.tasks})"
             print_line(stderr, f"campaign {event.name}{task}: {len(event.methods)} methods "
-                       f"({', '.join(event.methods)}), "
-                       f"{event.budget} trials each{f' x {event.replicates} searches' if event.replicates > 1 else ''}"
-                       f", then {event.seeds} pairs each{rounds}", highlight=False)
+                       f"({', '.join(event.methods)}), {_design(event)}", highlight=False)
             print_line(stderr, f"confirmation runs: {_pairs(event)}", highlight=False)
             if event.warning:
                 print_line(stderr, event.warning, markup=False, highlight=False)
@@ -259,8 +277,9 @@ def compare(
     precision: Precision = "auto",
     threads: Threads = None,
     replicates: Annotated[Optional[int], typer.Option(
-        help="Repeat each method's whole search with this many search seeds (the luck of the search counted "
-             "in the verdict); default: the file's `replicates`, else 1.")] = None,
+        help="Fix each method's whole searches at this many search seeds, as the file's `replicates` (1: one "
+             "search each, a verdict about those configurations); default: the file's, else a pilot of 3 and "
+             "rounds of more up to `max_replicates` (10).")] = None,
     workers: Workers = None,
     scheduler: Scheduler = None,
     trials_per_gpu: TrialsPerGpu = DEFAULT_TRIALS_PER_GPU,
@@ -279,8 +298,10 @@ def compare(
 
     The verdict decides on the primary metrics ([evaluate] primary: by default the test counterpart of the
     objective and the rare class): each method ends better, worse, equivalent (within the smallest effect,
-    [evaluate] smallest_effect) or undecided against ERM. Pairs come in rounds planned for 80% power, up to
-    max_seeds (default 30); each round says what it trains and about how long it takes."""
+    [evaluate] smallest_effect) or undecided against ERM. By default every method is searched several times
+    (a pilot of 3 searches, then rounds planned for 80% power up to 10), each search re-trained on a few pairs,
+    and the search is the unit of the test: the verdict is about the methods, not about one search's luck.
+    Each round says what it trains and about how long it takes."""
     from pipeline.compare.across_tasks import take_across_tasks
     from pipeline.compare.campaign import run_campaign
     from pipeline.spec.campaign_config import load_campaign

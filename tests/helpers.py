@@ -390,6 +390,7 @@ TWO_TASKS = """
 name = "pair"
 objective = "val_balanced_accuracy"
 methods = ["cb"]
+replicates = 1
 
 [data]
 name = "digits"

@@ -1,209 +1,37 @@
 """Is the verdict calibrated? (`robust-tune bench verdict`) Whole campaigns of the decision procedure
-(pipeline/compare/decision.py: the rounds, their planning and stopping, the family, equivalence, replicates) simulated
-under a generative model of the confirmation runs whose truth is known, and what the verdicts got right: the wrong
-words, the power, the coverage of every interval the verdict prints and the pairs it spent.
+(pipeline/compare/decision.py: the pilot, the rounds of searches or pairs, their planning and stopping, the family,
+equivalence, the trimmed units) simulated under a generative model of the confirmation runs whose truth is known
+(pipeline/bench/verdict_model.py: the split, the seed, method by split, each method's search luck, the test images a
+pair's runs share, runs that collapse), and what the verdicts got right: the wrong words, the power and the share
+decided, the coverage of every interval the verdict prints and the runs it spent.
 
-One run of method m on pair s of search replicate r, on one metric, in fractions of one (0.01 is a point):
-
-    p     = level + truth[m] + split[r, s] + interaction[m, r, s] + seed[m, r, s] + luck[m, r], clipped to [0, 1]
-    value = Binomial(test_images, p) / test_images   (p itself where the metric has no test images)
-
-Every term but the truth is normal with the metric's standard deviation (MetricModel says what each is). A run's
-terms are correlated across its metrics: each is sqrt(c) times a draw the metrics share plus sqrt(1 - c) times the
-metric's own (c the model's correlation); the binomial noise is each metric's own. A scenario gives every compared
-method the same true difference, a multiple of each metric's smallest effect (TRUTHS); the campaign's values of all
-max_seeds pairs go to decide(), which uses only what the campaign would have trained.
-
-Torch-free: numpy draws, decide() decides (20-50 ms a campaign, most of a simulation's time).
+A scenario gives every compared method the same true difference, a multiple of each metric's smallest effect
+(TRUTHS); the campaign's values up to the design's caps go to decide(), which uses only what the campaign would have
+trained. Torch-free: numpy draws, decide() decides (most of a simulation's time).
 """
 from __future__ import annotations
 
 import math
-import statistics
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from pipeline.compare.decision import Decisions, Design, Outcome, Values, decide
-from pipeline.compare.verdict import accuracy_bounds, campaign_runs, method_mean, run_values
-from pipeline.errors import UserError
+from pipeline.bench.verdict_model import (METRIC_LABELS, POINT, Model, Truth, as_values, draw_accuracies,
+                                          scenario_truth, TRUTH_DRAWS)
+from pipeline.compare.decision import Axis, Decisions, Outcome, Values, decide
+from pipeline.compare.verdict import accuracy_bounds, method_mean
 from pipeline.report.tables import Table
 
-POINT = 0.01
-METRIC_LABELS = {"test_accuracy": "test acc", "test_balanced_accuracy": "balanced",
-                 "smallest_class_accuracy": "rare class"}  # the verdict's labels for the metrics simulated
-SHORT_NAMES = {"accuracy": "test_accuracy", "balanced": "test_balanced_accuracy", "rare": "smallest_class_accuracy"}
-REFERENCE = "erm"
 TRUTHS = (0.0, 0.5, 1.0, 2.0)  # the scenarios: every compared method's true difference, in smallest effects
 PRINTED = 0.0005  # the verdict prints to 0.1 point: an interval's end within half of that holds a truth
-TRUTH_DRAWS = 400_000  # pairs drawn to compute a P(method > ERM) the model implies
 COVERAGES = {  # the intervals the verdict prints, by their label here
     "primary": "difference (cell)",  # a primary cell's simultaneous interval
     "family": "difference (family)",  # every primary cell's at once
     "secondary": "secondary 95%",  # a secondary metric's difference
     "improvement": "P>ERM 95%",  # Clopper-Pearson's, primary and secondary cells
-    "mean": "mean ± 95%",  # each method's mean accuracy, a t interval over its runs
+    "mean": "mean ± 95%",  # each method's mean accuracy, a t interval over its runs (or searches)
 }
-
-
-@dataclass(frozen=True)
-class MetricModel:
-    """One metric's generative model, every figure a fraction of one (0.01 is a point)."""
-
-    key: str  # the metric as the store and decide() name it (METRIC_LABELS)
-    level: float  # ERM's expected accuracy on a pair before the noise, the level the binomial noise is drawn at
-    test_images: int  # the test images the metric's binomial noise rests on; 0: no binomial noise
-    split_sd: float  # the pair's split: shared by every method of the pair, it cancels in a paired difference
-    seed_sd: float  # the training seed: each run's own run-to-run noise
-    interaction_sd: tuple[float, ...]  # per compared method: its difference to ERM varies with the split
-    search_sd: float  # a search's luck: one shift per (method, replicate), shared by all pairs of that search
-    smallest: float  # the smallest effect that matters; the scenarios' true differences are multiples of it
-
-
-@dataclass(frozen=True)
-class Model:
-    """A campaign's design and the generative model of its confirmation values."""
-
-    methods: tuple[str, ...]  # ERM first
-    metrics: tuple[MetricModel, ...]
-    primary: tuple[str, ...]  # the metrics decided on; the others are secondary (95% intervals, no word)
-    replicates: int = 1
-    seeds: int = 5
-    seeds_per_round: int = 5
-    max_seeds: int = 30
-    correlation: float = 0.5  # of a run's normal terms across its metrics
-    alpha: float = 0.05
-
-    def design(self) -> Design:
-        """The decision procedure's design for this campaign."""
-        return Design(self.primary, {m.key: m.smallest for m in self.metrics if m.key in self.primary}, self.seeds,
-                      self.seeds_per_round, self.max_seeds, self.alpha)
-
-    def metric(self, key: str) -> MetricModel:
-        """The model of metric `key`."""
-        return next(m for m in self.metrics if m.key == key)
-
-
-def default_model(methods: int = 4) -> Model:
-    """The digits campaign's set-up (studies/digits-campaign.toml: 37 test images of the rare digit, about 400 in
-    all; tuned ERM near 95% balanced and 50% on the rare digit, which moves 5-15 points with the split)."""
-    def metric(key: str, level: float, images: int, split: float, seed: float, interaction: float,
-               smallest: float) -> MetricModel:
-        return MetricModel(key, level * POINT, images, split * POINT, seed * POINT, (interaction * POINT,) * methods,
-                           0.0, smallest * POINT)
-
-    return Model((REFERENCE, *[f"m{i}" for i in range(1, methods + 1)]),
-                 (metric("test_accuracy", 95, 396, 1.0, 0.7, 0.5, 1),
-                  metric("test_balanced_accuracy", 95, 396, 1.0, 0.7, 0.5, 1),
-                  metric("smallest_class_accuracy", 50, 37, 8, 4, 3, 5)),
-                 ("test_balanced_accuracy", "smallest_class_accuracy"))
-
-
-# --- one campaign's values ---------------------------------------------------------------------------------------
-
-def _mixed(rng: np.random.Generator, shape: tuple[int, ...], metrics: int, correlation: float) -> np.ndarray:
-    """Standard normal draws of `shape` for each metric, correlated `correlation` across the metrics."""
-    shared = rng.standard_normal(shape)
-    own = rng.standard_normal((metrics, *shape))
-    return math.sqrt(correlation) * shared + math.sqrt(1 - correlation) * own
-
-
-def true_levels(model: Model, truth: float) -> np.ndarray:
-    """p before the noise, (metric, method): the level plus each compared method's true difference."""
-    return np.array([[m.level] + [m.level + truth * m.smallest] * (len(model.methods) - 1) for m in model.metrics])
-
-
-def draw_accuracies(model: Model, truth: float, rng: np.random.Generator) -> np.ndarray:
-    """One campaign's values, (metric, method, replicate, pair), every pair up to max_seeds."""
-    k, methods, r, s = len(model.metrics), len(model.methods), model.replicates, model.max_seeds
-    c = model.correlation
-    split, interaction = _mixed(rng, (r, s, 1), k, c), _mixed(rng, (r, s, methods), k, c)
-    seed, luck = _mixed(rng, (r, s, methods), k, c), _mixed(rng, (r, 1, methods), k, c)
-    levels = true_levels(model, truth)
-    values = np.empty((k, methods, r, s))
-    for i, m in enumerate(model.metrics):
-        interaction_sd = np.array([0.0, *m.interaction_sd])
-        p = (levels[i] + m.split_sd * split[i] + interaction_sd * interaction[i] + m.seed_sd * seed[i]
-             + m.search_sd * luck[i])  # (replicate, pair, method)
-        p = np.clip(p, 0.0, 1.0)
-        drawn = rng.binomial(m.test_images, p) / m.test_images if m.test_images > 0 else p
-        values[i] = np.moveaxis(drawn, 2, 0)
-    return values
-
-
-def as_values(model: Model, drawn: np.ndarray) -> dict[str, dict[str, dict[tuple[int, int], float]]]:
-    """The drawn values as decide() reads them: method -> metric -> (replicate, pair) -> value."""
-    keys = [(r, s) for r in range(model.replicates) for s in range(model.max_seeds)]
-    return {method: {m.key: dict(zip(keys, drawn[i, j].ravel().tolist())) for i, m in enumerate(model.metrics)}
-            for j, method in enumerate(model.methods)}
-
-
-# --- the truth a verdict's intervals should contain --------------------------------------------------------------
-
-def expected_clipped(mean: float, sd: float) -> float:
-    """E[clip(X, 0, 1)] for X normal (mean, sd): a run's expected accuracy (the binomial noise keeps it)."""
-    if sd == 0:
-        return min(1.0, max(0.0, mean))
-    from scipy.special import ndtr
-
-    def above(a: float) -> float:  # E[max(X - a, 0)]
-        z = (mean - a) / sd
-        return (mean - a) * float(ndtr(z)) + sd * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-
-    return above(0.0) - above(1.0)
-
-
-def run_sd(m: MetricModel, method: int) -> float:
-    """The standard deviation of a run's p before clipping, over splits, seeds and searches (method 0: ERM)."""
-    interaction = m.interaction_sd[method - 1] if method else 0.0
-    return math.sqrt(m.split_sd ** 2 + interaction ** 2 + m.seed_sd ** 2 + m.search_sd ** 2)
-
-
-def probability_of_improvement(m: MetricModel, method: int, truth: float, rng: np.random.Generator,
-                               draws: int = TRUTH_DRAWS) -> float:
-    """The model's P(method beats ERM on a pair), ties counted half, by drawing `draws` pairs (their own splits,
-    seeds and searches): what the verdict's P>ERM estimates."""
-    split = m.split_sd * rng.standard_normal(draws)
-
-    def accuracy(level: float, interaction: float) -> np.ndarray:
-        p = (level + split + interaction * rng.standard_normal(draws) + m.seed_sd * rng.standard_normal(draws)
-             + m.search_sd * rng.standard_normal(draws))
-        p = np.clip(p, 0.0, 1.0)
-        return rng.binomial(m.test_images, p) / m.test_images if m.test_images > 0 else p
-
-    mine, erm = accuracy(m.level + truth * m.smallest, m.interaction_sd[method - 1]), accuracy(m.level, 0.0)
-    return float(np.mean(mine > erm) + 0.5 * np.mean(mine == erm))
-
-
-@dataclass(frozen=True)
-class Truth:
-    """What a scenario's verdicts should find: per (method, metric), the expected accuracy, the difference to ERM
-    and P(method > ERM)."""
-
-    multiple: float  # every compared method's true difference, in smallest effects
-    accuracy: dict[tuple[str, str], float]
-    difference: dict[tuple[str, str], float]
-    improvement: dict[tuple[str, str], float]
-
-
-def scenario_truth(model: Model, multiple: float, seed: int, draws: int = TRUTH_DRAWS) -> Truth:
-    """The truths of the scenario where every compared method differs from ERM by `multiple` smallest effects."""
-    accuracy, difference, improvement = {}, {}, {}
-    cache: dict[tuple[str, float], float] = {}
-    for i, m in enumerate(model.metrics):
-        erm = expected_clipped(m.level, run_sd(m, 0))
-        accuracy[(model.methods[0], m.key)] = erm
-        for j, method in enumerate(model.methods[1:], start=1):
-            mine = expected_clipped(m.level + multiple * m.smallest, run_sd(m, j))
-            accuracy[(method, m.key)] = mine
-            difference[(method, m.key)] = mine - erm
-            same = (m.key, m.interaction_sd[j - 1])  # methods alike in the model share one truth
-            if same not in cache:
-                rng = np.random.default_rng([seed, 7919, i, j, int(round(1000 * multiple))])
-                cache[same] = probability_of_improvement(m, j, multiple, rng, draws)
-            improvement[(method, m.key)] = cache[same]
-    return Truth(multiple, accuracy, difference, improvement)
 
 
 # --- one campaign's verdict, scored ------------------------------------------------------------------------------
@@ -239,12 +67,13 @@ def _covers(low: float | None, high: float | None, truth: float) -> bool | None:
 
 @dataclass(frozen=True)
 class Scored:
-    """One simulated campaign: each primary cell's word, and for each interval kind whether each printed interval
-    held its truth (None: none printed)."""
+    """One simulated campaign: each primary cell's word, for each interval kind whether each printed interval held
+    its truth (None: none printed), and what it spent: pairs per search and searches per method."""
 
     words: dict[tuple[str, str], Outcome]
     covers: dict[str, list[bool | None]]
     pairs: dict[str, int]
+    searches: dict[str, int]
 
 
 def score(model: Model, decisions: Decisions, values: Values, truth: Truth) -> Scored:
@@ -262,14 +91,15 @@ def score(model: Model, decisions: Decisions, values: Values, truth: Truth) -> S
         if cell.improvement is not None:
             covers["improvement"].append(_covers(cell.improvement.low, cell.improvement.high, truth.improvement[key]))
     for method in model.methods:
-        keys = [(r, s) for r in range(model.replicates) for s in range(decisions.pairs.get(method, 0))]
+        searches = decisions.searches.get(method, 0)
+        keys = [(r, s) for r in range(searches) for s in range(decisions.pairs.get(method, 0))]
         for m in model.metrics:
             runs = {k: values[method][m.key][k] for k in keys}
-            if len(runs) >= 2:
-                bounds = accuracy_bounds(*method_mean(runs, model.replicates))  # the interval the verdict prints
+            if len(runs) >= 2:  # the interval the verdict prints
+                bounds = accuracy_bounds(*method_mean(runs, searches, model.trim))
                 low, high = (None, None) if bounds is None else bounds
                 covers["mean"].append(_covers(low, high, truth.accuracy[(method, m.key)]))
-    return Scored(words, covers, dict(decisions.pairs))
+    return Scored(words, covers, dict(decisions.pairs), dict(decisions.searches))
 
 
 def simulate_campaign(model: Model, truth: Truth, seed: int, index: int) -> Scored:
@@ -278,8 +108,7 @@ def simulate_campaign(model: Model, truth: Truth, seed: int, index: int) -> Scor
     rng = np.random.default_rng([seed, int(round(1000 * truth.multiple)), index])
     values = as_values(model, draw_accuracies(model, truth.multiple, rng))
     names = [m.key for m in model.metrics]
-    return score(model, decide(values, model.methods, model.design(), model.replicates, secondary=names), values,
-                 truth)
+    return score(model, decide(values, model.methods, model.design(), secondary=names), values, truth)
 
 
 # --- many campaigns, summarised ----------------------------------------------------------------------------------
@@ -323,10 +152,12 @@ class Scenario:
     wrong_cells: Rate  # cells with a wrong word
     false_equivalent: Rate  # campaigns with a wrong `equivalent` (at a true difference of a smallest effect or more)
     correct: dict[tuple[str, str], Rate]  # per cell: decided, and rightly
+    decided: dict[tuple[str, str], Rate]  # per cell: decided, whatever the word
     words: dict[tuple[str, str], dict[str, float]]  # per cell: the share of each word
     coverage: dict[str, Rate]  # per interval kind (COVERAGES)
     missing: dict[str, int]  # per interval kind: intervals the verdict could not give (too few units)
-    pairs: dict[str, Rate]  # per method: the mean pairs per replicate it was compared on
+    pairs: dict[str, Rate]  # per method: the mean pairs per search it was compared on
+    searches: dict[str, Rate]  # per method: the mean searches it was compared on
 
 
 def summarise(model: Model, truth: Truth, scored: list[Scored]) -> Scenario:
@@ -337,10 +168,11 @@ def summarise(model: Model, truth: Truth, scored: list[Scored]) -> Scenario:
         return wrong(outcome, word_truth(truth, key, smallest[key[1]]), smallest[key[1]])
 
     cells = list(scored[0].words) if scored else []
-    correct, words = {}, {}
+    correct, decided, words = {}, {}, {}
     for key in cells:
         got = [s.words.get(key, Outcome.UNDECIDED) for s in scored]
         correct[key] = share([o is not Outcome.UNDECIDED and not bad(key, o) for o in got])
+        decided[key] = share([o is not Outcome.UNDECIDED for o in got])
         words[key] = {o.value: sum(g is o for g in got) / len(got) for o in Outcome}
     coverage, missing = {}, {}
     for kind in COVERAGES:
@@ -354,9 +186,11 @@ def summarise(model: Model, truth: Truth, scored: list[Scored]) -> Scenario:
                           [len(s.words) for s in scored]),
         false_equivalent=share([any(o is Outcome.EQUIVALENT and bad(k, o) for k, o in s.words.items())
                                 for s in scored]),
-        correct=correct, words=words, coverage=coverage, missing=missing,
+        correct=correct, decided=decided, words=words, coverage=coverage, missing=missing,
         pairs={method: ratio([s.pairs.get(method, 0) for s in scored], [1.0] * len(scored))
-               for method in model.methods})
+               for method in model.methods},
+        searches={method: ratio([s.searches.get(method, 0) for s in scored], [1.0] * len(scored))
+                  for method in model.methods})
 
 
 def _job(arguments: tuple[Model, Truth, int, range]) -> list[Scored]:
@@ -409,201 +243,6 @@ def _run(batches: list[Any], processes: int) -> Any:
         yield from pool.map(_job, batches)
 
 
-# --- the figures of a stored campaign ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Estimate:
-    """The figures read off a stored campaign's confirmation runs, and what they could not tell apart."""
-
-    methods: tuple[str, ...]  # ERM first, then the methods with pairs enough to estimate from
-    metrics: tuple[MetricModel, ...]
-    correlation: float
-    pairs: int  # ERM's pairs per replicate
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _pooled_variance(by_replicate: list[list[float]]) -> float:
-    """The variance within replicates, pooled (the searches' luck is constant within one)."""
-    return statistics.fmean([statistics.variance(rep) for rep in by_replicate])
-
-
-def _pooled_covariance(a: list[list[float]], b: list[list[float]]) -> float:
-    """The covariance within replicates of two paired series, pooled."""
-    return statistics.fmean([statistics.covariance(x, y) for x, y in zip(a, b)])
-
-
-Keys = list[list[tuple[int, int]]]  # per search replicate, the (replicate, pair) keys a figure rests on
-
-
-def estimate(values: Values, methods: Sequence[str], replicates: int, test_images: Mapping[str, int],
-             smallest: Mapping[str, float]) -> Estimate:
-    """Each metric's variance components from a campaign's runs (method -> metric -> (replicate, pair) -> value):
-    the split (the variance across pairs of the mean over methods, less what the runs' own noise leaves in that
-    mean), the within-pair spread of each method's difference to ERM less the binomial noise (seed and
-    method-by-split together), the searches' luck (replicates >= 2) and the correlation of the differences across
-    metrics; `test_images`: per metric, the images its binomial noise rests on. A method's difference rests on
-    the pairs it shares with ERM, the split on those every method has."""
-    reference = methods[0]
-    compared = [m for m in methods[1:] if _pairs(_common_keys(values, [reference, m], replicates)) >= 2]
-    if not compared:
-        raise UserError("the campaign has no method besides ERM with 2 or more pairs in each search replicate: "
-                        "the spread of a difference needs 2")
-    shared = {m: _common_keys(values, [reference, m], replicates) for m in compared}
-    everyone = _common_keys(values, [reference, *compared], replicates)
-    metrics, remainders = [], {}
-    for key in METRIC_LABELS:
-        fitted, remainders[key] = _metric_estimate(values, reference, shared, everyone, key, test_images.get(key, 0),
-                                                   smallest.get(key, POINT), replicates)
-        metrics.append(fitted)
-    notes = ["seed and method-by-split come together: each pair is its own split and seed, so a difference's "
-             "spread cannot tell them apart; the least spread method's is taken as seed noise (half on each "
-             "side of a difference), the rest of each method's as its method-by-split"]
-    if replicates < 2:
-        notes.append("search luck 0: one search per method cannot measure it (replicates = 2 or more would)")
-    if not any(test_images.values()):
-        notes.append("no binomial noise: the runs store no test image counts (runs before 0.7.0), so it is "
-                     "inside the seed noise")
-    if len(compared) < len(methods) - 1:
-        notes.append("left out, too few pairs: " + ", ".join(m for m in methods[1:] if m not in compared))
-    model_methods = (reference, *compared)
-    correlation = _correlation(values, reference, shared, remainders)
-    return Estimate(model_methods, tuple(metrics), correlation, _pairs(_common_keys(values, [reference], replicates)),
-                    tuple(notes))
-
-
-def _pairs(keys: Keys) -> int:
-    """The pairs per replicate that `keys` holds in every replicate."""
-    return min((len(k) for k in keys), default=0)
-
-
-def _common_keys(values: Values, methods: Sequence[str], replicates: int) -> Keys:
-    """Per replicate, the pairs every method of `methods` has on every simulated metric with a number."""
-    keys = []
-    for r in range(replicates):
-        mine: set[tuple[int, int]] | None = None
-        for method in methods:
-            for key in METRIC_LABELS:
-                have = {k for k, v in values.get(method, {}).get(key, {}).items() if k[0] == r and not math.isnan(v)}
-                mine = have if mine is None else mine & have
-        keys.append(sorted(mine or ()))
-    return keys
-
-
-def _binomial_variance(runs: Sequence[float], images: int) -> float:
-    """The mean binomial variance of runs measured on `images` test images (p(1 - p)/(n - 1): unbiased for
-    p(1 - p)/n at the run's own p)."""
-    if images < 2 or not runs:
-        return 0.0
-    return statistics.fmean([v * (1 - v) / (images - 1) for v in runs])
-
-
-def _differences(values: Values, method: str, reference: str, metric: str, keys: Keys) -> list[list[float]]:
-    """The method's differences to ERM on `keys`, one list per replicate."""
-    return [[values[method][metric][k] - values[reference][metric][k] for k in rep] for rep in keys]
-
-
-def _runs(values: Values, method: str, metric: str, keys: Keys) -> list[float]:
-    """The method's values on `keys`, every replicate's in one list."""
-    return [values[method][metric][k] for rep in keys for k in rep]
-
-
-def _metric_estimate(values: Values, reference: str, shared: Mapping[str, Keys], everyone: Keys, metric: str,
-                     images: int, smallest: float, replicates: int) -> tuple[MetricModel, float]:
-    """One metric's model from the runs, and the mean spread of a difference less its binomial noise."""
-    erm = _runs(values, reference, metric, _common_keys(values, [reference], replicates))
-    binomial = {m: _binomial_variance(_runs(values, m, metric, keys), images) for m, keys in shared.items()}
-    binomial[reference] = _binomial_variance(erm, images)
-    remainder = {m: max(0.0, _pooled_variance(_differences(values, m, reference, metric, keys)) - binomial[m]
-                        - binomial[reference]) for m, keys in shared.items()}
-    seed = min(remainder.values()) / 2  # a variance
-    interaction = {m: math.sqrt(max(0.0, r - 2 * seed)) for m, r in remainder.items()}
-    split = 0.0
-    if _pairs(everyone) >= 2:
-        methods = [reference, *shared]
-        means = [[statistics.fmean(values[m][metric][k] for m in methods) for k in rep] for rep in everyone]
-        noise = sum(seed + interaction.get(m, 0.0) ** 2 + binomial[m] for m in methods) / len(methods) ** 2
-        split = math.sqrt(max(0.0, _pooled_variance(means) - noise))
-    luck = 0.0
-    if replicates >= 2:
-        between = []
-        for m, keys in shared.items():
-            by_replicate = _differences(values, m, reference, metric, keys)
-            between.append(statistics.variance([statistics.fmean(rep) for rep in by_replicate])
-                           - _pooled_variance(by_replicate) / _pairs(keys))
-        luck = math.sqrt(max(0.0, statistics.fmean(between)) / 2)
-    model = MetricModel(metric, statistics.fmean(erm), images, split, math.sqrt(seed), tuple(interaction.values()),
-                        luck, smallest)
-    return model, statistics.fmean(remainder.values())
-
-
-def _correlation(values: Values, reference: str, shared: Mapping[str, Keys], remainders: Mapping[str, float]) -> float:
-    """The correlation of a method's differences to ERM across the metrics (pooled within replicates, less the
-    binomial noise each metric has of its own), averaged over the metric pairs, in [0, 1]."""
-    found = []
-    metrics = list(METRIC_LABELS)
-    for i, a in enumerate(metrics):
-        for b in metrics[i + 1:]:
-            if remainders[a] <= 0 or remainders[b] <= 0:
-                continue
-            covariance = statistics.fmean([_pooled_covariance(_differences(values, m, reference, a, keys),
-                                                              _differences(values, m, reference, b, keys))
-                                           for m, keys in shared.items()])
-            found.append(covariance / math.sqrt(remainders[a] * remainders[b]))
-    return min(1.0, max(0.0, statistics.fmean(found))) if found else 0.0
-
-
-def test_images_of(runs: Sequence[Any]) -> dict[str, int]:
-    """Per metric, the test images its binomial noise rests on, the median over the runs of their stored counts
-    (run.per_class["counts"]["test"]): all of them for the test accuracy, K^2 / sum(1/n_c) for the balanced
-    accuracy (the mean of K class accuracies has the variance of one on that many), the smallest training class's
-    for the rare class; none where no run stores its counts."""
-    found: dict[str, list[int]] = {key: [] for key in METRIC_LABELS}
-    for run in runs:
-        counts = (run.per_class or {}).get("counts", {}).get("test")
-        if not counts:
-            continue
-        sizes = [n for n in counts.values() if n > 0]
-        found["test_accuracy"].append(sum(sizes))
-        found["test_balanced_accuracy"].append(round(len(sizes) ** 2 / sum(1 / n for n in sizes)) if sizes else 0)
-        rare = min(run.train_class_counts, key=lambda name: run.train_class_counts[name])
-        found["smallest_class_accuracy"].append(counts.get(rare, 0))
-    return {key: int(statistics.median(sizes)) if sizes else 0 for key, sizes in found.items()}
-
-
-def campaign_values(store: Any, campaign: Any) -> tuple[dict[str, dict[str, dict[tuple[int, int], float]]], list[Any]]:
-    """A stored campaign's re-trained (tuned) runs as the verdict reads them: each method's metrics per (replicate,
-    pair), and the runs themselves. Reads only."""
-    runs = campaign_runs(store, campaign)
-    return run_values(runs), [run for by_key in runs.values() for run in by_key.values()]
-
-
-def model_from_campaign(store: Any, campaign: Any, primary: Sequence[str]) -> tuple[Model, Estimate]:
-    """The model of a stored campaign: its methods, replicates and rounds, the figures its runs give and the
-    default smallest effects."""
-    values, runs = campaign_values(store, campaign)
-    smallest = {m.key: m.smallest for m in default_model(1).metrics}
-    estimated = estimate(values, campaign.methods, campaign.replicates, test_images_of(runs), smallest)
-    evaluation = campaign.evaluation
-    model = Model(estimated.methods, estimated.metrics, tuple(primary), campaign.replicates, evaluation.seeds,
-                  evaluation.seeds_per_round, max(evaluation.max_seeds, evaluation.seeds), estimated.correlation)
-    return model, estimated
-
-
-def with_figures(model: Model, figures: Mapping[str, Mapping[str, float]]) -> Model:
-    """The model with figures given per metric replacing its own: `figures` maps a MetricModel field (level,
-    test_images, split_sd, seed_sd, interaction_sd, search_sd, smallest) to metric -> value, in fractions."""
-    metrics = []
-    for m in model.metrics:
-        changes: dict[str, Any] = {}
-        for name, by_metric in figures.items():
-            if m.key in by_metric:
-                value = by_metric[m.key]
-                changes[name] = (int(value) if name == "test_images" else
-                                 (float(value),) * len(m.interaction_sd) if name == "interaction_sd" else float(value))
-        metrics.append(replace(m, **changes))
-    return replace(model, metrics=tuple(metrics))
-
-
 # --- the tables --------------------------------------------------------------------------------------------------
 
 def _points(value: float) -> str:
@@ -632,33 +271,49 @@ def _record(rate: Rate) -> dict[str, float | int | None]:
     return {"value": number(rate.value), "se": number(rate.se), "units": rate.units}
 
 
+def _span(values: Sequence[float]) -> str:
+    """A per-method figure in points: one value, or its range over the methods."""
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    return _points(low) if round(low / POINT, 1) == round(high / POINT, 1) else f"{_points(low)}-{_points(high)}"
+
+
+def design_text(model: Model) -> str:
+    """The campaign's design simulated, in words."""
+    compared = len(model.methods) - 1
+    methods = f"{compared} method{'s' if compared > 1 else ''} against ERM ({', '.join(model.methods[1:])})"
+    if model.design().axis is Axis.SEARCHES:
+        runs = (f"a pilot of {model.searches} searches per method of {model.seeds} pairs each plans the pairs per "
+                f"search (up to {model.max_seeds}) and the searches, {model.searches_per_round} a round up to "
+                f"{model.max_searches}")
+    else:
+        runs = (f"{model.searches} search{'es' if model.searches > 1 else ''} each; pairs {model.seeds}, then "
+                f"{model.seeds_per_round} a round up to {model.max_seeds}")
+    unit = f"{100 * model.trim:g}% trimmed units" if model.trim else "means"
+    collapse = ", ".join(f"{100 * model.collapse_rate(j):.1f}" for j in range(len(model.methods)))
+    return (f"{methods}; {runs}; {unit}; alpha {100 * model.alpha:g}%; the normal terms of a run correlated "
+            f"{model.correlation:.2f} across its metrics; a pair's runs share their test images (correlation "
+            f"{model.image_correlation:.2f}); runs that collapse (%, ERM first): {collapse}.")
+
+
 def figures_table(model: Model, source: str, notes: Sequence[str] = ()) -> Table:
     """The figures simulated, per metric, in points: where they come from and what the campaign's design is."""
     rows, records = [], []
     for m in model.metrics:
-        low, high = min(m.interaction_sd, default=0.0), max(m.interaction_sd, default=0.0)
-        interaction = _points(low) if round(low / POINT, 1) == round(high / POINT, 1) else \
-            f"{_points(low)}-{_points(high)}"
         primary = m.key in model.primary
         rows.append([METRIC_LABELS[m.key], "primary" if primary else "second.", _points(m.level),
-                     str(m.test_images or "-"), _points(m.split_sd), _points(m.seed_sd), interaction,
-                     _points(m.search_sd), _points(m.smallest)])
+                     str(m.test_images or "-"), _points(m.split_sd), _points(m.seed_sd), _span(m.interaction_sd),
+                     _span(m.search_sd), _points(m.smallest)])
         records.append({"metric": m.key, "primary": primary, "level": m.level, "test_images": m.test_images,
                         "split_sd": m.split_sd, "seed_sd": m.seed_sd, "interaction_sd": list(m.interaction_sd),
-                        "search_sd": m.search_sd, "smallest_effect": m.smallest})
-    compared = len(model.methods) - 1
-    design = (f"{compared} method{'s' if compared > 1 else ''} against ERM ({', '.join(model.methods[1:])}), "
-              f"{model.replicates} search{'es' if model.replicates > 1 else ''} each; pairs {model.seeds}, then "
-              f"{model.seeds_per_round} a round up to {model.max_seeds}; alpha {100 * model.alpha:g}%; the normal "
-              f"terms of a run correlated {model.correlation:.2f} across its metrics.")
+                        "search_sd": list(m.search_sd), "smallest_effect": m.smallest, "collapsed": m.collapsed})
     legend = ("Points: ERM = ERM's expected accuracy before the noise; images = the test images its binomial "
               "noise rests on; then standard deviations: the split (shared by a pair's methods), the training seed "
               "(each run's own), method x split (a method's difference to ERM moving with the split), search (a "
-              "search's luck, shared by its pairs); effect = the smallest effect that matters (a secondary "
-              "metric's only scales its true differences).")
+              "search's luck, shared by its pairs; ERM's and each method's); effect = the smallest effect that "
+              "matters (a secondary metric's only scales its true differences).")
     return Table(f"Figures simulated ({source})", ["metric", "role", "ERM", "images", "split", "seed",
                                                    "m x split", "search", "effect"],
-                 rows, [design, *notes, legend], records)
+                 rows, [design_text(model), *notes, legend], records)
 
 
 def errors_table(simulation: Simulation) -> Table:
@@ -679,17 +334,18 @@ def errors_table(simulation: Simulation) -> Table:
 
 
 def power_table(simulation: Simulation) -> Table:
-    """Per primary cell, the share decided rightly at each true difference above 0."""
+    """Per primary cell, the share decided rightly at each true difference above 0, and the share decided."""
     scenarios = [s for s in simulation.scenarios if s.multiple > 0]
     cells = list(scenarios[0].correct) if scenarios else []
     rows, records = [], []
     for key in cells:
-        rows.append([key[0], METRIC_LABELS.get(key[1], key[1]), *[_pm(s.correct[key]) for s in scenarios]])
+        rows.append([key[0], METRIC_LABELS.get(key[1], key[1]),
+                     *[f"{_pm(s.correct[key], digits=0)} ({100 * s.decided[key].value:.0f})" for s in scenarios]])
         for s in scenarios:
             records.append({"method": key[0], "metric": key[1], "truth": s.multiple, "right": _record(s.correct[key]),
-                            "words": s.words[key]})
+                            "decided": _record(s.decided[key]), "words": s.words[key]})
     notes = ["Right: better, or equivalent where the truth is inside ± the smallest effect (at 0.5x); undecided is "
-             "never right. --format json has the share of each word."]
+             "never right. In brackets, the share decided (any word). --format json has the share of each word."]
     return Table("Power: cells decided rightly (%)", ["method", "metric", *[_truth_label(s.multiple)
                                                                             for s in scenarios]], rows, notes, records)
 
@@ -713,7 +369,7 @@ def coverage_table(simulation: Simulation) -> Table:
              "each method's mean accuracy over its runs (Student's t). Truth: the model's expected difference "
              "or accuracy, and its P(method beats ERM), ties half, from a large draw. An interval the verdict "
              "could not give (too few units) is left out."]
-    if model.replicates == 1 and any(m.search_sd > 0 for m in model.metrics):
+    if model.max_searches == 1 and any(max(m.search_sd) > 0 for m in model.metrics):
         notes.append("With one search per method its luck is in every pair: no interval can contain it, so they "
                      "cover the search's result, not the method's (replicates = 2 or more count it).")
     return Table("Coverage (%)", ["interval", *[_truth_label(s.multiple) for s in simulation.scenarios], "nominal"],
@@ -721,15 +377,17 @@ def coverage_table(simulation: Simulation) -> Table:
 
 
 def pairs_table(simulation: Simulation) -> Table:
-    """Per method, the mean pairs per replicate the campaigns spent, per true difference."""
+    """Per method, the mean searches and pairs per search the campaigns spent, per true difference."""
     rows, records = [], []
-    for method in simulation.model.methods:
-        rows.append([method, *[_pm(s.pairs[method], 1.0) for s in simulation.scenarios]])
-        records += [{"method": method, "truth": s.multiple, "pairs": _record(s.pairs[method])}
-                    for s in simulation.scenarios]
-    notes = [f"Mean pairs per search (of at most {simulation.model.max_seeds}) each method was trained on, ERM "
-             f"the most; {1000 * simulation.seconds_per_campaign:.0f} ms a simulated campaign here."]
-    return Table("Pairs used", ["method", *[_truth_label(s.multiple) for s in simulation.scenarios]], rows, notes,
+    model = simulation.model
+    for method in model.methods:
+        rows.append([method, *[f"{s.searches[method].value:.1f} x {s.pairs[method].value:.1f}"
+                               for s in simulation.scenarios]])
+        records += [{"method": method, "truth": s.multiple, "pairs": _record(s.pairs[method]),
+                     "searches": _record(s.searches[method])} for s in simulation.scenarios]
+    notes = [f"Mean searches x pairs per search (at most {model.max_searches} x {model.max_seeds}) each method was "
+             f"trained on, ERM the most; {1000 * simulation.seconds_per_campaign:.0f} ms a simulated campaign here."]
+    return Table("Runs used", ["method", *[_truth_label(s.multiple) for s in simulation.scenarios]], rows, notes,
                  records)
 
 

@@ -48,6 +48,7 @@ class CampaignStarted:
     task: str | None = None  # with several tasks: the one starting, the `number`-th of `tasks`
     number: int = 1
     tasks: int = 1
+    max_replicates: int = 1  # more than `replicates`: rounds of searches up to it
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,9 @@ class CampaignTogether:
 
 @dataclass(frozen=True)
 class CampaignRound:
-    """The next round of confirmation runs, as the decisions plan it: `methods` (ERM first) re-trained up to
-    `pairs` pairs, `runs` runs in all, about `seconds` of training (None: no run to go by yet)."""
+    """The next round, as the decisions plan it: `methods` (ERM first) searched `searches` times each and every
+    search re-trained up to `pairs` pairs: `new_searches` searches and `runs` runs in all, about `seconds` of
+    training (None: nothing to go by yet)."""
 
     campaign: str  # the task's campaign name
     pairs: int
@@ -93,6 +95,8 @@ class CampaignRound:
     runs: int
     seconds: float | None
     number: int  # the look it leads to, 1-based (the first round is look 1)
+    searches: int = 1  # searches per method the round reaches
+    new_searches: int = 0  # the searches it runs (every method's)
 
 
 @dataclass(frozen=True)
@@ -126,14 +130,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
 
     reader = reading_store(db)
     known = None if reader is None else reader.campaign(campaign.name)  # read only: nothing is created yet
-    campaign = campaign.settle_image_size(None if known is None else known.config)  # before the data is checked
-    campaign = campaign.settle_strategy(None if known is None else known.config)
-    campaign = campaign.settle_resplit(None if known is None else known.evaluation.resplit)
-    campaign = campaign.settle_max_seeds(None if known is None else known.evaluation.max_seeds)
-    campaign = campaign.settle_rare_kept(None if known is None else known.config)
-    campaign = campaign.settle_widen(None if known is None else known.config)
-    campaign = campaign.settle_defaults(None if known is None else known.config)
-    campaign = campaign.settle_replicate_seeds(None if known is None else known.config)
+    campaign = campaign.settled(None if known is None else known.config)  # before the data is checked
     if threads is not None:
         campaign = campaign.with_threads(threads)
     tasks = campaign.task_campaigns()
@@ -167,7 +164,8 @@ def _started(campaign: CampaignConfig, config: CampaignConfig, task: str | None,
     return CampaignStarted(campaign.name, campaign.methods, reference.budget.trials, campaign.replicates,
                            campaign.evaluation.seeds, campaign.evaluation.max_seeds or campaign.evaluation.seeds,
                            bool(campaign.evaluation.resplit), reference.data.split_seed,
-                           campaign.replicate_seeds or APART, warning, reference.data, task, number, tasks)
+                           campaign.replicate_seeds or APART, warning, reference.data, task, number, tasks,
+                           campaign.most_searches)
 
 
 def _warnings(thin: str | None, config: CampaignConfig) -> str | None:
@@ -205,8 +203,9 @@ def _searches_ended(summary: CampaignSummary, config: CampaignConfig, set_aside:
 
 def _next_round(store: Store, record: CampaignRecord, config: CampaignConfig, set_aside: dict[str, str],
                 workers: int = 1) -> CampaignRound | None:
-    """The round task `config` (stored as `record`) trains next, as its decisions plan it from what is stored
-    (pipeline/compare/decision.py); None once every primary cell is decided or the budget is spent."""
+    """The round task `config` (stored as `record`) runs next, as its decisions plan it from what is stored
+    (pipeline/compare/decision.py): the searches it needs and the pairs each is re-trained on; None once every
+    primary cell is decided or the budget is spent."""
     from pipeline.compare.verdict import campaign_decisions
 
     decisions = campaign_decisions(store, record, list(set_aside))
@@ -214,7 +213,7 @@ def _next_round(store: Store, record: CampaignRecord, config: CampaignConfig, se
         return None
     seconds = None if decisions.round_seconds is None else decisions.round_seconds / max(1, workers)
     return CampaignRound(config.name, decisions.next_pairs, (REFERENCE, *decisions.needing), decisions.round_runs,
-                         seconds, len(decisions.looks))
+                         seconds, len(decisions.looks), decisions.next_searches, decisions.round_searches)
 
 
 def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, seeds: int) -> Plan:
@@ -286,27 +285,43 @@ def _run_tasks(store: Store, record: CampaignRecord, campaign: CampaignConfig,
                tasks: list[tuple[int, str | None, CampaignConfig]], count: int, warnings: dict[str | None, str | None],
                summary: CampaignSummary, db: str | None, device: str, on_event: OnEvent, runner: _Shared,
                precision: str, log_file: str | Path) -> None:
-    """Tasks `tasks` (each numbered among `count`, as a one-task campaign): their studies still to search, then
-    their re-training runs in looks (`_retrain`)."""
-    studies = []
+    """Tasks `tasks` (each numbered among `count`, as a one-task campaign) in rounds: at each, every task whose
+    verdict is still open runs the searches its decisions ask for (ERM's and each open method's), then re-trains
+    every one of those searches up to the round's pairs; a task's decisions are taken again from what is stored
+    after each round, and a task settled gets no later one. The first round is the pilot (or, with fixed searches,
+    every search and the first pairs)."""
     for number, task, config in tasks:
         on_event(_started(campaign, config, task, number, count, warnings[task]))
-        studies += [(config, method, config.study(method, replicate))
-                    for replicate in range(config.replicates) for method in config.methods]
-    start = time.perf_counter()
-    set_aside: dict[str, dict[str, str]] = {config.name: {} for _, _, config in tasks}
-    for (config, method, _), result in _search(store, studies, runner, db, device, on_event, precision, log_file):
-        summary.trials_run += result.completed + result.failed
-        if result.best is None:
-            why = set_aside[config.name][method] = result.stopped or "no completed trial"
-            on_event(MethodSetAside(_label(summary, config, method), why))
-    summary.search_seconds += time.perf_counter() - start
-    for _, _, config in tasks:
-        _searches_ended(summary, config, set_aside[config.name])
-    start = time.perf_counter()
-    _retrain(store, [(record if task is None else record.task(task), config) for _, task, config in tasks],
-             set_aside, summary, device, precision, on_event, runner)
-    summary.retrain_seconds += time.perf_counter() - start
+    records = [(record if task is None else record.task(task), config) for _, task, config in tasks]
+    set_aside: dict[str, dict[str, str]] = {config.name: {} for _, config in records}
+    last: list[CampaignRound] = []
+    while True:
+        rounds = [(config, round_) for task_record, config in records
+                  if (round_ := _next_round(store, task_record, config, set_aside[config.name], runner.capacity))]
+        if not rounds or [r for _, r in rounds] == last:
+            return  # every task decided or out of budget; or nothing was added last time (every run failed)
+        last = [r for _, r in rounds]
+        for _, round_ in rounds:
+            on_event(round_)
+        studies = [(config, method, config.study(method, replicate)) for config, round_ in rounds
+                   for method in round_.methods for replicate in range(round_.searches)]
+        start = time.perf_counter()
+        newly_aside = False
+        for (config, method, _), result in _search(store, studies, runner, db, device, on_event, precision, log_file):
+            summary.trials_run += result.completed + result.failed
+            if result.best is None and method not in set_aside[config.name]:
+                why = set_aside[config.name][method] = result.stopped or "no completed trial"
+                on_event(MethodSetAside(_label(summary, config, method), why))
+                newly_aside = True
+        summary.search_seconds += time.perf_counter() - start
+        for config, _ in rounds:
+            _searches_ended(summary, config, set_aside[config.name])
+        if newly_aside:
+            last = []
+            continue  # the round is planned again without the methods set aside
+        start = time.perf_counter()
+        _retrain(store, rounds, summary, device, precision, on_event, runner)
+        summary.retrain_seconds += time.perf_counter() - start
 
 
 SearchStep = tuple[CampaignConfig, str, StudyConfig]  # a study of a task's campaign, and its method
@@ -320,47 +335,35 @@ def _search(store: Store, studies: list[SearchStep], runner: _Shared, db: str | 
     from pipeline.search.study import run_study
 
     pending = [step for step in studies if not _searched(store, step[2])]
-    if runner.one_slot:
-        done = []
-        for number, step in enumerate(studies, start=1):
-            on_event(CampaignStage("search", step[1], step[2].name, number, len(studies)))
-            if step in pending:
-                done.append((step, run_study(step[2], db, device, None, log_file, on_event, runner, precision)))
-        return done
     if not pending:
         return []
+    if runner.one_slot:
+        done = []
+        for number, step in enumerate(pending, start=1):
+            on_event(CampaignStage("search", step[1], step[2].name, number, len(pending)))
+            done.append((step, run_study(step[2], db, device, None, log_file, on_event, runner, precision)))
+        return done
     on_event(CampaignTogether("search", tuple(study.name for _, _, study in pending), len(studies) - len(pending)))
     return list(zip(pending, run_studies([study for _, _, study in pending], runner, db, device, log_file, on_event,
                                          precision)))
 
 
-def _retrain(store: Store, tasks: list[tuple[CampaignRecord, CampaignConfig]], set_aside: dict[str, dict[str, str]],
-             summary: CampaignSummary, device: str, precision: str, on_event: OnEvent, runner: _Shared) -> None:
-    """Re-train in looks planned for power: at each look, the runs of every task whose verdict is still open (ERM and
-    each open method, every replicate), one after another with one slot, together on workers; a task's verdict is
-    taken after each look as alone, and a task settled at a look gets no later one."""
-    from pipeline.compare.evaluate import run_evaluation, run_evaluations
+def _retrain(store: Store, rounds: list[tuple[CampaignConfig, CampaignRound]], summary: CampaignSummary, device: str,
+             precision: str, on_event: OnEvent, runner: _Shared) -> None:
+    """Re-train the round's runs: every search of ERM and of each open method up to the round's pairs, one after
+    another with one slot, together on workers."""
+    from pipeline.compare.evaluate import missing_runs, run_evaluation, run_evaluations
 
-    last: list[CampaignRound] = []
-    while True:
-        rounds = [(config, round_) for record, config in tasks
-                  if (round_ := _next_round(store, record, config, set_aside[config.name], runner.capacity))]
-        if not rounds or [r for _, r in rounds] == last:
-            return  # every task decided or out of budget; or nothing was added last time (every run failed)
-        last = [r for _, r in rounds]
-        steps = []
-        for config, round_ in rounds:
-            on_event(round_)
-            steps += [(config, method, replicate, round_.pairs)
-                      for method in round_.methods for replicate in range(config.replicates)]
-        if runner.one_slot:
-            for number, (config, method, replicate, pairs) in enumerate(steps, start=1):
-                on_event(CampaignStage("re-train", method, config.study(method, replicate).name, number, len(steps),
-                                       pairs))
-                plan = _plan(store, config, method, replicate, pairs)
-                summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner)
-            continue
-        plans = [_plan(store, *step) for step in steps]
-        on_event(CampaignTogether("re-train", tuple(plan.study.name for plan in plans),
+    steps = [(config, method, replicate, round_.pairs) for config, round_ in rounds
+             for method in round_.methods for replicate in range(round_.searches)]
+    plans = [(step, plan) for step in steps if missing_runs(store, plan := _plan(store, *step))]
+    if runner.one_slot:
+        for number, ((config, method, replicate, pairs), plan) in enumerate(plans, start=1):
+            on_event(CampaignStage("re-train", method, plan.study.name, number, len(plans), pairs))
+            summary.runs_trained += run_evaluation(store, plan, device, on_event, precision, runner)
+        return
+    if plans:
+        on_event(CampaignTogether("re-train", tuple(plan.study.name for _, plan in plans),
                                   seeds=max(r.pairs for _, r in rounds)))
-        summary.runs_trained += run_evaluations(store, plans, device, on_event, precision, runner)
+        summary.runs_trained += run_evaluations(store, [plan for _, plan in plans], device, on_event, precision,
+                                                runner)

@@ -16,19 +16,20 @@ Reads only the tool's own tables: no torch, no Ax.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import Any, Mapping, Sequence, cast
 
 from pipeline.search.bounds import BoundFlag, bound_flags, searched_ranges
 from pipeline.compare.budget_curves import BudgetCurve, budget_note, campaign_curves, half_budget, order_at
-from pipeline.compare.decision import Cell, Decisions, Design, Outcome, decide
-from pipeline.spec.campaign_config import MAX_SEEDS, REFERENCE, Evaluation
+from pipeline.compare.decision import Axis, Cell, Decisions, Design, Outcome, decide
+from pipeline.compare.luck import collapsed_runs, search_luck
+from pipeline.spec.campaign_config import MAX_SEEDS, REFERENCE
 from pipeline.errors import UserError
 from pipeline.methods import parse_method
 from pipeline.methods.declarations import FAMILIES, PARTS
 from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, clustered_difference, holm, mean_interval, \
-    paired_difference
+    paired_difference, t_quantile, trimmed
 from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, Widening, picked_trial
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
@@ -38,7 +39,6 @@ READING_LABELS = {"test_accuracy": "test accuracy", "test_balanced_accuracy": "b
                   "smallest_class_accuracy": "the rare class"}
 ALPHA = 1 - CONFIDENCE
 RARE_SHARE = 0.5  # a class with at most this share of the largest class's training examples makes the data imbalanced
-COLLAPSE_POINTS = 0.10  # a run this far (and 4 robust sds) below its method's median is called collapsed
 NEAR_CHANCE = 0.05  # a run whose balanced accuracy is within this of chance (1 / classes) learned next to nothing
 
 Key = tuple[int, int]  # (search replicate, training seed)
@@ -72,6 +72,10 @@ class MethodResult:
     bound_flags: list[BoundFlag] = field(default_factory=list)  # tuned values on a bound of their range, all replicates
     # the ends of its ranges its searches widened (pipeline/search/bounds.py), with the study that widened each
     widenings: list[tuple[str, Widening]] = field(default_factory=list)
+    searches: int = 1  # searches run (each a study), with re-trained runs
+    collapsed: int = 0  # re-trained runs that collapsed (pipeline/compare/luck.py's rule), of all its runs
+    runs: int = 0
+    luck: dict[str, float] = field(default_factory=dict)  # metric -> its search luck's SD (two or more searches)
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,12 @@ class VerdictWarning:
     score: float | None = None
 
 
-def shown(json: str | None, mlflow: str | None = None, mlflow_none: str | None = None) -> Any:
+def shown(json: str | None, mlflow: str | None = None, mlflow_none: str | None = None, default: Any = MISSING) -> Any:
     """A record field's name in each format that renders it: its JSON key, and its MLflow name (a metric for a
-    number, a tag for a word; None: not exported; `mlflow_none`: the tag it takes when the field is None).
-    The renderers walk these (dataclasses.fields), so a new field is shown everywhere it declares."""
-    return field(metadata={"json": json, "mlflow": mlflow, "mlflow_none": mlflow_none})
+    number, a tag for a word; None: not exported; `mlflow_none`: the tag it takes when the field is None), and its
+    default where it has one. The renderers walk these (dataclasses.fields), so a new field is shown everywhere it
+    declares."""
+    return field(default=default, metadata={"json": json, "mlflow": mlflow, "mlflow_none": mlflow_none})
 
 
 @dataclass(frozen=True)
@@ -153,16 +158,24 @@ class VerdictCell:
     family: int = shown("family")  # primary cells
     p_improvement: ImprovementRecord | None = shown("p_improvement", mlflow="p_improvement")
     same_as_erm: bool = shown("same_as_erm")  # the method's runs equal ERM's: it is ERM here
+    # the two one-sided tests' interval equivalence is read off (1 - 2 level / family); None where none
+    equivalence_low: float | None = shown("equivalence_low", default=None)
+    equivalence_high: float | None = shown("equivalence_high", default=None)
+    searches: int = shown("searches", default=1)  # the searches the cell rests on
+    # "methods" (several searches each), or "configurations" (one search per method)
+    about: str = shown("about", default="methods")
+    needed_unit: str = shown("needed_unit", default="pairs")  # what needed_pairs counts: pairs, or searches
 
 
-def verdict_cell(c: Cell, same_as_erm: bool = False) -> VerdictCell:
+def verdict_cell(c: Cell, same_as_erm: bool = False, about: str = "methods") -> VerdictCell:
     """The record of a decision's (or a secondary) cell, as every format shows it."""
     i = c.improvement
     return VerdictCell(c.method, c.metric, c.mean, c.low, c.high, c.confidence, c.outcome is not None, c.outcome,
                        c.open, c.why or None, c.needed, c.pairs, c.units, c.exact,
                        c.smallest if c.outcome is not None else None, c.level, c.family,
                        None if i is None else ImprovementRecord(i.probability, i.low, i.high, i.units, CONFIDENCE),
-                       same_as_erm)
+                       same_as_erm, None if c.equivalence is None else c.equivalence[0],
+                       None if c.equivalence is None else c.equivalence[1], c.searches, about, c.needed_unit)
 
 
 @dataclass
@@ -182,6 +195,9 @@ class Verdict:
     warnings: list[VerdictWarning] = field(default_factory=list)
     # every method but ERM against ERM on every metric, primary cells first: what each format renders
     records: dict[tuple[str, str], VerdictCell] = field(default_factory=dict)
+    # what the words are about: "methods" (two or more searches each, their luck counted), or "configurations" (one
+    # search per method: the configurations those searches found)
+    about: str = "methods"
 
     @property
     def cells(self) -> dict[tuple[str, str], Cell]:
@@ -226,23 +242,24 @@ def run_values(runs: dict[str, dict[Key, EvaluationRecord]]) -> dict[str, dict[s
     return values
 
 
-def _method_result(store: Store, campaign: CampaignRecord, method: str,
-                   runs: dict[Key, EvaluationRecord]) -> MethodResult:
-    parameters, trials, epochs, seconds, missing = [], 0, 0, 0.0, None
+def _method_result(store: Store, campaign: CampaignRecord, method: str, runs: dict[Key, EvaluationRecord],
+                   trim: float) -> MethodResult:
+    parameters, trials, epochs, seconds, missing, studies = [], 0, 0, 0.0, None, []
     flags: list[BoundFlag] = []
     widened: list[tuple[str, Widening]] = []
-    budget = campaign.budget.get("trials", 0) * campaign.replicates
-    for name in campaign.study_names(method):
+    budget = 0
+    for replicate, name in enumerate(campaign.study_names(method)):
         study = store.study(name)
-        if study is None:
-            missing = f"study {name} is not stored"
+        if study is None:  # a later round's search not run (or not needed): only the first one must be there
+            missing = f"study {name} is not stored" if replicate == 0 else missing
             continue
+        studies.append(name)
         stored = store.trials(study.id)
         best = picked_trial(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
         moved = store.widenings(study.id)
         widened += [(name, w) for w in moved]
-        budget += study.study.budget.widen_trials if moved else 0
+        budget += study.study.budget.trials + (study.study.budget.widen_trials if moved else 0)
         searched = searched_ranges(study.study.search, moved)
         flags += [] if best is None else [f for f in bound_flags(searched, best.parameters)
                                           if (f.parameter, f.bound) not in {(g.parameter, g.bound) for g in flags}]
@@ -254,28 +271,39 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str,
                     t.parameters.get("epochs", study.study.fixed.get("epochs", 0)))
         if best is None:
             missing = f"study {name} has no completed trial"
-    per_replicate = [sum(1 for (r, _) in runs if r == replicate) for replicate in range(campaign.replicates)]
+    searches = sorted({r for r, _ in runs})
+    per_replicate = [sum(1 for (r, _) in runs if r == replicate) for replicate in searches] or [0]
     if not runs and missing is None:
         missing = "no re-trained run yet"
-    means = {}
+    means, luck, collapsed = {}, {}, 0
     if runs:
         measured = {key: run_metrics(run) for key, run in runs.items()}
-        means = {metric: method_mean({key: m[metric] for key, m in measured.items()}, campaign.replicates)
-                 for metric in METRICS}
-    return MethodResult(method, campaign.study_names(method), parameters, min(per_replicate), means, trials, budget,
-                        epochs, seconds, sum(run.train_seconds for run in runs.values()), missing, flags, widened)
+        by_metric = {metric: {key: m[metric] for key, m in measured.items()} for metric in METRICS}
+        means = {metric: method_mean(values, len(searches), trim) for metric, values in by_metric.items()}
+        luck = {metric: found[method] for metric, values in by_metric.items()
+                if (found := search_luck({method: values}, trim)) and method in found}
+        collapsed = len(collapsed_runs({method: by_metric["test_balanced_accuracy"]})[method])
+    return MethodResult(method, studies or campaign.study_names(method)[:1], parameters, min(per_replicate), means,
+                        trials, budget or campaign.budget.get("trials", 0), epochs, seconds,
+                        sum(run.train_seconds for run in runs.values()), missing, flags, widened, max(1, len(searches)),
+                        collapsed, len(runs), luck)
 
 
-def method_mean(values: Mapping[Key, float], replicates: int) -> tuple[float, float | None]:
-    """A method's mean over its runs and the half-width of its 95% t interval; with several searches, over the
-    searches' means (the runs of one search share its luck: pooled as independent, the interval covered 85-90%
-    in `bench verdict`'s simulations with search luck)."""
+def method_mean(values: Mapping[Key, float], replicates: int, trim: float = 0.0) -> tuple[float, float | None]:
+    """A method's mean over its runs and the half-width of its 95% interval, as the design's unit takes it: with
+    one search, Yuen's trimmed mean of the runs (the mean and Student's t at trim 0); with several, Student's t over
+    the searches' trimmed means (the runs of one search share its luck: pooled as independent, the interval covered
+    85-90% in `bench verdict`'s simulations with search luck)."""
     if replicates > 1:
         by_search: dict[int, list[float]] = {}
         for (replicate, _), value in values.items():
             by_search.setdefault(replicate, []).append(value)
-        return mean_interval([statistics.fmean(v) for v in by_search.values()])
-    return mean_interval(list(values.values()))
+        return mean_interval([trimmed(v, trim)[0] for v in by_search.values()])
+    runs = list(values.values())
+    mean, se, df = trimmed(runs, trim)
+    if len(runs) < 2 or not se > 0:  # one run, or no spread in the trimmed middle: the plain interval
+        return mean_interval(runs)
+    return mean, t_quantile(0.5 + CONFIDENCE / 2, df) * se
 
 
 def accuracy_bounds(mean: float, half: float | None) -> tuple[float, float] | None:
@@ -298,11 +326,16 @@ def default_primary(objective: str, rare: RareClass | None) -> tuple[str, ...]:
     return tuple(primary)
 
 
-def design_of(evaluation: Evaluation, objective: str, rare: RareClass | None) -> Design:
-    """What the campaign decides on and how it may spend its pairs, from its [evaluate] table."""
-    return Design(evaluation.primary or default_primary(objective, rare), evaluation.effects(), evaluation.seeds,
-                  evaluation.seeds_per_round, evaluation.max_seeds or max(evaluation.seeds, MAX_SEEDS), ALPHA,
-                  None if evaluation.max_minutes is None else 60 * evaluation.max_minutes)
+def design_of(campaign: CampaignRecord, rare: RareClass | None) -> Design:
+    """What the campaign decides on and how it may spend its runs: its [evaluate] table, its objective and the rare
+    class its runs show, its searches (fixed, or rounds of them up to max_replicates) and its trials per search."""
+    evaluation = campaign.evaluation
+    return Design(evaluation.primary or default_primary(objective_of(campaign), rare), evaluation.effects(),
+                  evaluation.seeds, evaluation.seeds_per_round,
+                  evaluation.max_seeds or max(evaluation.seeds, MAX_SEEDS), ALPHA,
+                  None if evaluation.max_minutes is None else 60 * evaluation.max_minutes,
+                  campaign.replicates, int(campaign.config.get("replicates_per_round") or 2), campaign.max_replicates,
+                  evaluation.trim or 0.0, float(campaign.budget.get("trials") or 8))
 
 
 def run_seconds(runs: Mapping[str, Mapping[Key, EvaluationRecord]]) -> dict[str, float]:
@@ -311,18 +344,34 @@ def run_seconds(runs: Mapping[str, Mapping[Key, EvaluationRecord]]) -> dict[str,
             for method, by_key in runs.items() if by_key}
 
 
+def search_seconds(store: Store, campaign: CampaignRecord) -> dict[str, float]:
+    """Each method's mean training seconds per search (its stored trials' together), for a round's estimate."""
+    found = {}
+    for method in campaign.methods:
+        totals = []
+        for name in campaign.study_names(method):
+            if (study := store.study(name)) is not None:
+                trials = [t.train_seconds or 0.0 for t in store.trials(study.id) if t.ran]
+                if trials and len(trials) >= study.study.budget.trials:
+                    totals.append(sum(trials))
+        if totals:
+            found[method] = statistics.fmean(totals)
+    return found
+
+
 def campaign_decisions(store: Store, campaign: CampaignRecord, set_aside: Sequence[str] = ()) -> Decisions:
     """The campaign's decisions replayed on what is stored (the methods in `set_aside` left out): the cells, and
     the next round it plans."""
     runs = campaign_runs(store, campaign)
     methods = [m for m in campaign.methods if m not in set_aside]
     return decide(run_values(runs), methods, stored_design(campaign, rare_class(list(runs[REFERENCE].values()))),
-                  campaign.replicates, run_seconds(runs), METRICS)
+                  run_seconds(runs), METRICS, search_seconds(store, campaign))
 
 
 def stored_design(campaign: CampaignRecord, rare: RareClass | None) -> Design:
-    """A stored campaign's design: its [evaluate] table, its objective and the rare class its runs show."""
-    return design_of(campaign.evaluation, objective_of(campaign), rare)
+    """A stored campaign's design: its [evaluate] table, its searches, its objective and the rare class its runs
+    show."""
+    return design_of(campaign, rare)
 
 
 def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
@@ -331,9 +380,9 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     runs = campaign_runs(store, campaign)
     rare = rare_class(list(runs[REFERENCE].values()))
     design = stored_design(campaign, rare)
-    results = [_method_result(store, campaign, m, runs[m]) for m in campaign.methods]
-    verdict = verdict_of(campaign.name, design, campaign.replicates, run_values(runs), results, variation(campaign),
-                         rare, run_seconds(runs), run_warnings(runs, design))
+    results = [_method_result(store, campaign, m, runs[m], design.trim) for m in campaign.methods]
+    verdict = verdict_of(campaign.name, design, run_values(runs), results, variation(campaign), rare,
+                         run_seconds(runs), run_warnings(runs, design), search_seconds(store, campaign))
     verdict.curves = campaign_curves(store, campaign)
     verdict.budget_note = budget_note(verdict.curves)
     if verdict.curves and order_at(verdict.curves, verdict.curves[0].budget) != order_at(
@@ -342,20 +391,23 @@ def take_verdict(store: Store, campaign: CampaignRecord) -> Verdict:
     return verdict
 
 
-def verdict_of(name: str, design: Design, replicates: int, values: Values, results: list[MethodResult],
+def verdict_of(name: str, design: Design, values: Values, results: list[MethodResult],
                varies: str = "", rare: RareClass | None = None,
-               seconds: Mapping[str, float] | None = None, warnings: Sequence[VerdictWarning] = ()) -> Verdict:
+               seconds: Mapping[str, float] | None = None, warnings: Sequence[VerdictWarning] = (),
+               per_search: Mapping[str, float] | None = None) -> Verdict:
     """The verdict from the runs' values (method -> metric -> (replicate, seed) -> value) and each method's
     result (`results`, ERM first): its decisions against ERM, the ranking, the warnings (the design's, and
     `warnings`: the runs' own) and the reading."""
     compared = [r.method for r in results if r.method == REFERENCE or not r.missing]
-    decisions = decide(values, compared, design, replicates, seconds, METRICS)
-    verdict = Verdict(name, design, replicates, results, decisions, varies=varies, rare=rare)
+    decisions = decide(values, compared, design, seconds, METRICS, per_search)
+    replicates = max(1, decisions.searches.get(REFERENCE, 0), design.searches if design.axis is Axis.PAIRS else 1)
+    verdict = Verdict(name, design, replicates, results, decisions, varies=varies, rare=rare,
+                      about="methods" if design.max_searches > 1 else "configurations")
     verdict.same_as_erm = {r.method: said for r in results
                            if r.method != REFERENCE and (said := _same_as_erm(r, values))}
-    verdict.records = {key: verdict_cell(c, c.method in verdict.same_as_erm)
+    verdict.records = {key: verdict_cell(c, c.method in verdict.same_as_erm, verdict.about)
                        for key, c in [*decisions.cells.items(), *decisions.secondary.items()] if c.method != REFERENCE}
-    verdict.pairs = pairwise_ranking(values, [r.method for r in results if r.seeds > 0], replicates)
+    verdict.pairs = pairwise_ranking(values, [r.method for r in results if r.seeds > 0])
     verdict.warnings = design_warnings(verdict) + list(warnings)
     verdict.reading = reading(verdict)
     return verdict
@@ -407,12 +459,18 @@ def variation(campaign: CampaignRecord) -> str:
         varies = f"the training seed and the validation carve (the test set is the data set's own{first}): {pairs}"
     else:
         varies = f"the training seed and the whole split: {pairs}"
-    if campaign.replicates > 1:
+    pilot = max(1, campaign.replicates)
+    if campaign.max_replicates > pilot:
+        varies += (f"; and the search's luck: {pilot} searches per method, then rounds of more up to "
+                   f"{campaign.max_replicates}, " + ("each on a split of its own, " if campaign.evaluation.resplit
+                                                     else "") + "the search the unit of the test")
+    elif campaign.replicates > 1:
         varies += (f"; and the search's luck: {campaign.replicates} searches per method, "
                    + ("each on a split of its own, " if campaign.evaluation.resplit else "")
                    + "the search the unit of the test")
     else:
-        varies += "; not the search's luck (one search per method; replicates = 2 or more counts it)"
+        varies += ("; not the search's luck (one search per method): the verdict is about these configurations, not "
+                   "the methods (2 or more searches count it)")
     return varies
 
 
@@ -432,16 +490,17 @@ def _same_as_erm(result: MethodResult, values: Values) -> str:
             f"equal ERM's on all {len(keys)} pairs)")
 
 
-def pairwise_ranking(values: Values, methods: Sequence[str], replicates: int = 1,
-                     alpha: float = ALPHA) -> list[dict]:
-    """Per metric, the methods by mean on the seeds all of them ran, and every pair's paired difference
-    with Holm's correction over all pairs and metrics (a family of its own)."""
+def pairwise_ranking(values: Values, methods: Sequence[str], alpha: float = ALPHA) -> list[dict]:
+    """Per metric, the methods by mean on the pairs all of them ran, and every pair's paired difference (over the
+    searches' means where those pairs come from several searches) with Holm's correction over all pairs and metrics
+    (a family of its own)."""
     if len(methods) < 2:
         return []
     common = [k for k in values[methods[0]][METRICS[0]]
               if all(k in values[m][metric] for m in methods for metric in METRICS)]
     if len(common) < 2:
         return []
+    replicates = len({k[0] for k in common})
     pairs = [(a, b, metric) for metric in METRICS for i, a in enumerate(methods) for b in methods[i + 1:]]
     differences = [compare_runs(values[a][metric], values[b][metric], common, replicates) for a, b, metric in pairs]
     adjusted = holm([1.0 if d.p_value is None else d.p_value for d in differences])
@@ -499,19 +558,18 @@ def run_warnings(runs: Mapping[str, Mapping[Key, EvaluationRecord]], design: Des
             found.append(VerdictWarning("class_never_right", f"class {name!r}: no run of any method got one of its "
                                                              "test images right", class_name=name))
     metric = next((m for m in design.primary if m != "smallest_class_accuracy"), "test_balanced_accuracy")
+    scores = {method: {key: run_metrics(run)[metric] for key, run in by_key.items()} for method, by_key in runs.items()}
+    fallen = collapsed_runs(scores)
     for method, by_key in runs.items():
-        scores = {key: run_metrics(run)[metric] for key, run in by_key.items()}
-        if len(scores) >= 3:
-            middle = statistics.median(scores.values())
-            robust_sd = 1.4826 * statistics.median(abs(v - middle) for v in scores.values())
-            for (replicate, pair), score in sorted(scores.items()):
-                if middle - score > max(COLLAPSE_POINTS, 4 * robust_sd):
-                    found.append(VerdictWarning(
-                        "collapsed_run", f"{method}'s run on pair {pair}" + (f" of search {replicate}" if replicate
-                                                                             else "")
-                        + f" scored {100 * score:.1f} on {READING_LABELS[metric]} against a median of "
-                        f"{100 * middle:.1f} for its other runs: its training may have collapsed",
-                        method=method, pair=pair, replicate=replicate, score=score))
+        mine = scores[method]
+        for replicate, pair in sorted(fallen[method]):
+            middle = statistics.median(mine.values())
+            score = mine[(replicate, pair)]
+            found.append(VerdictWarning(
+                "collapsed_run", f"{method}'s run on pair {pair}" + (f" of search {replicate}" if replicate else "")
+                + f" scored {100 * score:.1f} on {READING_LABELS[metric]} against a median of {100 * middle:.1f} "
+                "for its other runs: its training may have collapsed", method=method, pair=pair,
+                replicate=replicate, score=score))
         chance = [key for key, run in by_key.items()
                   if run.per_class.get("test") and run.metrics.get("test_balanced_accuracy", 1.0)
                   <= 1 / len(run.per_class["test"]) + NEAR_CHANCE]
@@ -572,10 +630,18 @@ def reading(verdict: Verdict) -> str:
     if checks:
         sentences.append(f"Check before trusting it: {_join(sorted(set(checks)))} (the warnings above)")
     text = "".join(f"{s}. " for s in sentences)
+    if verdict.about == "configurations" and text:
+        text = ("About the configurations one search per method found, not the methods (another search finds others; "
+                "2 or more searches count that): " + text)
     decisions = verdict.decisions
     if decisions.next_pairs is not None and decisions.needing:
-        text += (f"Still open: the next round re-trains {_join(decisions.needing)} and ERM up to "
-                 f"{decisions.next_pairs} pairs (compare resumes it). ")
+        if decisions.axis is Axis.SEARCHES:
+            text += (f"Still open: the next round searches {_join(decisions.needing)} and ERM up to "
+                     f"{decisions.next_searches} times, each search re-trained on {decisions.next_pairs} pairs "
+                     "(compare resumes it). ")
+        else:
+            text += (f"Still open: the next round re-trains {_join(decisions.needing)} and ERM up to "
+                     f"{decisions.next_pairs} pairs (compare resumes it). ")
     missing = [m for m in verdict.methods if m.missing and m.method != REFERENCE]
     if missing:
         text += "Without a verdict: " + "; ".join(f"{m.method} ({m.missing})" for m in missing) + ". "

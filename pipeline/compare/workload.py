@@ -1,8 +1,8 @@
-"""What a campaign has left to train when `compare` starts, and about how long that takes: its studies' trials
-still to run and each task's first round of re-training runs (the later rounds, planned for power, may add up to
-`max_seeds` pairs), each costed from the stored trials and runs of its study, else of its method in the campaign's
-other studies (other tasks, other search replicates), else of any of its trials (a run costs what a trial does);
-unknown (None) before the campaign's first trial has ended."""
+"""What a campaign has left to train when `compare` starts, and about how long that takes: its first round's
+trials still to run (every search of the first look) and re-training runs (the later rounds, planned for power,
+may add searches up to `max_replicates` and pairs up to `max_seeds`), each costed from the stored trials and runs of
+its study, else of its method in the campaign's other studies (other tasks, other search replicates), else of any of
+its trials (a run costs what a trial does); unknown (None) before the campaign's first trial has ended."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +14,9 @@ from pipeline.store import Store, trial_budget, trials_ran
 
 @dataclass(frozen=True)
 class CampaignWork:
-    """A campaign's work left: `trials` to run, `runs` in the first rounds and at most `more_runs` in the rounds
-    after, on `workers` places at once; the seconds of each part summed over its units (None: no trial to go by)."""
+    """A campaign's work left: `trials` to run and `runs` in the first rounds, and at most `more_runs` runs (and
+    `more_trials` trials of later rounds' searches) in the rounds after, on `workers` places at once; the seconds of
+    each part summed over its units (None: no trial to go by)."""
 
     name: str
     trials: int
@@ -26,6 +27,7 @@ class CampaignWork:
     run_seconds: float | None
     more_seconds: float | None
     measured: int = 0  # the stored trials and runs the seconds come from
+    more_trials: int = 0
 
     def seconds(self) -> float | None:
         """About how long the trials and first rounds take on the workers, in wall seconds; None when unknown."""
@@ -52,8 +54,11 @@ class CampaignWork:
 
 def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> CampaignWork:
     """The work `campaign` (settled, stored) has left, read from `store` (read only), on `workers` places."""
+    first = max(1, campaign.replicates)
     studies = [(method, config.study(method, r)) for _, config in campaign.task_campaigns()
-               for r in range(campaign.replicates) for method in config.methods]
+               for r in range(first) for method in config.methods]
+    later = [(method, config.study(method, r)) for _, config in campaign.task_campaigns()
+             for r in range(first, campaign.most_searches) for method in config.methods]
     trial_times: dict[str, list[float]] = {}  # study -> its stored trials' seconds
     run_times: dict[str, list[float]] = {}  # study -> its stored re-training runs' seconds
     left: dict[str, tuple[int, int, int]] = {}  # study -> trials, first-round runs, later runs
@@ -93,6 +98,15 @@ def campaign_work(store: Store, campaign: CampaignConfig, workers: int = 1) -> C
     trial_seconds = sum(n * (trial or 0.0) for n, _, _, trial, _ in costs) if known else None
     run_seconds = sum(n * (run or 0.0) for _, n, _, _, run in costs) if known else None
     more_seconds = sum(n * (run or 0.0) for _, _, n, _, run in costs) if known else None
+    more_trials = 0
+    for method, study in later:  # later rounds' searches, none stored yet: each its trials and its most pairs
+        if store.study(study.name) is None:
+            more_trials += trial_budget(study, False)
+            more += most
+            trial = first_mean(trials_by_method.get(method), every)
+            run = first_mean(runs_by_method.get(method)) or trial
+            if more_seconds is not None and trial is not None and run is not None:
+                more_seconds += trial_budget(study, False) * trial + most * run
     measured = len(every) + sum(len(times) for times in run_times.values())
     return CampaignWork(campaign.name, trials, runs, more, max(1, workers), trial_seconds, run_seconds, more_seconds,
-                        measured)
+                        measured, more_trials)

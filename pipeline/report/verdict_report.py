@@ -9,6 +9,7 @@ from typing import Any
 from pipeline.search.bounds import widening_lines
 from pipeline.compare.across_tasks import MIN_TASKS, AcrossTasks
 from pipeline.compare.budget_curves import half_budget
+from pipeline.compare.decision import Axis
 from pipeline.spec.campaign_config import REFERENCE
 from pipeline.compare.stats import CONFIDENCE
 from pipeline.report.tables import Table, parameter_text, percent
@@ -63,10 +64,13 @@ def _improvement(c: VerdictCell) -> str:
     return f"{100 * i.probability:.0f} [{100 * i.low:.0f}, {100 * i.high:.0f}]"
 
 
+CONFIGURATIONS = "*"  # marks a word about the configurations one search per method found, not the methods
+
+
 def _word(c: VerdictCell, constant: bool = False) -> str:
     if c.outcome is None:
         return ALL_EQUAL if constant else SECONDARY
-    return "open" if c.open else c.outcome.value
+    return ("open" if c.open else c.outcome.value) + (CONFIGURATIONS if c.about == "configurations" else "")
 
 
 def cell_columns(c: VerdictCell, constant: bool = False) -> list[str]:
@@ -80,18 +84,19 @@ def cost_table(verdict: Verdict) -> Table:
     table = Table(f"Campaign {verdict.campaign}: each method's tuned configuration and its cost",
                   ["method", "tuned parameters", "trials", "epochs", "search", "seeds", "re-training"], [])
     for m in verdict.methods:
+        seeds = f"{m.searches}x{m.seeds}" if m.searches > 1 else str(m.seeds)
         table.rows.append([m.method, _parameters(m), f"{m.trials}/{m.budget}", str(m.epochs), _clock(m.search_seconds),
-                           str(m.seeds), _clock(m.retrain_seconds)])
+                           seeds, _clock(m.retrain_seconds)])
         table.records.append({"method": m.method, "studies": m.studies, "parameters": m.parameters,
                               "trials": m.trials, "budget": m.budget, "epochs": m.epochs,
-                              "search_seconds": m.search_seconds, "seeds": m.seeds,
+                              "search_seconds": m.search_seconds, "seeds": m.seeds, "searches": m.searches,
                               "retrain_seconds": m.retrain_seconds, "missing": m.missing,
                               "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
                               "widenings": [{"study": name, **w.to_dict()} for name, w in m.widenings]})
-    table.notes.append("Every method searched with the same budget; epochs are all its trials' together; search "
-                       "and re-training are training time (minutes:seconds). Tuned parameters are the best trial's "
-                       "searched values"
-                       + (", one set per search replicate." if verdict.replicates > 1 else "."))
+    table.notes.append("Every method searched with the same budget per search; epochs are all its trials' together; "
+                       "search and re-training are training time (minutes:seconds); seeds: the pairs each search was "
+                       "re-trained on (searches x pairs). Tuned parameters are the picked trial's searched values"
+                       + (", one set per search." if verdict.replicates > 1 else "."))
     table.notes += [f"{m.method} ({name}): {line}" for m in verdict.methods
                     for name in dict.fromkeys(n for n, _ in m.widenings)
                     for line in widening_lines([w for n, w in m.widenings if n == name])]
@@ -99,11 +104,20 @@ def cost_table(verdict: Verdict) -> Table:
     looks = verdict.decisions.looks
     if looks:
         compared = [m for m in verdict.methods if not m.missing]
-        most = verdict.design.max_seeds * verdict.replicates * len(compared)
-        ran = sum(m.seeds * verdict.replicates for m in compared)
-        table.notes.append(f"Pairs came in rounds planned for power (looks at {', '.join(map(str, looks))} pairs, "
-                           f"at most {verdict.design.max_seeds}): {ran} re-training runs of the {most} the campaign "
-                           "allows.")
+        design = verdict.design
+        if verdict.decisions.axis is Axis.SEARCHES:
+            most = design.max_searches * len(compared)
+            ran = sum(m.searches for m in compared)
+            table.notes.append(f"Searches came in rounds planned for power (looks at {', '.join(map(str, looks))} "
+                               f"searches per method, at most {design.max_searches}; the first {design.searches} "
+                               f"planned {verdict.decisions.planned_pairs or design.seeds} pairs per search): {ran} "
+                               f"searches of the {most} the campaign allows.")
+        else:
+            most = design.max_seeds * verdict.replicates * len(compared)
+            ran = sum(m.seeds * verdict.replicates for m in compared)
+            table.notes.append(f"Pairs came in rounds planned for power (looks at {', '.join(map(str, looks))} "
+                               f"pairs, at most {design.max_seeds}): {ran} re-training runs of the {most} the "
+                               "campaign allows.")
     return table
 
 
@@ -153,12 +167,18 @@ def verdict_table(verdict: Verdict) -> Table:
         seeds_text = f"{verdict.replicates} searches x {seeds_text}"
     thin = _thin_metrics(verdict)
     primary = verdict.design.primary
-    table = Table(f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
-                  f"({seeds_text})", ["method", "metric", "mean ± 95%", "vs ERM", "P>ERM %", "verdict"], [])
+    title = (f"Verdict of campaign {verdict.campaign}: every method tuned on equal footing against tuned ERM "
+             f"({seeds_text})" if verdict.about == "methods" else
+             f"Verdict of campaign {verdict.campaign}: the configurations one search per method found against tuned "
+             f"ERM's ({seeds_text}); not the methods")
+    table = Table(title, ["method", "metric", "mean ± 95%", "vs ERM", "P>ERM %", "verdict"], [])
     metrics = [*[m for m in primary if m in METRICS], *[m for m in METRICS if m not in primary]]
     for m in verdict.methods:
         record: dict[str, Any] = {"method": m.method, "studies": m.studies, "parameters": m.parameters,
-                                  "seeds": m.seeds, "missing": m.missing,
+                                  "seeds": m.seeds, "searches": m.searches, "missing": m.missing,
+                                  "about": verdict.about,
+                                  "search_luck": {k: v for k, v in m.luck.items()},
+                                  "collapsed_runs": m.collapsed, "runs": m.runs,
                                   "same_as_erm": verdict.same_as_erm.get(m.method),
                                   "bound_flags": [dataclasses.asdict(f) for f in m.bound_flags],
                                   "widenings": [{"study": name, **w.to_dict()} for name, w in m.widenings],
@@ -194,18 +214,27 @@ def _verdict_notes(verdict: Verdict, thin: dict[str, int]) -> list[str]:
     family = len(decisions.family)
     effects = ", ".join(f"{METRIC_LABELS[m]} ±{100 * design.smallest_effect[m]:g}" for m in design.primary
                         if m not in decisions.constant)
-    unit = (f"the {verdict.replicates} searches (each search's mean difference over its pairs)"
-            if verdict.replicates > 1 else "the paired runs")
+    trimmed = f"{100 * design.trim:g}% trimmed " if design.trim else ""
+    if verdict.replicates > 1:
+        unit = f"the {verdict.replicates} searches (each search's {trimmed}mean difference over its pairs)"
+    else:
+        unit = "the paired runs" + (f" (Yuen's {trimmed}mean)" if design.trim else "")
+    searches = decisions.axis is Axis.SEARCHES
     looks = ", ".join(map(str, decisions.looks)) or "none yet"
+    spends = (f"Looks at {looks} searches per method, planned for 80% power after a pilot of {design.searches} that "
+              f"decides nothing: each spends a share of {1 - CONFIDENCE:.0%} in proportion to the searches it adds"
+              if searches else
+              f"Looks at {looks} pairs, planned for 80% power: each spends a share of {1 - CONFIDENCE:.0%} in "
+              "proportion to the pairs it adds")
     notes = [
         f"Accuracies in %; {_rare_text(verdict)}. Decided on {effects} points (the primary metrics and their "
         "smallest effects); the other rows are secondary: per-comparison 95% intervals, not decisions.",
         f"Each primary word is read off its interval over {unit}, simultaneous over the {family} primary cells: "
-        "better or worse where it excludes 0 and reaches the smallest effect, equivalent where it lies inside "
-        "± the smallest effect (two one-sided tests), undecided otherwise; exact: every pair differed by the same, "
-        f"so the exact sign-flip test stands for the t interval. Looks at {looks} pairs, planned for 80% power: each "
-        f"spends a share of {1 - CONFIDENCE:.0%} in proportion to the pairs it adds, so the chance of any wrong "
-        f"word stays at most {1 - CONFIDENCE:.0%}.",
+        "better or worse where it excludes 0, equivalent where two one-sided tests at the same level put the "
+        "difference inside ± the smallest effect (the narrower interval: the JSON's equivalence_low and _high), "
+        "undecided otherwise; exact: every unit differed by the same, so the exact sign test stands for "
+        "the t interval. "
+        f"{spends}, so the chance of any wrong word stays at most {1 - CONFIDENCE:.0%}.",
         *([f"*: rests on fewer than {FEW_TEST_IMAGES} test images of a class, where one image moves an accuracy by "
            f"{100 / max(1, min(thin.values())):.0f} points: its interval assumes a smooth measure and is not exact."]
           if thin else []),
@@ -213,9 +242,31 @@ def _verdict_notes(verdict: Verdict, thin: dict[str, int]) -> list[str]:
         + ("each search's share, averaged" if verdict.replicates > 1 else "Bouthillier et al. 2021")
         + ") with its 95% Clopper-Pearson interval over the "
         + (f"{verdict.replicates} searches." if verdict.replicates > 1 else "paired runs."),
+        *_luck_notes(verdict),
         f"What varies between the paired runs, so what the intervals contain: {verdict.varies}.",
+        *([f"{CONFIGURATIONS}: about the configurations one search per method found, not the methods: another "
+           "search finds others, and its luck is in none of these intervals (2 or more searches count it)."]
+          if verdict.about == "configurations" else []),
         *[f"Warning: {w.text}." for w in verdict.warnings if w.kind != "on_bound"],
         f"Reading: {verdict.reading}"]
+    return notes
+
+
+def _luck_notes(verdict: Verdict) -> list[str]:
+    """Each method's search luck (two or more searches) and its collapsed runs, in a line each."""
+    lucky = [m for m in verdict.methods if m.luck]
+    notes = []
+    if lucky:
+        shown = "; ".join(f"{m.method} " + ", ".join(f"{METRIC_LABELS[k]} {100 * v:.1f}"
+                                                      for k, v in m.luck.items() if k in verdict.design.primary)
+                          for m in lucky)
+        notes.append("Search luck, the standard deviation of a search's tuned configuration from search to search "
+                     f"beyond its pairs' noise (points, from each method's own runs): {shown}.")
+    fallen = [m for m in verdict.methods if m.collapsed]
+    if fallen:
+        notes.append("Collapsed runs (trimmed out of the units, counted here: a method that collapses more often is "
+                     "worse in a way the difference does not show): "
+                     + ", ".join(f"{m.method} {m.collapsed} of {m.runs}" for m in fallen) + ".")
     return notes
 
 

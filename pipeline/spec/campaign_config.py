@@ -61,7 +61,8 @@ from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_P
 REFERENCE = "erm"  # the method every other one is compared with
 # Campaign fields that may change without making it another campaign: more seeds, replicates, a budget. Two
 # with a rule of their own are put back where on (identity): evaluation's resplit and replicate_seeds.
-NOT_IDENTITY = ("evaluation", "replicates", "description", "budget", "replicate_seeds")
+NOT_IDENTITY = ("evaluation", "replicates", "max_replicates", "replicates_per_round", "description", "budget",
+                "replicate_seeds")
 
 # How search replicates take their seeds (see the module's docstring): each a block of its own, or (stored by 0.9.0
 # or before) shifted by one split seed and sharing the training seeds.
@@ -92,6 +93,15 @@ DECISION_METRICS = ("test_accuracy", "test_balanced_accuracy", "test_worst_class
 SMALLEST_EFFECT = {"test_accuracy": 1.0, "test_balanced_accuracy": 1.0, "test_worst_class_accuracy": 5.0,
                    "smallest_class_accuracy": 5.0}
 MAX_SEEDS = 30  # confirmation pairs at most by default: rounds stop earlier once every primary cell is decided
+# A new campaign's design (pipeline/compare/decision.py, the searches axis): a pilot of `replicates` searches per
+# method, `seeds` pairs each, plans the pairs per search (up to `max_seeds`) and the searches; rounds of
+# `replicates_per_round` more, up to `max_replicates`. `bench verdict` simulates it (docs/guide/comparing-methods.md).
+NEW_DESIGN = {"replicates": 3, "replicates_per_round": 2, "max_replicates": 10, "seeds": 5, "seeds_per_round": 5,
+              "max_seeds": 8}
+# A new campaign's unit: 30% trimmed means (Yuen), robust to two runs of a search that collapsed (a search of 7 pairs
+# drops its 2 lowest and 2 highest differences). With one run in 30 collapsing, `bench verdict` decided 84% of the
+# cells at twice the smallest effect at 20%, 88% at 30% (docs/guide/comparing-methods.md).
+TRIM = 0.3
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,9 @@ class Evaluation:
     primary: tuple[str, ...] | None = None
     smallest_effect: dict[str, float] = field(default_factory=dict)
     max_minutes: float | None = None
+    # The share cut from each end for the verdict's robust unit (decision.Design.trim). None: the file does not say;
+    # a new campaign then trims TRIM and a stored one keeps what it was stored with (settle_design; 0 before 0.14.0).
+    trim: float | None = 0.0
 
     def effects(self) -> dict[str, float]:
         """The smallest effect that matters on each metric, as a fraction (0.01: one point)."""
@@ -126,7 +139,12 @@ class CampaignConfig:
     methods: tuple[str, ...]
     studies: dict[str, StudyConfig]  # method -> its study (search replicate 0)
     evaluation: Evaluation = field(default_factory=Evaluation)
-    replicates: int = 1  # whole searches per method, with search seeds search_seed + 0, 1, ...
+    # Whole searches per method, with search seeds search_seed + 0, 1, ...: `replicates` at the first look, then
+    # rounds of `replicates_per_round` up to `max_replicates` (the searches axis; max_replicates = replicates: fixed).
+    # 0: the file does not say (settle_design decides).
+    replicates: int = 0
+    max_replicates: int = 0
+    replicates_per_round: int = 0
     budget: dict[str, int] = field(default_factory=dict)  # as in each study
     description: str = ""
     # Several tasks: task -> method -> its study (search replicate 0); `studies` is then the first task's. Empty: the
@@ -145,8 +163,36 @@ class CampaignConfig:
                 for task, studies in self.tasks.items()]
 
     def all_studies(self) -> list[StudyConfig]:
-        """Every study of every task, method and search replicate."""
-        return [c.study(m, r) for _, c in self.task_campaigns() for r in range(self.replicates) for m in c.methods]
+        """Every study of every task, method and search replicate the campaign may run (up to max_replicates)."""
+        return [c.study(m, r) for _, c in self.task_campaigns() for r in range(self.most_searches)
+                for m in c.methods]
+
+    @property
+    def most_searches(self) -> int:
+        """The most searches per method the campaign may run."""
+        return max(1, self.replicates, self.max_replicates)
+
+    def settle_design(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with its searches and its unit decided where its file does not say: as the stored campaign
+        (`stored`, its config as stored: one stored before 0.14.0 ran a fixed number of searches and untrimmed
+        means), else (None: not stored) a new campaign's design, NEW_DESIGN and TRIM. A file that gives `replicates`
+        alone fixes the searches at that many (rounds add pairs)."""
+        first, most, step = self.replicates, self.max_replicates, self.replicates_per_round
+        trim = self.evaluation.trim
+        if stored is not None:
+            first = first or int(stored.get("replicates") or 1)
+            most = most or int(stored.get("max_replicates") or first)
+            step = step or int(stored.get("replicates_per_round") or NEW_DESIGN["replicates_per_round"])
+            trim = trim if trim is not None else float((stored.get("evaluation") or {}).get("trim") or 0.0)
+        else:
+            if not first and not most:
+                first, most = NEW_DESIGN["replicates"], NEW_DESIGN["max_replicates"]
+            first = first or min(NEW_DESIGN["replicates"], most)
+            most = max(most or first, first)
+            step = step or NEW_DESIGN["replicates_per_round"]
+            trim = TRIM if trim is None else trim
+        return dataclasses.replace(self, replicates=first, max_replicates=most, replicates_per_round=step,
+                                   evaluation=dataclasses.replace(self.evaluation, trim=trim))
 
     def study(self, method: str, replicate: int = 0) -> StudyConfig:
         """The study that tunes `method` in search replicate `replicate` (its own search seed and name)."""
@@ -179,11 +225,13 @@ class CampaignConfig:
 
     def settle_max_seeds(self, stored: int | None) -> CampaignConfig:
         """The campaign with `max_seeds` decided where its file does not say: as stored (`stored`, the stored
-        campaign's: one stored before the rounds were planned for power keeps its end), else MAX_SEEDS (at least
-        `seeds`) for a new campaign."""
+        campaign's: one stored before the rounds were planned for power keeps its end), else for a new campaign
+        MAX_SEEDS pairs (at least `seeds`), or with rounds of searches (settle_design first) NEW_DESIGN's most pairs
+        per search."""
         if self.evaluation.max_seeds is not None:
             return self
-        max_seeds = stored if stored is not None else max(self.evaluation.seeds, MAX_SEEDS)
+        most = NEW_DESIGN["max_seeds"] if self.max_replicates > self.replicates else MAX_SEEDS
+        max_seeds = stored if stored is not None else max(self.evaluation.seeds, most)
         return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, max_seeds=max_seeds))
 
     def settle_image_size(self, stored: dict[str, Any] | None) -> CampaignConfig:
@@ -244,10 +292,23 @@ class CampaignConfig:
         return self._settle_each(stored, lambda study, kept: study.settle_defaults(
             None if kept is None else kept.get("fixed", {})))
 
+    def settled(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with every setting its file leaves open decided, in one place: as the stored campaign
+        (`stored`, its config as stored) was, else as a new campaign's (None: not stored). Each settle_* says its
+        rule."""
+        evaluation = None if stored is None else Evaluation(**{"resplit": False, **(stored.get("evaluation") or {})})
+        return (self.settle_image_size(stored).settle_strategy(stored)
+                .settle_resplit(None if evaluation is None else evaluation.resplit)
+                .settle_design(stored)
+                .settle_max_seeds(None if evaluation is None else evaluation.max_seeds)
+                .settle_rare_kept(stored).settle_widen(stored).settle_defaults(stored).settle_replicate_seeds(stored))
+
     def to_dict(self) -> dict[str, Any]:
         """What is stored: enough for `report --verdict` to find every study and re-take the verdict."""
         return {"name": self.name, "methods": list(self.methods), "description": self.description,
-                "evaluation": dataclasses.asdict(self.evaluation), "replicates": self.replicates,
+                "evaluation": dataclasses.asdict(self.evaluation), "replicates": max(1, self.replicates),
+                "max_replicates": self.most_searches,
+                "replicates_per_round": self.replicates_per_round or NEW_DESIGN["replicates_per_round"],
                 "budget": self.budget, "replicate_seeds": self.replicate_seeds,
                 **({"tasks": {t: {"studies": {m: studies[m].identity() for m in self.methods}}
                               for t, studies in self.tasks.items()}} if self.tasks
@@ -302,7 +363,7 @@ def _json_differences(new: Any, old: Any, path: str = "") -> list[str]:
 
 
 EVALUATE_FIELDS = ("seeds", "max_seeds", "seeds_per_round", "pick", "resplit", "primary", "smallest_effect",
-                   "max_minutes")
+                   "max_minutes", "trim")
 
 
 def _fail(source: str, key: str, problem: str) -> FieldError:
@@ -340,11 +401,15 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     if max_minutes is not None and (isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float))
                                     or not max_minutes > 0):
         raise _fail(source, "evaluate.max_minutes", f"must be a positive number of minutes, got {max_minutes!r}")
+    trim = table.pop("trim", None)
+    if trim is not None and (isinstance(trim, bool) or not isinstance(trim, (int, float)) or not 0 <= trim <= 0.4):
+        raise _fail(source, "evaluate.trim", f"must be a share between 0 and 0.4 cut from each end (0.2: a 20% "
+                                             f"trimmed mean; 0: plain means), got {trim!r}")
     if table:
         key, known = sorted(table)[0], EVALUATE_FIELDS
         raise _fail(source, f"evaluate.{key}", f"unknown field{did_you_mean(key, known)}; known: {', '.join(known)}")
     return Evaluation(seeds, max_seeds, per_round, pick, resplit, primary, effects,
-                      None if max_minutes is None else float(max_minutes))
+                      None if max_minutes is None else float(max_minutes), None if trim is None else float(trim))
 
 
 def _primary(source: str, raw: Any) -> tuple[str, ...] | None:
@@ -410,11 +475,16 @@ def parse_campaign(raw: dict[str, Any], source: str, replicates: int | None = No
     methods = _method_list(source, raw.pop("methods", None))
     own = _own_params(source, raw.pop("method_params", {}), methods)
     evaluation = _evaluation(source, raw.pop("evaluate", {}))
-    file_replicates = _int(source, raw, "replicates", 1, "", 1, 20)
+    file_replicates = _int(source, raw, "replicates", 0, "", 1, 20) if "replicates" in raw else 0
     replicates = file_replicates if replicates is None else replicates
-    if not 1 <= replicates <= 20:
+    if replicates and not 1 <= replicates <= 20:
         raise UserError(f"--replicates must be between 1 and 20 (each one is a whole search per method), "
                         f"got {replicates}")
+    most = _int(source, raw, "max_replicates", 0, "", 2, 50) if "max_replicates" in raw else 0
+    if most and replicates and most < replicates:
+        raise _fail(source, "max_replicates", f"must be at least replicates ({replicates}), the first look's "
+                                              f"searches; got {most}")
+    step = _int(source, raw, "replicates_per_round", 0, "", 1, 50) if "replicates_per_round" in raw else 0
     shared = raw.pop("params", {})
     if not isinstance(shared, dict):
         raise _fail(source, "params", "must be a table")
@@ -435,6 +505,7 @@ def parse_campaign(raw: dict[str, Any], source: str, replicates: int | None = No
     studies = next(iter(tasks.values())) if tasks else studies_of(name, None)
     reference = studies[REFERENCE]
     return CampaignConfig(name=name, methods=methods, studies=studies, evaluation=evaluation, replicates=replicates,
+                          max_replicates=most, replicates_per_round=step,
                           budget=dataclasses.asdict(reference.budget), description=reference.description, tasks=tasks)
 
 

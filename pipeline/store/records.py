@@ -100,13 +100,19 @@ class CampaignRecord:
     budget: dict[str, int]
     config: dict[str, Any]  # CampaignConfig.to_dict() as stored
 
+    @property
+    def max_replicates(self) -> int:
+        """The most searches per method the campaign may run: its `replicates` where they are fixed (every campaign
+        stored before 0.14.0), else the cap its rounds of searches stop at."""
+        return int(self.config.get("max_replicates") or self.replicates)
+
     def study_names(self, method: str) -> list[str]:
-        """The studies that tuned `method`, one per search replicate (CampaignConfig.study's names); with several
-        tasks, every task's."""
+        """The studies that may tune `method`, one per search replicate up to max_replicates (CampaignConfig.study's
+        names; a round of searches not run yet has none stored); with several tasks, every task's."""
         if self.tasks:
             return [name for task in self.tasks for name in self.task(task).study_names(method)]
         base = f"{self.name}.{method}"
-        return [base] + [f"{base}.r{r}" for r in range(1, self.replicates)]
+        return [base] + [f"{base}.r{r}" for r in range(1, self.max_replicates)]
 
     def pair(self, replicate: int, seed: int) -> int | None:
         """Which confirmation pair of search replicate `replicate` its run on training seed `seed` is, by the seed

@@ -26,7 +26,7 @@ def test_a_verdict_of_many_methods_under_a_long_campaign_name_stays_inside_its_p
                for m in methods]
     design = Design(("test_balanced_accuracy", "smallest_class_accuracy"),
                     {"test_balanced_accuracy": 0.01, "smallest_class_accuracy": 0.05}, seeds=5, max_seeds=5)
-    verdict = verdict_of("defects-line-4-resnet50-spring-batch-with-a-long-name", design, 1, values, results,
+    verdict = verdict_of("defects-line-4-resnet50-spring-batch-with-a-long-name", design, values, results,
                          "the training seed and the whole split")
     picture = verdict_picture(verdict)
     assert picture.data["methods"] == methods[1:]

@@ -1,7 +1,8 @@
-"""`bench verdict`: the generative model of a campaign's confirmation runs against its own definition, the figures
-read off a stored campaign, and whole simulated campaigns of the decision procedure through the real CLI: the
-family-wise false-positive rate and the false equivalent held to 5%, every printed interval covering at least 93%,
-power growing with the true difference, with several search replicates too."""
+"""`bench verdict`: the generative model of a campaign's confirmation runs against its own definition (the split,
+the seed, each method's search luck, the test images a pair's runs share, runs that collapse), the figures read off a
+stored campaign, and whole simulated campaigns of the decision procedure through the real CLI: at a new campaign's
+design, with a search's luck of 0.5 / 3 points and one run in 30 collapsing, the family-wise false-positive rate at
+most 6%, every printed interval covering at least 93%, and 80% of the cells decided at twice the smallest effect."""
 import json
 import math
 from dataclasses import replace
@@ -10,8 +11,9 @@ import numpy as np
 import pytest
 
 from helpers import one_line, rare_class_run, robust_tune, snapshot
-from pipeline.bench.verdict import (POINT, Model, default_model, draw_accuracies, estimate, expected_clipped,
-                                    with_figures)
+from pipeline.bench.verdict_model import (POINT, Model, default_model, draw_accuracies, estimate, expected_clipped,
+                                          one_search, shared_share, with_figures)
+from pipeline.spec.campaign_config import NEW_DESIGN, TRIM
 
 MONTE_CARLO = 3  # a rate may pass its bound by this many Monte Carlo standard errors
 COVERAGE = 0.93
@@ -19,42 +21,75 @@ METRICS = ("test_accuracy", "test_balanced_accuracy", "smallest_class_accuracy")
 
 
 def only(model: Model, **figures: float) -> Model:
-    """The model with every standard deviation 0 and no binomial noise, but the figures given (for every metric)."""
+    """The model with every standard deviation 0, no binomial noise and no collapse, but the figures given."""
     zero = {name: {key: 0.0 for key in METRICS} for name in ("split_sd", "seed_sd", "interaction_sd", "search_sd",
                                                              "test_images")}
     for name, value in figures.items():
         zero[name] = {key: value for key in METRICS}
-    return with_figures(model, zero)
+    return replace(with_figures(model, zero), collapse=(), image_correlation=0.0)
 
 
 # --- the generative model ------------------------------------------------------------------------------------------
 
 def test_the_binomial_noise_of_n_test_images_has_the_variance_p_1_minus_p_over_n():
-    model = replace(only(default_model(1), test_images=20, level=0.3), max_seeds=20_000)
-    drawn = draw_accuracies(model, 0.0, np.random.default_rng(0))  # (metric, method, replicate, pair)
+    model = replace(only(default_model(1), test_images=20, level=0.3), max_searches=1, max_seeds=20_000)
+    drawn = draw_accuracies(model, 0.0, np.random.default_rng(0))  # (metric, method, search, pair)
     values = drawn[2].ravel()
     assert set(np.round(values * 20, 9)) <= set(range(21))  # counts of 20 images
     assert values.mean() == pytest.approx(0.3, abs=0.005)
     assert values.var() == pytest.approx(0.3 * 0.7 / 20, rel=0.04)
 
 
+def test_a_pairs_runs_share_their_test_images_as_the_copula_says():
+    # each run keeps the binomial variance p(1 - p) / n, but two runs on the same images disagree less: the paired
+    # difference's variance is 2 p(1 - p) / n (1 - phi), phi the copula's correlation of right-or-wrong on an image
+    model = replace(only(default_model(1), test_images=37, level=0.7), image_correlation=0.6, max_searches=1,
+                    max_seeds=20_000)
+    drawn = draw_accuracies(model, 0.0, np.random.default_rng(7))[2]  # the rare class: (method, 1, pairs)
+    assert drawn[0].var() == pytest.approx(0.7 * 0.3 / 37, rel=0.05)
+    phi = shared_share(0.7, 0.6)
+    assert 0.2 < phi < 0.6
+    assert (drawn[1] - drawn[0]).var() == pytest.approx(2 * 0.7 * 0.3 / 37 * (1 - phi), rel=0.06)
+
+
 def test_the_split_is_shared_by_a_pairs_methods_and_the_seed_is_each_runs_own():
-    model = replace(only(default_model(2), split_sd=0.05), max_seeds=5000)
+    model = replace(only(default_model(2), split_sd=0.05), max_searches=1, max_seeds=5000)
     drawn = draw_accuracies(model, 0.0, np.random.default_rng(1))
     assert np.array_equal(drawn[:, 0], drawn[:, 1]) and np.array_equal(drawn[:, 0], drawn[:, 2])  # cancels
-    assert drawn[2, 0].std() == pytest.approx(0.05, rel=0.05)  # the rare class, at 50%: nothing clipped
-    model = replace(only(default_model(2), seed_sd=0.05), max_seeds=5000)
+    assert drawn[2, 0].std() == pytest.approx(0.05, rel=0.05)  # the rare class, at 68%: nothing clipped
+    model = replace(only(default_model(2), seed_sd=0.05), max_searches=1, max_seeds=5000)
     drawn = draw_accuracies(model, 0.0, np.random.default_rng(2))
     assert (drawn[2, 1] - drawn[2, 0]).std() == pytest.approx(0.05 * math.sqrt(2), rel=0.05)
 
 
-def test_a_searchs_luck_is_one_shift_for_all_its_pairs_and_the_truth_moves_only_the_compared_methods():
-    model = replace(only(default_model(1), search_sd=0.04), replicates=4000, max_seeds=3)
+def test_a_searchs_luck_is_one_shift_per_method_and_search_and_the_truth_moves_only_the_compared_methods():
+    model = only(default_model(1))
+    model = replace(model, metrics=tuple(replace(m, search_sd=(0.01, 0.04)) for m in model.metrics),
+                    max_searches=4000, max_seeds=3)
     drawn = draw_accuracies(model, 2.0, np.random.default_rng(3))  # 2 smallest effects: +10 points on the rare class
-    rare = drawn[2]  # (method, replicate, pair)
+    rare = drawn[2]  # (method, search, pair)
     assert np.all(rare[:, :, 0:1] == rare)  # the same value on every pair of a search
-    assert rare[0, :, 0].std() == pytest.approx(0.04, rel=0.05)
+    assert rare[0, :, 0].std() == pytest.approx(0.01, rel=0.05) and rare[1, :, 0].std() == pytest.approx(0.04,
+                                                                                                         rel=0.05)
     assert (rare[1] - rare[0]).mean() == pytest.approx(10 * POINT, abs=0.003)
+
+
+def test_a_run_collapses_at_its_methods_rate_to_about_the_collapsed_level():
+    model = replace(only(default_model(1)), collapse=(0.0, 0.1), max_searches=1, max_seeds=20_000)
+    drawn = draw_accuracies(model, 0.0, np.random.default_rng(9))[1]  # balanced: (method, 1, pairs)
+    fallen = drawn[1] < 0.7
+    assert not np.any(drawn[0] < 0.7) and fallen.mean() == pytest.approx(0.1, abs=0.01)
+    assert drawn[1][fallen].mean() == pytest.approx(model.metric("test_balanced_accuracy").collapsed, abs=0.01)
+
+
+def test_the_default_is_the_digits_campaigns_and_a_new_campaigns_design():
+    model = default_model(4)
+    assert (model.searches, model.searches_per_round, model.max_searches) == (
+        NEW_DESIGN["replicates"], NEW_DESIGN["replicates_per_round"], NEW_DESIGN["max_replicates"])
+    assert (model.seeds, model.max_seeds, model.trim) == (NEW_DESIGN["seeds"], NEW_DESIGN["max_seeds"], TRIM)
+    assert model.metric("smallest_class_accuracy").search_sd == (3 * POINT,) * 5
+    assert model.metric("test_balanced_accuracy").search_sd == (0.5 * POINT,) * 5
+    assert model.collapse == (1 / 30,) * 5 and model.image_correlation > 0
 
 
 def test_the_expected_accuracy_of_a_clipped_normal_matches_draws():
@@ -64,31 +99,25 @@ def test_the_expected_accuracy_of_a_clipped_normal_matches_draws():
 
 
 def test_the_figures_estimated_from_runs_drawn_by_the_model_are_the_models():
-    truth = with_figures(default_model(2), {"search_sd": {key: 2 * POINT for key in METRICS},
-                                            "interaction_sd": {"smallest_class_accuracy": 3 * POINT}})
-    model = replace(truth, replicates=40, max_seeds=40)
-    drawn = draw_accuracies(model, 0.0, np.random.default_rng(5))
-    keys = [(r, s) for r in range(model.replicates) for s in range(model.max_seeds)]
-    values = {method: {m.key: dict(zip(keys, drawn[i, j].ravel().tolist())) for i, m in enumerate(model.metrics)}
-              for j, method in enumerate(model.methods)}
-    found = estimate(values, model.methods, model.replicates, {m.key: m.test_images for m in model.metrics},
-                     {m.key: m.smallest for m in model.metrics})
+    truth = with_figures(default_model(2), {"interaction_sd": {"smallest_class_accuracy": 3 * POINT}})
+    truth = replace(truth, metrics=tuple(replace(m, search_sd=(0.005, 0.01, 0.02)) for m in truth.metrics),
+                    max_searches=40, max_seeds=40)
+    drawn = draw_accuracies(truth, 0.0, np.random.default_rng(5))
+    keys = [(r, s) for r in range(40) for s in range(40)]
+    values = {method: {m.key: dict(zip(keys, drawn[i, j].ravel().tolist())) for i, m in enumerate(truth.metrics)}
+              for j, method in enumerate(truth.methods)}
+    found = estimate(values, truth.methods, 40, {m.key: m.test_images for m in truth.metrics},
+                     {m.key: m.smallest for m in truth.metrics}, truth.image_correlation)
     rare = next(m for m in found.metrics if m.key == "smallest_class_accuracy")
-    assert rare.level == pytest.approx(0.5, abs=0.02)
+    assert rare.level == pytest.approx(0.68, abs=0.02)
     assert rare.split_sd == pytest.approx(8 * POINT, rel=0.1)
     assert math.hypot(rare.seed_sd * math.sqrt(2), max(rare.interaction_sd)) == pytest.approx(
-        math.hypot(4 * POINT * math.sqrt(2), 3 * POINT), rel=0.1)  # seed and method-by-split together
-    assert rare.search_sd == pytest.approx(2 * POINT, rel=0.3)
+        math.hypot(4 * POINT * math.sqrt(2), 3 * POINT), rel=0.15)  # seed and method-by-split together
+    balanced = next(m for m in found.metrics if m.key == "test_balanced_accuracy")
+    assert balanced.search_sd == pytest.approx((0.005, 0.01, 0.02), rel=0.3)  # each method's own luck (40 searches)
+    assert found.collapse == pytest.approx((1 / 30,) * 3, abs=0.012)
     assert found.correlation == pytest.approx(0.5, abs=0.15)
     assert any("cannot tell them apart" in note for note in found.notes)
-    for metric in values["m2"].values():  # m2 set aside after 5 pairs: its difference rests on those
-        for key in [k for k in metric if k[1] >= 5]:
-            del metric[key]
-    again = estimate(values, model.methods, model.replicates, {m.key: m.test_images for m in model.metrics},
-                     {m.key: m.smallest for m in model.metrics})
-    assert again.methods == model.methods and again.pairs == 40
-    assert next(m for m in again.metrics if m.key == "smallest_class_accuracy").split_sd == pytest.approx(
-        rare.split_sd, rel=0.25)
 
 
 # --- whole campaigns through the CLI -------------------------------------------------------------------------------
@@ -101,16 +130,18 @@ def bench(*args: str) -> dict[str, list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def one_search():
-    """Two methods against ERM, one search each, the digits' figures, rounds of 5 pairs up to 20."""
-    return bench("--methods", "2", "--max-seeds", "20", "--campaigns", "300", "--seed", "1")
+def new_design():
+    """The issue's check: a new campaign's design, four methods, the digits' figures with a search's luck of 0.5 / 3
+    points and one run in 30 collapsing (the defaults)."""
+    return bench("--campaigns", "200", "--truth", "0", "--truth", "2", "--seed", "3")
 
 
 @pytest.fixture(scope="module")
-def three_searches():
-    """Three searches per method whose luck moves the rare class by 3 points and the others by 0.5."""
-    return bench("--methods", "2", "--replicates", "3", "--search-sd", "0.5", "--search-sd", "rare=3",
-                 "--max-seeds", "20", "--campaigns", "200", "--truth", "0", "--truth", "1", "--seed", "2")
+def one_search_each():
+    """Two methods against ERM, one search each (rounds of 5 pairs up to 20), no search luck: its intervals are about
+    the configurations, and hold."""
+    return bench("--methods", "2", "--replicates", "1", "--max-seeds", "20", "--search-sd", "0", "--campaigns",
+                 "200", "--truth", "0", "--truth", "1", "--truth", "2", "--seed", "1")
 
 
 def within(rate: dict, bound: float) -> bool:
@@ -118,73 +149,61 @@ def within(rate: dict, bound: float) -> bool:
     return rate["value"] <= bound + MONTE_CARLO * rate["se"]
 
 
-@pytest.mark.parametrize("tables", ["one_search", "three_searches"])
-def test_any_wrong_word_is_at_most_5_percent_with_no_true_difference_and_at_the_smallest_effect(tables, request):
+@pytest.mark.parametrize("tables", ["new_design", "one_search_each"])
+def test_any_wrong_word_is_at_most_6_percent_with_no_true_difference(tables, request):
     errors = {row["truth"]: row for row in request.getfixturevalue(tables)["Wrong"]}
-    assert within(errors[0.0]["any_wrong"], 0.05), errors[0.0]  # the family-wise false-positive rate
+    assert within(errors[0.0]["any_wrong"], 0.06), errors[0.0]  # the family-wise false-positive rate
+    assert all(within(row["any_wrong"], 0.06) for row in errors.values()), errors
+
+
+def test_at_the_smallest_effect_a_false_equivalent_is_at_most_5_percent(one_search_each):
+    errors = {row["truth"]: row for row in one_search_each["Wrong"]}
     assert within(errors[1.0]["false_equivalent"], 0.05), errors[1.0]
-    assert all(within(row["any_wrong"], 0.05) for row in errors.values()), errors
 
 
-def test_every_interval_the_verdict_prints_covers_at_least_93_percent(one_search):
-    shown = {(row["interval"], row["truth"]): row["coverage"] for row in one_search["Coverage"]}
+@pytest.mark.parametrize("tables", ["new_design", "one_search_each"])
+def test_every_interval_the_verdict_prints_covers_at_least_93_percent(tables, request):
+    shown = {(row["interval"], row["truth"]): row["coverage"] for row in request.getfixturevalue(tables)["Coverage"]}
     assert {kind for kind, _ in shown} == {"primary", "family", "secondary", "improvement", "mean"}
-    low = {key: rate for key, rate in shown.items() if rate["value"] < COVERAGE}
+    low = {key: rate for key, rate in shown.items() if rate["value"] + 2 * rate["se"] < COVERAGE}
     assert not low, low
 
 
-def test_with_three_searches_the_decisions_intervals_cover_at_least_93_percent(three_searches):
-    """Within 2 Monte Carlo standard errors: 200 campaigns give a secondary interval's coverage a standard error
-    of 1.4 points (measured 93.2% at no true difference, 95.2% at one smallest effect)."""
-    shown = {(row["interval"], row["truth"]): row["coverage"] for row in three_searches["Coverage"]}
-    low = {key: rate for key, rate in shown.items()
-           if rate["value"] + 2 * rate["se"] < COVERAGE and key[0] != "mean"}
-    assert not low, low
+def test_at_a_new_campaigns_design_80_percent_of_cells_are_decided_at_twice_the_smallest_effect(new_design):
+    at_two = [row for row in new_design["Power"] if row["truth"] == 2.0]
+    assert len(at_two) == 8  # 4 methods x 2 primary metrics
+    decided = sum(row["decided"]["value"] for row in at_two) / len(at_two)
+    assert decided >= 0.8, [(row["method"], row["metric"], row["decided"]["value"]) for row in at_two]
 
 
-def test_with_three_searches_each_methods_mean_covers_at_least_93_percent(three_searches):
-    shown = [row["coverage"]["value"] for row in three_searches["Coverage"] if row["interval"] == "mean"]
-    assert min(shown) >= COVERAGE, shown
-
-
-def test_on_few_test_images_a_false_equivalent_stays_within_5_percent():
-    tables = bench("--primary", "rare", "--level", "rare=5", "--test-images", "rare=5", "--split-sd", "rare=2",
-                   "--seed-sd", "rare=1", "--interaction-sd", "rare=1", "--max-seeds", "10", "--campaigns", "200",
-                   "--truth", "1")  # 15.0 ± 2.5% with ties identical runs
-    (errors,) = tables["Wrong"]
-    assert within(errors["false_equivalent"], 0.05), errors
-
-
-def test_with_rounds_of_two_pairs_the_false_positive_rate_stays_within_5_percent():
-    tables = bench("--primary", "rare", "--test-images", "rare=10", "--seeds", "2", "--seeds-per-round", "2",
-                   "--max-seeds", "6", "--campaigns", "200", "--truth", "0")  # 19.0 ± 2.8% with float noise a spread
-    (errors,) = tables["Wrong"]
-    assert within(errors["any_wrong"], 0.05), errors
-
-
-def test_power_grows_with_the_true_difference(one_search):
+def test_power_grows_with_the_true_difference(one_search_each):
     right: dict[tuple[str, str], dict[float, float]] = {}
-    for row in one_search["Power"]:
+    for row in one_search_each["Power"]:
         right.setdefault((row["method"], row["metric"]), {})[row["truth"]] = row["right"]["value"]
     assert len(right) == 4  # 2 methods x 2 primary metrics
     for cell, by_truth in right.items():
-        assert by_truth[0.5] < by_truth[1.0] < by_truth[2.0], (cell, by_truth)
+        assert by_truth[1.0] < by_truth[2.0], (cell, by_truth)
     assert all(by_truth[2.0] > 0.5 for by_truth in right.values()), right
 
 
-def test_the_pairs_used_stay_within_the_design_and_erm_trains_the_most(one_search):
-    pairs = {(row["method"], row["truth"]): row["pairs"]["value"] for row in one_search["Pairs"]}
-    assert all(5 <= value <= 20 for value in pairs.values()), pairs
-    assert all(pairs[("erm", truth)] >= pairs[(method, truth)] for method, truth in pairs), pairs
+def test_the_runs_used_stay_within_the_design_and_erm_trains_the_most(new_design, one_search_each):
+    for tables, (searches, pairs) in ((new_design, (NEW_DESIGN["max_replicates"], NEW_DESIGN["max_seeds"])),
+                                      (one_search_each, (1, 20))):
+        used = {(row["method"], row["truth"]): (row["searches"]["value"], row["pairs"]["value"])
+                for row in tables["Runs"]}
+        assert all(1 <= s <= searches and 1 <= p <= pairs for s, p in used.values()), used
+        assert all(used[("erm", truth)][0] >= used[(method, truth)][0] for method, truth in used), used
 
 
-def test_the_table_fits_80_columns_and_says_the_figures_used():
-    done = robust_tune("bench", "verdict", "--methods", "2", "--campaigns", "10", "--truth", "0", "--max-seeds",
-                       "10", columns=80, threads=1)
+def test_the_table_fits_80_columns_and_says_the_figures_and_design_used():
+    done = robust_tune("bench", "verdict", "--methods", "2", "--campaigns", "10", "--truth", "0", "--max-replicates",
+                       "4", columns=80, threads=1)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Figures simulated (given)"), done.stdout
     assert all(len(line) <= 80 for line in done.stdout.splitlines()), done.stdout
-    assert "rare class  primary  50.0      37    8.0   4.0        3.0     0.0     5.0" in done.stdout
+    assert "rare class  primary  68.0      37    8.0   4.0        3.0     3.0     5.0" in done.stdout
+    text = " ".join(done.stdout.split())
+    assert "a pilot of 3 searches per method" in text and "up to 4" in text and f"{100 * TRIM:g}% trimmed" in text
 
 
 # --- figures from a stored campaign ---------------------------------------------------------------------------------
@@ -198,12 +217,12 @@ def stored(tmp_path_factory):
     folder = tmp_path_factory.mktemp("stored")
     db = folder / "c.db"
     campaign = parse_campaign({"name": "c", "methods": ["cb", "ls"], "objective": "val_balanced_accuracy",
-                               "params": {"epochs": 1, "lr_head": {"low": 0.01, "high": 0.2}},
+                               "replicates": 1, "params": {"epochs": 1, "lr_head": {"low": 0.01, "high": 0.2}},
                                "budget": {"trials": 2, "initial": 1}, "evaluate": {"seeds": 8, "max_seeds": 8}},
-                              "c.toml").settle_resplit(None)
+                              "c.toml").settle_resplit(None).settle_design(None)
     store = Store(str(db))
     store.save_campaign(campaign)
-    model = replace(default_model(2), max_seeds=8)
+    model = replace(default_model(2), max_searches=1, max_seeds=8, collapse=())
     drawn = draw_accuracies(model, 0.0, np.random.default_rng(6))
     train = {str(c): 100 for c in range(10)} | {"3": 5}
     test = {"test": {str(c): 40 for c in range(10)} | {"3": 37}}
@@ -225,13 +244,23 @@ def test_from_a_stored_campaign_the_figures_are_its_runs_and_nothing_is_written(
     figures = tables["Figures"]
     assert "from campaign c, 8 pairs" in json.loads(done.stdout)[0]["title"]
     rare = next(row for row in figures["rows"] if row["metric"] == "smallest_class_accuracy")
-    assert rare["test_images"] == 37 and len(rare["interaction_sd"]) == 2 and rare["search_sd"] == 0
+    assert rare["test_images"] == 37 and len(rare["interaction_sd"]) == 2
+    assert rare["search_sd"] == [0.03] * 3  # one search each: the digits campaigns' luck, said in the notes
     balanced = next(row for row in figures["rows"] if row["metric"] == "test_balanced_accuracy")
     assert balanced["test_images"] == round(100 / (9 / 40 + 1 / 37))  # K^2 / sum(1 / n_c)
     notes = " ".join(figures["notes"])
-    assert "cannot tell them apart" in notes and "search luck 0" in notes
-    assert {row["method"] for row in tables["Pairs"]["rows"]} == {"erm", "cb", "ls"}
+    assert "cannot tell them apart" in notes and "one search per method cannot measure it" in notes
+    assert "1 search each; pairs 8" in notes  # the stored campaign's design
+    assert {row["method"] for row in tables["Runs"]["rows"]} == {"erm", "cb", "ls"}
     assert snapshot(stored.parent) == before
+
+
+def test_one_search_is_about_the_configurations_and_says_so():
+    assert one_search(default_model(2)).design().max_searches == 1
+    done = robust_tune("bench", "verdict", "--methods", "1", "--replicates", "1", "--campaigns", "10", "--truth",
+                       "0", "--max-seeds", "5", threads=1)
+    assert done.returncode == 0, done.stderr
+    assert "cover the search's result, not the method's" in " ".join(done.stdout.split())
 
 
 @pytest.mark.parametrize("args, problem", [

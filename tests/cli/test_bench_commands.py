@@ -19,8 +19,9 @@ OWN_OPTIONS = {
     "workers": {"--set", "--device", "--rounds", "--format"},
     "runs": {"--runs", "--threads", "--epochs", "--device", "--rounds", "--format"},
     "startup": {"--rounds", "--db", "--format"},
-    "verdict": {"--from", "--db", "--campaigns", "--seed", "--truth", "--methods", "--replicates", "--seeds",
-                "--seeds-per-round", "--max-seeds", "--primary", "--smallest-effect", "--level", "--test-images",
+    "verdict": {"--from", "--db", "--campaigns", "--seed", "--truth", "--methods", "--replicates",
+                "--max-replicates", "--replicates-per-round", "--seeds", "--seeds-per-round", "--max-seeds", "--trim",
+                "--image-correlation", "--collapse", "--primary", "--smallest-effect", "--level", "--test-images",
                 "--split-sd", "--seed-sd", "--interaction-sd", "--search-sd", "--correlation", "--processes",
                 "--format"},
 }

@@ -34,6 +34,7 @@ CAMPAIGN = """
 name = "fm-campaign-with-a-longer-name"
 objective = "val_balanced_accuracy"
 methods = ["ls"]
+replicates = 1
 
 [data]
 name = "digits"

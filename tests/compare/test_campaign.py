@@ -25,6 +25,7 @@ CAMPAIGN = """
 name = "trio"
 objective = "val_balanced_accuracy"
 methods = ["ls", "cb"]        # erm joins by itself
+replicates = 1                # one search each (the default design's rounds of searches are tested apart)
 
 [data]
 name = "digits"
@@ -229,6 +230,7 @@ def test_resplit_false_trains_what_0_6_0_trained(tmp_path, cli):
     path = tmp_path / "old-trio.toml"
     old = (data / "old-trio.toml").read_text()
     path.write_text(old.replace("seeds = 3", "seeds = 3\nmax_seeds = 3\nresplit = false")
+                    .replace("[data]", "replicates = 1\n\n[data]")  # one search, as 0.6.0 ran it
                     .replace('imbalance_in = "train"', 'imbalance_in = "train"\nrare_kept = "first"')
                     .replace("epochs = 1", "epochs = 1\nlr_backbone = 0.001"))  # 0.6.0's default then
     ran = robust_tune("compare", str(path), "--db", str(tmp_path / "new.db"), "--device", "cpu",
@@ -391,7 +393,7 @@ def test_the_verdict_fits_the_terminal_with_one_line_per_method_and_metric(campa
     assert [row.split()[0] for row in rows_[::4]] == ["erm", "ls", "cb"]
     for row in rows_[4:]:  # every method but the reference: its difference and its word on the row's one line
         assert re.search(r"[+-]\d+\.\d( \[[+-]\d+(\.\d)?, [+-]\d+(\.\d)?\]| \(exact\))", row) and re.search(
-            r"(better|worse|equivalent|undecided|open|secondary|all equal)\s*$", row), row
+            r"(better|worse|equivalent|undecided|open)\*?\s*$|(secondary|all equal)\s*$", row), row
     assert lines[rule + 13].split()[0] in ("Accuracies", "mean", "not")  # no row went on to a next line: a note
     # P(method > ERM) beside each difference, or named as left out for room (--wide and the files have it)
     assert "P>ERM %" in lines[rule - 1] or any("not shown here" in line and "P>ERM %" in line for line in lines)
@@ -406,7 +408,7 @@ def _verdict_of(values: dict, parameters: dict, flags: dict | None = None, rare=
                             bound_flags=(flags or {}).get(m, [])) for m in values]
     design = Design(("test_balanced_accuracy", "smallest_class_accuracy"),
                     {"test_balanced_accuracy": 0.01, "smallest_class_accuracy": 0.05}, seeds=3, max_seeds=3)
-    return verdict_of("c", design, 1, values, results, "the training seed and the whole split", rare)
+    return verdict_of("c", design, values, results, "the training seed and the whole split", rare)
 
 
 def test_a_method_whose_runs_equal_erms_is_said_to_be_erm_and_equivalent_by_the_exact_rule():
@@ -419,7 +421,7 @@ def test_a_method_whose_runs_equal_erms_is_said_to_be_erm_and_equivalent_by_the_
     assert "ls tuned to alpha = 0: it is ERM here (its re-trained runs equal ERM's on all 3 pairs)" in verdict.reading
     table = next(t for t in verdict_tables(verdict) if t.title.startswith("Verdict"))
     ls_rows = [row for row in table.rows if row[0] == "ls"]
-    assert ls_rows[0][3] == "+0.0 (exact)" and ls_rows[0][5] == "equivalent"
+    assert ls_rows[0][3] == "+0.0 (exact)" and ls_rows[0][5] == "equivalent*"  # one search: these configurations
     assert verdict.cells[("ls", "test_balanced_accuracy")].outcome is Outcome.EQUIVALENT
     assert table.records[1]["same_as_erm"].startswith("ls tuned to alpha = 0")
 
@@ -644,3 +646,38 @@ def test_the_verdict_says_which_ranges_each_methods_search_widened(tmp_path, cli
     assert any("lr_head widened from [0.001, 0.002]" in note for note in tables["Campaign trio"]["notes"])
     verdict = tables["Verdict of campaign trio"]
     assert any("Widened where the search's best sat on a bound: " in note for note in verdict["notes"])
+
+
+def test_by_default_each_method_is_searched_in_rounds_and_the_search_is_the_unit(tmp_path, cli):
+    """A new campaign's design at a small size (a pilot of 2 searches per method, 2 pairs each, then rounds of one more
+    search up to 3): every search an ordinary study on seeds and splits of its own, each round said before it runs,
+    the verdict over the searches with each method's search luck in its JSON, and a second compare trains nothing."""
+    text = (CAMPAIGN.replace('methods = ["ls", "cb"]', 'methods = ["cb"]')
+            .replace("replicates = 1 ", "replicates = 2\nmax_replicates = 3\nreplicates_per_round = 1\n#")
+            .replace("seeds = 3\nmax_seeds = 3", "seeds = 2\nmax_seeds = 2"))
+    db = tmp_path / "c.db"
+    code, _, err = cli("compare", str(campaign_file(tmp_path, text=text)), "--db", str(db), "--device", "cpu",
+                       "--log-file", str(tmp_path / "ax.log"))
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "2 trials each x 2 searches, each search re-trained on 2 pairs" in said and "up to 3" in said
+    assert "round 2: erm, cb: 3 searches of 2 pairs (2 new searches, 4 runs" in said
+    studies = rows(db, "select s.name, count(*), min(t.trial_index) from rt_studies s join rt_trials t "
+                       "on t.study_id = s.id group by s.name order by s.name")
+    assert [(name, count) for name, count, _ in studies] == [(f"trio.{m}{r}", 2) for m in ("cb", "erm")
+                                                            for r in ("", ".r1", ".r2")]
+    runs = rows(db, "select s.name, e.seed from rt_evaluations e join rt_studies s on s.id = e.study_id "
+                    "where e.variant = 'tuned' order by s.name, e.seed")
+    assert runs == [(f"trio.{m}{suffix}", 1000 * r + k) for m in ("cb", "erm")
+                    for r, suffix in enumerate(("", ".r1", ".r2")) for k in range(2)]
+    shown = in_process(cli, "report", "--verdict", "trio", "--db", str(db), "--format", "json")
+    verdict = next(t for t in json.loads(shown.stdout) if t["title"].startswith("Verdict of campaign trio"))
+    cb = next(r for r in verdict["rows"] if r["method"] == "cb")
+    assert cb["searches"] == 3 and cb["about"] == "methods" and cb["runs"] == 6
+    assert set(cb["search_luck"]) == set(METRICS) and all(v >= 0 for v in cb["search_luck"].values())
+    cell = cb["vs_erm"]["test_balanced_accuracy"]
+    assert cell["searches"] == cell["units"] == 3 and cell["about"] == "methods"
+    assert "3 searches x 2 pairs" in verdict["title"]
+    again = robust_tune("compare", str(tmp_path / "trio.toml"), "--db", str(db), "--device", "cpu",
+                        "--log-file", str(tmp_path / "ax.log"))
+    assert again.returncode == 0 and "0 trial(s) and 0 re-training run(s) now" in again.stderr, again.stderr

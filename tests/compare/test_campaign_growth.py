@@ -155,8 +155,7 @@ def _without_tasks(text: str) -> dict:
 
 def _settled(campaign):
     """A new campaign with every setting a first `compare` settles."""
-    return (campaign.settle_image_size(None).settle_strategy(None).settle_resplit(None).settle_max_seeds(None)
-            .settle_rare_kept(None).settle_widen(None).settle_replicate_seeds(None))
+    return campaign.settled(None)
 
 
 def test_a_campaign_of_tasks_stored_before_tasks_could_be_added_keeps_its_fingerprint_and_meaning():

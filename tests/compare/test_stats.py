@@ -8,7 +8,7 @@ from scipy import stats as scipy_stats
 
 from pipeline.compare.replicate_simulation import false_positive_rates, layout_rates
 from pipeline.compare.stats import (clustered_difference, holm, mean_interval, paired_difference,
-                                    paired_improvement, simultaneous_confidence)
+                                    paired_improvement, sign_test_p, simultaneous_confidence, trimmed)
 
 
 def test_holm_against_a_hand_computation():
@@ -41,6 +41,11 @@ def test_paired_difference_without_spread_or_with_one_pair():
     # no spread: the exact sign-flip test, 2 of the 2^n sign patterns as extreme (never p = 0)
     assert paired_difference([0.75, 0.5], [0.5, 0.25]).p_value == 0.5
     assert paired_difference([0.6] * 6, [0.5] * 6).p_value == pytest.approx(2 / 2 ** 6)
+    # equal counts that differ in the 17th digit as floats: three differences of -1/37 are the exact sign test's 0.25,
+    # not a t test's p of 1e-31
+    a, b = [0 / 37, 18 / 37, 35 / 37], [1 / 37, 19 / 37, 36 / 37]
+    assert len({x - y for x, y in zip(a, b)}) > 1  # as floats they differ
+    assert paired_difference(a, b).p_value == pytest.approx(0.25)
     single = paired_difference([0.6], [0.5])
     assert single.p_value is None and single.half_width() is None
     with pytest.raises(ValueError):
@@ -122,3 +127,20 @@ def test_with_a_method_by_split_interaction_only_replicates_on_splits_of_their_o
     assert rates.apart <= 0.05 + 3 * (0.05 * 0.95 / 1500) ** 0.5
     power = layout_rates(replicates=5, seeds=5, search_sd=0.5, split_sd=0.5, effect=2.0, campaigns=300, seed=2)
     assert power.apart > 0.9
+
+
+def test_the_sign_test_is_scipys_binomial_test_on_the_signs():
+    differences = [0.02, 0.01, -0.005, 0.03, 0.0, 0.01, 0.02]  # 5 above, 1 below, one tie dropped
+    assert sign_test_p(differences) == pytest.approx(scipy_stats.binomtest(5, 6).pvalue)
+    assert sign_test_p([0.01] * 4) == pytest.approx(2 / 2 ** 4) and sign_test_p([0.0, 0.0]) == 1.0
+
+
+def test_yuens_trimmed_mean_and_its_standard_error_are_scipys():
+    from scipy.stats import mstats
+
+    values = [0.91, 0.93, 0.35, 0.92, 0.95, 0.94, 0.90, 0.93, 0.92, 0.96]  # one collapsed run
+    mean, se, df = trimmed(values, 0.2)
+    assert mean == pytest.approx(scipy_stats.trim_mean(values, 0.2)) and df == 10 - 2 * 2 - 1
+    assert se == pytest.approx(float(mstats.trimmed_stde(values, limits=(0.2, 0.2))))
+    plain = trimmed(values, 0.0)
+    assert plain[0] == pytest.approx(sum(values) / 10) and plain[1] == pytest.approx(scipy_stats.sem(values))

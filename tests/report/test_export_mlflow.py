@@ -184,7 +184,7 @@ def test_a_statistic_added_to_the_verdict_cell_is_in_the_json_and_in_mlflow_with
     from pipeline.report.export_mlflow import mlflow_record
     from pipeline.report.verdict_report import json_record
 
-    extended = dataclasses.make_dataclass("Extended", [("skew", float, shown("skew", mlflow="skew"))],
+    extended = dataclasses.make_dataclass("Extended", [("skew", float, shown("skew", mlflow="skew", default=0.0))],
                                           bases=(VerdictCell,), frozen=True)
     cell = extended("ls", "test_accuracy", 0.02, 0.01, 0.03, 0.95, False, None, False, None, None, 5, 5, False, None,
                     0.0, 0, ImprovementRecord(0.8, 0.44, 0.97, 5, 0.95), False, skew=-0.5)

@@ -16,6 +16,7 @@ CAMPAIGN = """
 name = "held"
 objective = "val_balanced_accuracy"
 methods = ["ls"]
+replicates = 1
 [data]
 name = "digits"
 [params]
