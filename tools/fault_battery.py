@@ -51,6 +51,7 @@ CAMPAIGN = f"""
 name = "battery"
 objective = "val_balanced_accuracy"
 methods = ["ls", "cb"]
+replicates = 1  # one search each: the budgets below count one study per method
 [data]
 name = "digits"
 imbalance_class = "3"

@@ -180,6 +180,7 @@ PREFIXES_CAMPAIGN = """
 name = "pfc"
 objective = "val_balanced_accuracy"
 methods = ["cb"]
+replicates = 1
 [data]
 name = "digits"
 [params]
