@@ -142,26 +142,35 @@ def bench_search(
         metavar="PROBLEM", help="Only this problem (repeat; default all).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option(
         metavar="STRATEGY", help="Only this strategy (repeat; default all but gp-warp, gp-centre, gp-winsorized, "
-                                 "gp-2seeds, gp-trust, gp-margin, gp-fast and gp-fast2); with the suffix +widen "
-                                 "(gp+widen), the search widens a range whose soft end the best trial sits on, as a "
-                                 "study does.")] = None,
+                                 "gp-2seeds, gp-trust, gp-margin, gp-fast, gp-fast2 and gp-lowfi); with the suffix "
+                                 "+widen (gp+widen), the search widens a range whose soft end the best trial sits "
+                                 "on, as a study does; +widen-model, -x2, -safe change how.")] = None,
+    pick: Annotated[Optional[list[str]], typer.Option(
+        metavar="PICK", help="Only this pick rule (repeat; default all): observed, model, lower, race or "
+                             "race-observed.")] = None,
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="Search seeds per strategy and problem.")]
     = SEARCH_SEEDS,
     trials: Annotated[int, typer.Option(min=1, max=200, help="The trainings each search gets.")] = 20,
     initial: Initial = 5,
+    splits: Annotated[bool, typer.Option(
+        "--splits", help="Give each search a base split of its own: a split term, measured on real runs, in "
+                         "every observation.")] = False,
     processes: Processes = 1,
     plot: Annotated[Optional[Path], typer.Option(
         help="Draw the regret curves (points below the best possible, against trainings) into this PNG "
              "file.")] = None,
     force: PlotForce = False,
-    format_: BenchFormat = "table",
+    format_: Annotated[str, typer.Option("--format", help="table (for people), markdown (for the README) or json "
+                                                          "(every search seed's value too).")] = "table",
 ) -> None:
-    """Compare the search strategies on problems whose truth is known.
+    """Compare the search strategies and pick rules on problems whose truth is known.
 
     The GP and its variants, Sobol, random and Optuna's TPE (if installed) side by side: the true value of
-    each strategy's recommendation after k trainings, over --seeds search seeds."""
-    _print_search(tuple(problem or ()), tuple(strategy or ()), seeds, trials, initial, processes, plot, force,
-                  _markdown(format_))
+    each strategy's recommendation after k trainings, by each pick rule, over --seeds search seeds; its
+    median, and its SD and interquartile range at a campaign's 8 trainings and at --trials (the search's
+    luck)."""
+    _print_search(tuple(problem or ()), tuple(strategy or ()), tuple(pick or ()), seeds, trials, initial, splits,
+                  processes, plot, force, chosen_format(format_, ("table", "markdown", "json")))
 
 
 @bench_app.command("prefixes")
@@ -363,10 +372,11 @@ def _print_startup(db: str, rounds: int, markdown: bool) -> None:
                                  for command, value in seconds.items()])], markdown)
 
 
-def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds: int, trainings: int, initial: int,
-                  processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
-    """The search benchmark: one table per problem, the true value of each strategy's recommendation."""
-    from pipeline.bench.problems import available_problems
+def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], picks: tuple[str, ...], seeds: int,
+                  trainings: int, initial: int, splits: bool, processes: int, plot: Path | None, force: bool,
+                  fmt: str) -> None:
+    """The search benchmark: per problem, the true value of each strategy's recommendation and its spread."""
+    from pipeline.bench.problems import SPLITS_TABLE, available_problems
 
     known_problems = available_problems()
     for name in problems:
@@ -374,6 +384,9 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
             raise UserError(f"unknown search problem {name!r}; known: {', '.join(known_problems)}")
     if initial >= trainings:
         raise UserError(f"--initial {initial} leaves the GP no trial of --trials {trainings}: give fewer")
+    if splits and not SPLITS_TABLE.is_file():
+        raise UserError(f"--splits: no table of runs on several splits at {SPLITS_TABLE}: make it with "
+                        "tools/replay_trials.py --splits")
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise UserError(f"--plot {plot}: name a .png file")
@@ -385,35 +398,46 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
     from pipeline.library_logs import quiet_libraries
 
     log_file = quiet_libraries("runs/robust-tune.log")
-    from pipeline.bench.search import (STRATEGY_NOTES, WIDEN, known_strategy, optuna_available, search_benchmark,
-                                       strategies as available)
+    from pipeline.bench.search import (PICKS, STRATEGY_NOTES, WIDEN, WIDEN_OPTIONS, known_strategy, optuna_available,
+                                       search_benchmark, strategies as available)
 
     names = available()
     for name in strategies:
         if not known_strategy(name):
             raise UserError(f"unknown search strategy {name!r}; known: {', '.join(STRATEGY_NOTES)}, and each but "
-                            f"tpe and gp-2seeds with {WIDEN} (widening its ranges as a study does)")
+                            f"tpe and gp-2seeds with {WIDEN} (widening its ranges as a study does), optionally "
+                            f"with {', '.join('-' + o for o in WIDEN_OPTIONS)} (e.g. gp{WIDEN}-model-x2)")
         if name == "tpe" and not optuna_available():
             raise UserError("strategy tpe needs Optuna: pip install 'robust-tune[compare]'")
+    for name in picks:
+        if name not in PICKS:
+            raise UserError(f"unknown pick rule {name!r}; known: {', '.join(PICKS)}")
     if not optuna_available() and not strategies:
         stderr.print(escape("Optuna is not installed, so TPE is left out (pip install 'robust-tune[compare]' "
                             "adds it)"))
+    split = None
+    if splits:
+        from pipeline.bench.problems import SplitTerm, split_sd
+
+        split = SplitTerm(split_sd()["interaction"])
     with stderr.status("searching") as status:
         runs, summaries, checkpoints = search_benchmark(problems or known_problems, strategies or names, seeds,
                                                         trainings, initial, processes, str(log_file),
-                                                        report=lambda message: status.update(message))
+                                                        report=lambda message: status.update(message), split=split)
+    summaries = [s for s in summaries if not picks or s.pick in picks]
     if plot is not None:
         from pipeline.output_file import write_output
         from pipeline.report.plots import search_picture
 
         write_output(plot, search_picture(summaries, checkpoints).png, force, option="--plot")
-    _search_tables(summaries, checkpoints, seeds, initial, markdown)
-    from pipeline.bench.problems import ERM_REPLAY_TABLE, REPLAY_TABLE, read_replay, surrogate_check
-
-    for table, replays in ((REPLAY_TABLE, ("digits-hws-replay",)),
-                           (ERM_REPLAY_TABLE, ("digits-erm-replay", "digits-erm-cut-replay"))):
-        if any(name in (problems or known_problems) for name in replays):
-            check = surrogate_check(read_replay(table))
+    checks = _surrogate_checks(problems or known_problems)
+    tables = _search_tables(summaries, checkpoints, seeds, initial, split)
+    if fmt == "json" and checks:
+        tables.append(ReportTable("The replays' surrogates on configurations they were not fitted on", [], [], [],
+                                  [{"problems": replays, **check} for replays, check in checks]))
+    print_tables(tables, fmt, None, wide=True)
+    if fmt != "json":
+        for replays, check in checks:
             stdout.print(escape(
                 f"The surrogate of {' and '.join(replays)} on configurations it was not fitted on (5-fold, "
                 f"{check['configurations']} configurations x {check['seeds']} seeds): root-mean-square error "
@@ -424,50 +448,91 @@ def _print_search(problems: tuple[str, ...], strategies: tuple[str, ...], seeds:
         stderr.print(f"picture: {plot}")
 
 
+def _surrogate_checks(problems: tuple[str, ...]) -> list[tuple[list[str], dict[str, float]]]:
+    """How well each replay's surrogate predicts configurations it was not fitted on (problems.surrogate_check),
+    for the replays among `problems`."""
+    from pipeline.bench.problems import (CURVE_KINDS, CURVE_SPACE, CURVES_TABLE, ERM_REPLAY_TABLE, REPLAY_TABLE,
+                                         ReplayTable, read_curves, read_replay, surrogate_check)
+
+    def curves() -> ReplayTable:
+        table = read_curves(CURVES_TABLE)
+        return ReplayTable(CURVE_SPACE, CURVE_KINDS, table.points, table.values[:, :, -1], table.header)
+
+    checks = []
+    for read, replays in ((lambda: read_replay(REPLAY_TABLE), ["digits-hws-replay"]),
+                          (lambda: read_replay(ERM_REPLAY_TABLE), ["digits-erm-replay", "digits-erm-cut-replay"]),
+                          (curves, ["digits-hws-curves-replay"])):
+        if any(name in problems for name in replays):
+            checks.append((replays, surrogate_check(read())))
+    return checks
+
+
 def _search_tables(summaries: list, checkpoints: tuple[int, ...], seeds: int, initial: int,
-                   markdown: bool) -> None:
-    """Per problem, the true value of each strategy's recommendation after k trainings; then, per strategy, how
-    its proposals after the initial ones sit in the box (random search's give the base rate) and how long one
-    takes."""
-    from pipeline.bench.search import STRATEGY_NOTES, WIDEN, base_strategy
+                   split: Any = None) -> list[ReportTable]:
+    """Per problem, the true value of each strategy's recommendation after k trainings by each pick rule, and its
+    spread over search seeds at a campaign's 8 trainings and at the last; then, per strategy, how its proposals
+    after the initial ones sit in the box (random search's give the base rate) and how long one takes."""
+    from pipeline.bench.search import CAMPAIGN_TRAININGS, PICKS, STRATEGY_NOTES, WIDEN, WIDEN_OPTIONS, base_strategy
 
     def percent(value: float) -> str:
         return "–" if value != value else f"{100 * value:.1f}"
 
+    def label(s: Any) -> str:
+        return s.strategy + ("" if s.pick == "observed" else f" ({s.pick})")
+
     last = checkpoints[-1]
-    spreads = [k for k in checkpoints if k == last // 2] + [last]  # the IQR halfway (k=10 of 20) and at the end
-    columns = ["strategy", *[f"k={k}" for k in checkpoints], *[f"IQR at {k}" for k in spreads], "beats random"]
+    luck = [k for k in checkpoints if k == CAMPAIGN_TRAININGS] + [last]
+    columns = ["strategy", *[f"k={k}" for k in checkpoints], "beats random"]
     tables = []
     for problem in dict.fromkeys(s.problem for s in summaries):
         mine = [s for s in summaries if s.problem == problem]
-        rows = [[s.strategy + (" (model)" if s.pick == "model" else ""),
-                 *[percent(s.quartiles[k][1]) for k in checkpoints],
-                 *[f"{percent(s.quartiles[k][0])}–{percent(s.quartiles[k][2])}" for k in spreads],
+        rows = [[label(s), *[percent(s.quartiles[k][1]) for k in checkpoints],
                  "" if s.beats_random is None else f"{100 * s.beats_random:.0f}%"] for s in mine]
-        tables.append((f"{problem}: best possible {100 * mine[0].best:.1f}%", columns, rows))
+        tables.append(ReportTable(f"{problem}: best possible {100 * mine[0].best:.1f}%", columns, rows,
+                                  records=[s.record() for s in mine]))
+        spreads = [[label(s), *[cell for k in luck for cell in (percent(s.quartiles[k][1]), percent(s.sds[k]),
+                                                                   percent(s.iqr(k)))]] for s in mine]
+        tables.append(ReportTable(
+            f"{problem}: the search's luck, the spread of the true value over {seeds} search seeds",
+            ["strategy", *[f"{name} at {k}" for k in luck for name in ("median", "SD", "IQR")]], spreads,
+            records=[{"strategy": s.strategy, "pick": s.pick,
+                      **{str(k): {"median": s.quartiles[k][1], "sd": s.sds[k], "iqr": s.iqr(k)} for k in luck}}
+                     for s in mine]))
     proposals: dict[str, list] = {}
     for s in summaries:
         if s.pick == "observed":
             proposals.setdefault(s.strategy, []).append(s)
     widens = any(s.widened is not None for s in summaries)
-    tables.append((f"Proposals after the first {initial} trainings near a bound (within 1% of a range), and ms per "
-                   "proposal" + (f"; {WIDEN}: the share of seeds whose search widened a range" if widens else ""),
-                   ["strategy", *dict.fromkeys(s.problem for s in summaries), "ms"],
-                   [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" + (
-                       "" if s.widened is None else f" (widened {100 * s.widened:.0f}%)") for s in rows],
-                     f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()]))
-    tables.append(_proposal_cost_table(proposals, initial))
+    problems = list(dict.fromkeys(s.problem for s in summaries))
+    tables.append(ReportTable(
+        f"Proposals after the first {initial} trainings near a bound (within 1% of a range), and ms per proposal"
+        + (f"; {WIDEN}: the share of seeds whose search widened a range" if widens else ""),
+        ["strategy", *problems, "ms"],
+        [[name, *["" if s.edge_share is None else f"{100 * s.edge_share:.0f}%" + (
+            "" if s.widened is None else f" (widened {100 * s.widened:.0f}%)") for s in rows],
+          f"{sum(s.proposal_ms for s in rows) / len(rows):.0f}"] for name, rows in proposals.items()],
+        records=[{"strategy": name, "problem": s.problem, "on_bound": s.edge_share, "widened": s.widened,
+                  "proposal_ms": s.proposal_ms} for name, rows in proposals.items() for s in rows]))
+    title, header, rows = _proposal_cost_table(proposals, initial)
+    tables.append(ReportTable(title, header, rows, records=[dict(zip(header, row)) for row in rows]))
     bases = {base_strategy(name) for name in proposals}
+    shown = dict.fromkeys(s.pick for s in summaries)
     note = (f"True value (%) of the configuration each strategy recommends after k trainings, median over {seeds} "
-            "search seeds, and its interquartile range (IQR); (model): the tried configuration the GP "
-            "predicts best instead of the best observed; beats random: share of search seeds on which the "
-            f"recommendation at k={last} is truly better than random search's from the same seed. "
+            f"search seeds; the search's luck: its SD and interquartile range (IQR, points) at a campaign's "
+            f"{CAMPAIGN_TRAININGS} trainings and at {last}. Picks: "
+            + "; ".join(f"{k}{' (unnamed)' if k == 'observed' else ''}: {v}" for k, v in PICKS.items() if k in shown)
+            + f". Beats random: share of search seeds on which the recommendation at k={last} is truly better than "
+            "random search's from the same seed. "
             + "; ".join(f"{k}: {v}" for k, v in STRATEGY_NOTES.items() if k in bases)
             + (f"; {WIDEN}: after every trial, each soft end of a range the best observed trial sits on widened, as a "
-               "study widens it (a bound then counts in the box searched at the time)" if widens else "") + ".")
-    grids = [ReportTable(title, header, rows) for title, header, rows in tables]
-    grids[-1].notes.append(note)
-    _print_results(grids, markdown)
+               "study widens it (a bound then counts in the box searched at the time); options: "
+               + "; ".join(f"-{k}: {v}" for k, v in WIDEN_OPTIONS.items()) if widens else "")
+            + ("." if split is None else f". Each search ran on a base split of its own: a smooth random function of "
+               f"the configuration (SD {100 * split.sd:.2f} points, lengthscale {split.lengthscale:g} of the box), "
+               "the configuration-by-split term measured on real runs (digits-hws-splits.csv), in every "
+               "observation; a race's extra trainings run on other splits."))
+    tables[-1].notes.append(note)
+    return tables
 
 
 def _proposal_cost_table(proposals: dict[str, list], initial: int) -> tuple[str, list[str], list[list[str]]]:
@@ -496,7 +561,8 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
                     processes: int, plot: Path | None, force: bool, markdown: bool) -> None:
     """The epochs benchmark: per variant, the true value of the recommendation at quarters of the budget, and
     the epochs each needs to reach plain search's final median."""
-    from pipeline.bench.prefixes import CURVES_TABLE, LOW_EPOCHS, PROBLEM, VARIANTS
+    from pipeline.bench.prefixes import LOW_EPOCHS, PROBLEM, VARIANTS
+    from pipeline.bench.problems import CURVES_TABLE
 
     for name in variants:
         if name not in VARIANTS:
@@ -555,7 +621,8 @@ def _print_prefixes(variants: tuple[str, ...], seeds: int, budget: int, initial:
     captioned[0].title = f"{title}. {captioned[0].title}"
     captioned[-1].notes.append(note)
     _print_results(captioned, markdown)
-    from pipeline.bench.prefixes import read_curves, surrogate_checks
+    from pipeline.bench.prefixes import surrogate_checks
+    from pipeline.bench.problems import read_curves
 
     table = read_curves()
     checks = surrogate_checks(table, (LOW_EPOCHS, table.top_epochs // 2, table.top_epochs))

@@ -16,6 +16,14 @@ kept with its error and no metrics.
     python tools/replay_trials.py --problem hws --configs 256 --seeds 3 --processes 2
     python tools/replay_trials.py --problem erm --configs 64 --seeds 2 --processes 2
 
+With `--splits N` (digits-hws-splits.csv) the script trains instead the `--configs` best configurations of the hws
+table (by their mean objective over its seeds) on split seeds 0 .. N-1 (each split seed also draws which rare-digit
+examples stay in training, as a campaign's resplit pairs do) x `--seeds` training seeds: how much a configuration's
+value moves with the split beyond the seeds, among the configurations a search ends near (the search benchmark's
+split term, pipeline/bench/problems.py).
+
+    python tools/replay_trials.py --splits 4 --configs 24 --seeds 2 --processes 2
+
 Rows are appended to a partial file as runs end, so a stopped run of the script goes on where it stopped;
 the table is written, with a header saying what produced it and how long it took, when every run is done.
 """
@@ -42,11 +50,13 @@ METRICS = tuple(f"{split}_{metric}" for split in ("val", "test")
                 for metric in ("accuracy", "balanced_accuracy", "worst_class_accuracy"))
 
 
-def columns(problem: str) -> tuple[str, ...]:
-    """The table's columns: the configuration's parameters, the seed, and what the run gave."""
+def columns(problem: str, splits: bool = False) -> tuple[str, ...]:
+    """The table's columns: the configuration's parameters, the split seed (with --splits), the seed, and what the
+    run gave."""
     parameters = ("beta", "importance_sampling", "lr_head", "lr_backbone") if problem == "hws" else tuple(
         PROBLEMS[problem][1])
-    return ("config", *parameters, "seed", "status", *METRICS, "train_seconds", "error")
+    return ("config", *parameters, *(("split",) if splits else ()), "seed", "status", *METRICS, "train_seconds",
+            "error")
 
 
 def configurations(problem: str, count: int) -> list[dict]:
@@ -64,20 +74,46 @@ def configurations(problem: str, count: int) -> list[dict]:
     return configs
 
 
-def _study(problem: str):
+def best_configurations(count: int) -> list[tuple[int, dict]]:
+    """The `count` configurations of the committed hws table with the best mean objective over its seeds (a failed
+    run counted at chance, as the benchmark counts it), with their index in the table."""
+    import numpy as np
+
+    from pipeline.bench.problems import CHANCE, REPLAY_TABLE
+
+    with REPLAY_TABLE.open() as file:
+        rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    values: dict[int, list[float]] = {}
+    configs: dict[int, dict] = {}
+    for row in rows:
+        index = int(row["config"])
+        configs[index] = {"beta": float(row["beta"]), "importance_sampling": row["importance_sampling"] == "True",
+                          "lr_head": float(row["lr_head"]), "lr_backbone": float(row["lr_backbone"])}
+        values.setdefault(index, []).append(float(row["val_balanced_accuracy"]) if row["status"] == "completed"
+                                            else CHANCE)
+    best = sorted(values, key=lambda index: -float(np.mean(values[index])))[:count]
+    return [(index, configs[index]) for index in sorted(best)]
+
+
+def _study(problem: str, split: int | None = None):
+    import dataclasses
+
     from pipeline.spec.campaign_config import load_campaign
 
-    return load_campaign(CAMPAIGN).study(PROBLEMS[problem][0])
+    study = load_campaign(CAMPAIGN).study(PROBLEMS[problem][0])
+    if split is None:
+        return study
+    return dataclasses.replace(study, data=dataclasses.replace(study.data, split_seed=split))
 
 
-def _run(job: tuple[str, int, dict, int]) -> dict:
+def _run(job: tuple[str, int, dict, int, int | None]) -> dict:
     from pipeline.search.trial import run_trial
 
-    problem, index, config, seed = job
-    row = {"config": index, **config, "seed": seed}
+    problem, index, config, seed, split = job
+    row = {"config": index, **config, **({} if split is None else {"split": split}), "seed": seed}
     start = time.perf_counter()
     try:
-        result = run_trial(_study(problem), config, seed, device="cpu")
+        result = run_trial(_study(problem, split), config, seed, device="cpu")
         row.update({"status": "completed", **{m: result.metrics[m] for m in METRICS}, "error": ""})
     except Exception as error:  # noqa: BLE001  (a diverged run is part of the problem, kept as such)
         row.update({"status": "failed", "error": f"{type(error).__name__}: {error}".splitlines()[0]})
@@ -91,9 +127,14 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=256)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--splits", type=int, default=0,
+                        help="train the --configs best configurations of the hws table on this many split seeds")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    args.out = args.out or ROOT / "pipeline" / "replay" / PROBLEMS[args.problem][2]
+    if args.splits:
+        args.problem = "hws"
+    table = "digits-hws-splits.csv" if args.splits else PROBLEMS[args.problem][2]
+    args.out = args.out or ROOT / "pipeline" / "bench" / "replay" / table
     study, space, _ = PROBLEMS[args.problem]
     box = ", ".join(f"{name} [{low:g}, {high:g}]" for name, (low, high) in space.items())
     partial = args.out.with_suffix(".partial.csv")
@@ -102,13 +143,18 @@ def main() -> None:
     if partial.exists():
         with partial.open() as file:
             done = list(csv.DictReader(file))
-    have = {(int(r["config"]), int(r["seed"])) for r in done}
-    configs = configurations(args.problem, args.configs)
-    jobs = [(args.problem, i, c, s) for s in range(args.seeds) for i, c in enumerate(configs) if (i, s) not in have]
+    have = {(int(r["config"]), int(r.get("split") or 0), int(r["seed"])) for r in done}
+    if args.splits:
+        configs = best_configurations(args.configs)
+        jobs = [(args.problem, i, c, s, split) for split in range(args.splits) for s in range(args.seeds)
+                for i, c in configs if (i, split, s) not in have]
+    else:
+        configs = list(enumerate(configurations(args.problem, args.configs)))
+        jobs = [(args.problem, i, c, s, None) for s in range(args.seeds) for i, c in configs if (i, 0, s) not in have]
     start = time.perf_counter()
     print(f"{len(have)} runs already done, {len(jobs)} to train on {args.processes} processes", flush=True)
     with partial.open("a", newline="") as file:
-        writer = csv.DictWriter(file, columns(args.problem))
+        writer = csv.DictWriter(file, columns(args.problem, bool(args.splits)))
         if not done:
             writer.writeheader()
         with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
@@ -118,21 +164,28 @@ def main() -> None:
                 if k % 10 == 0 or k == len(jobs):
                     elapsed = time.perf_counter() - start
                     print(f"{k}/{len(jobs)} runs, {elapsed / 60:.1f} min", flush=True)
+    wanted = {i for i, _ in configs}
     with partial.open() as file:  # the runs asked for: a run stopped and started with fewer keeps a whole table
-        rows = sorted((r for r in csv.DictReader(file)
-                       if int(r["config"]) < args.configs and int(r["seed"]) < args.seeds),
-                      key=lambda r: (int(r["config"]), int(r["seed"])))
+        rows = sorted((r for r in csv.DictReader(file) if int(r["config"]) in wanted and int(r["seed"]) < args.seeds
+                       and int(r.get("split") or 0) < max(args.splits, 1)),
+                      key=lambda r: (int(r["config"]), int(r.get("split") or 0), int(r["seed"])))
     wall = time.perf_counter() - start
     import torch
 
     with args.out.open("w", newline="") as file:
-        file.write(f"# Real trials of the {study} study of studies/digits-campaign.toml ({box}, log-scaled): "
-                   f"{args.configs} Sobol configurations x {args.seeds} training seeds, produced by "
-                   f"tools/replay_trials.py --problem {args.problem}\n")
+        if args.splits:
+            file.write(f"# Real trials of the {study} study of studies/digits-campaign.toml: the {args.configs} best "
+                       f"configurations of digits-hws.csv x {args.splits} split seeds x {args.seeds} training seeds, "
+                       f"produced by tools/replay_trials.py --splits {args.splits} --configs {args.configs} "
+                       f"--seeds {args.seeds}\n")
+        else:
+            file.write(f"# Real trials of the {study} study of studies/digits-campaign.toml ({box}, log-scaled): "
+                       f"{args.configs} Sobol configurations x {args.seeds} training seeds, produced by "
+                       f"tools/replay_trials.py --problem {args.problem}\n")
         file.write(f"# wall time of the last invocation {wall / 60:.1f} min on {args.processes} processes "
                    f"({platform.processor() or platform.machine()}, torch {torch.__version__}, one thread "
                    f"each); training time of all runs {sum(float(r['train_seconds']) for r in rows) / 60:.1f} min\n")
-        writer = csv.DictWriter(file, columns(args.problem))
+        writer = csv.DictWriter(file, columns(args.problem, bool(args.splits)))
         writer.writeheader()
         writer.writerows(rows)
     partial.unlink()

@@ -20,23 +20,18 @@ fitted on every observation, the recommendation `--pick model` makes. Import thi
 """
 from __future__ import annotations
 
-import csv
 import functools
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
 from pipeline.spec.epochs import StopRule, prefix_epochs
 from pipeline.params import Choice, Range
-from pipeline.bench.problems import CHANCE, _to_unit, fit_surrogate
+from pipeline.bench.problems import CHANCE, CURVE_SPACE, CurveTable, _to_unit, fit_surrogate, read_curves
 
-CURVES_TABLE = Path(__file__).resolve().parent / "replay" / "digits-hws-curves.csv"
 PROBLEM = "digits-hws-epochs-replay"
-CURVE_SPACE: dict[str, Range | Choice] = {"beta": Range(0.1, 1000.0, log=True), "lr_head": Range(0.01, 0.2, log=True),
-               "lr_backbone": Range(0.01, 0.2, log=True)}
 LOW_EPOCHS = 2  # the searched range of epochs is [LOW_EPOCHS, the table's top epoch count]
 VARIANTS = {
     "plain": "one observation per trial, which costs the epochs it trains",
@@ -44,45 +39,6 @@ VARIANTS = {
     "stop": "the median stopping rule: a trial behind the median of earlier trials at the same epoch stops",
     "both": "prefixes and the median stopping rule",
 }
-
-
-@dataclass(frozen=True)
-class CurveTable:
-    """The real runs: each configuration's unit-cube point and its seeds' objective at every epoch (NaN: failed)."""
-
-    points: np.ndarray  # configurations x parameters, in the unit cube
-    values: np.ndarray  # configurations x seeds x epochs
-    header: str
-
-    @property
-    def top_epochs(self) -> int:
-        return self.values.shape[2]
-
-    def noise_sd(self, epoch: int) -> float:
-        """The median over configurations of the seed-to-seed standard deviation at `epoch` (1-based)."""
-        column = self.values[:, :, epoch - 1]
-        sds = [np.std(row[~np.isnan(row)], ddof=1) for row in column if np.sum(~np.isnan(row)) >= 2]
-        return float(np.median(sds))
-
-
-@functools.lru_cache(maxsize=2)
-def read_curves(path: Path = CURVES_TABLE, objective: str = "val_balanced_accuracy") -> CurveTable:
-    """The committed table of real per-epoch curves (tools/replay_curves.py)."""
-    with path.open() as file:
-        header = "".join(line for line in file if line.startswith("#"))
-    with path.open() as file:
-        rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
-    seeds = sorted({int(r["seed"]) for r in rows})
-    top = max(int(r["epoch"]) for r in rows if r["epoch"])
-    configs = sorted({int(r["config"]) for r in rows})
-    values = np.full((len(configs), len(seeds), top), math.nan)
-    points = np.zeros((len(configs), len(CURVE_SPACE)))
-    for row in rows:
-        c = configs.index(int(row["config"]))
-        points[c] = [_to_unit(space, float(row[name])) for name, space in CURVE_SPACE.items()]
-        if row["status"] == "completed":
-            values[c, seeds.index(int(row["seed"])), int(row["epoch"]) - 1] = float(row[objective])
-    return CurveTable(points, values, header)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,16 @@ spaces whose true (noise-free) value is known, observed with the noise real tria
 - `cliff-synthetic`: both learning rates (log, [0.001, 1]) and hws's beta; the value rises with the head's rate
   toward a cliff (where it lies depends on the backbone's rate), past which training diverges (the trial fails);
   the best lies inside the box, just before the cliff.
+- `digits-hws-curves-replay`: the hws study without importance sampling (beta and both learning rates: three
+  dimensions), replayed as the others from the per-epoch table pipeline/bench/replay/digits-hws-curves.csv (made by
+  tools/replay_curves.py for `bench prefixes`) at its full 20 epochs. No search strategy or option was chosen on it,
+  so it is the held-out problem; and it has epochs: `observe_half` observes a run trained to half of them (the same
+  run's model at epoch 10: the schedule does not depend on the total), at half a training's cost.
+
+A split term (`SplitTerm`) models the base split a search runs on: each search draws a smooth random function of
+the configuration, added to all its observations, the same for all its trials, so one search sees one split's view of
+the landscape while the truth is the value over splits. Its size is measured on real runs
+(pipeline/bench/replay/digits-hws-splits.csv, `split_sd`).
 
 Each problem declares its parameters as the methods do (pipeline/params.py: which ends of a range are soft), so
 the benchmark can widen a range as a study does (pipeline/bench/search.py, `+widen`).
@@ -31,6 +41,7 @@ Values are balanced validation accuracies (the digits studies' objective), highe
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import math
 import warnings
@@ -44,7 +55,10 @@ from pipeline.params import Choice, HParam, Range
 
 REPLAY_TABLE = Path(__file__).resolve().parent / "replay" / "digits-hws.csv"
 ERM_REPLAY_TABLE = REPLAY_TABLE.with_name("digits-erm.csv")
+CURVES_TABLE = REPLAY_TABLE.with_name("digits-hws-curves.csv")
+SPLITS_TABLE = REPLAY_TABLE.with_name("digits-hws-splits.csv")
 CHANCE = 0.1  # balanced accuracy of a uniform guess over the ten digits: what a failed run is worth
+COLLAPSED = 0.3  # a completed run this far below the median of its table's runs collapsed (split_sd)
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,8 @@ class Problem:
     best: float  # the largest true value (over a dense sample of the space, or of the truth's own box)
     # The parameters as the methods declare them (which ends of a range are soft, how far they may widen)
     declared: Mapping[str, HParam] = field(default_factory=dict)
+    # An observation of a run trained to half the epochs, at half a training's cost; None: the problem has no epochs
+    observe_half: Callable[[dict[str, Any], np.random.Generator], float | None] | None = None
 
     def unit(self, parameters: dict[str, Any], search: Mapping[str, Range | Choice] | None = None) -> np.ndarray:
         """A configuration as a point of the unit cube of `search` (default: the problem's; log-scaled ranges on
@@ -278,6 +294,113 @@ def surrogate_check(table: ReplayTable, folds: int = 5) -> dict[str, float]:
             "configurations": len(table.points), "seeds": table.values.shape[1]}
 
 
+@dataclass(frozen=True)
+class CurveTable:
+    """The real runs: each configuration's unit-cube point and its seeds' objective at every epoch (NaN: failed)."""
+
+    points: np.ndarray  # configurations x parameters, in the unit cube
+    values: np.ndarray  # configurations x seeds x epochs
+    header: str
+
+    @property
+    def top_epochs(self) -> int:
+        return self.values.shape[2]
+
+    def noise_sd(self, epoch: int) -> float:
+        """The median over configurations of the seed-to-seed standard deviation at `epoch` (1-based)."""
+        column = self.values[:, :, epoch - 1]
+        sds = [np.std(row[~np.isnan(row)], ddof=1) for row in column if np.sum(~np.isnan(row)) >= 2]
+        return float(np.median(sds))
+
+
+@functools.lru_cache(maxsize=2)
+def read_curves(path: Path = CURVES_TABLE, objective: str = "val_balanced_accuracy") -> CurveTable:
+    """The committed table of real per-epoch curves (tools/replay_curves.py; `bench prefixes` replays it)."""
+    with path.open() as file:
+        header = "".join(line for line in file if line.startswith("#"))
+    with path.open() as file:
+        rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    seeds = sorted({int(r["seed"]) for r in rows})
+    top = max(int(r["epoch"]) for r in rows if r["epoch"])
+    configs = sorted({int(r["config"]) for r in rows})
+    values = np.full((len(configs), len(seeds), top), math.nan)
+    points = np.zeros((len(configs), len(CURVE_SPACE)))
+    for row in rows:
+        c = configs.index(int(row["config"]))
+        points[c] = [_to_unit(space, float(row[name])) for name, space in CURVE_SPACE.items()]
+        if row["status"] == "completed":
+            values[c, seeds.index(int(row["seed"])), int(row["epoch"]) - 1] = float(row[objective])
+    return CurveTable(points, values, header)
+
+
+CURVE_SPACE: dict[str, Range | Choice] = {"beta": Range(0.1, 1000.0, log=True), "lr_head": Range(0.01, 0.2, log=True),
+                                          "lr_backbone": Range(0.01, 0.2, log=True)}
+CURVE_KINDS = {name: "float" for name in CURVE_SPACE}
+
+
+def curves_replay(table: CurveTable) -> Problem:
+    """The hws study without importance sampling replayed at the table's full epochs, with `observe_half` at half of
+    them (see the module's docstring)."""
+    def at(epoch: int) -> ReplayTable:
+        return ReplayTable(CURVE_SPACE, CURVE_KINDS, table.points, table.values[:, :, epoch - 1], table.header)
+
+    full = replay_problem(at(table.top_epochs), "digits-hws-curves-replay",
+                          f"the digits hws study (beta, both learning rates) at {table.top_epochs} epochs, replayed "
+                          "from real per-epoch curves; the held-out problem")
+    half = replay_problem(at(table.top_epochs // 2), "half", "")
+    return dataclasses.replace(full, observe_half=half.observe)
+
+
+@dataclass(frozen=True)
+class SplitTerm:
+    """A base split's view of the landscape: a smooth random function of the configuration (a draw of a Gaussian
+    process with a squared-exponential kernel of `lengthscale` in the unit cube, by random Fourier features), SD
+    `sd`, that a search adds to every observation it makes, the same for all its trials. Another split is another
+    draw."""
+
+    sd: float
+    lengthscale: float = 0.25
+    features: int = 256
+
+    def draw(self, problem: Problem, rng: np.random.Generator) -> Callable[[dict[str, Any]], float]:
+        """One split's term over `problem`'s configurations (its unit cube; widened values lie beyond it)."""
+        weights = rng.normal(0.0, 1.0 / self.lengthscale, (self.features, len(problem.search)))
+        phases = rng.uniform(0.0, 2 * math.pi, self.features)
+        scale = self.sd * math.sqrt(2.0 / self.features)
+        return lambda parameters: float(scale * np.cos(weights @ problem.unit(parameters) + phases).sum())
+
+
+def split_sd(path: Path = SPLITS_TABLE, objective: str = "val_balanced_accuracy") -> dict[str, float]:
+    """How much a configuration's value moves with the base split beyond the training seed, from a table of
+    configurations x split seeds x training seeds (tools/replay_trials.py --splits): the two-way random-effects
+    analysis of variance with replication, on the configurations whose every run completed. "interaction": the SD of
+    the configuration-by-split term (what moves a search's ranking; the split term's `sd`), "split": the SD of the
+    split's main effect (every configuration alike), "seed": the training seed's SD within a cell. A run that
+    collapsed (COLLAPSED below the median of all runs: near chance, though it completed) is a heavy tail no SD
+    describes: its configuration is left out, as one with a failed run, and "collapsed" counts such runs."""
+    with path.open() as file:
+        rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    configs = sorted({int(r["config"]) for r in rows})
+    splits = sorted({int(r["split"]) for r in rows})
+    seeds = sorted({int(r["seed"]) for r in rows})
+    y = np.full((len(configs), len(splits), len(seeds)), math.nan)
+    for row in rows:
+        if row["status"] == "completed":
+            y[configs.index(int(row["config"])), splits.index(int(row["split"])), seeds.index(int(row["seed"]))] = \
+                float(row[objective])
+    completed = int(np.sum(~np.isnan(y)))
+    collapsed = y < np.nanmedian(y) - COLLAPSED
+    y = y[~(np.isnan(y) | collapsed).any(axis=(1, 2))]
+    (c, p, n), cells = y.shape, y.mean(axis=2)
+    residual = cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + cells.mean()
+    ms_interaction = n * float(np.sum(residual ** 2)) / ((c - 1) * (p - 1))
+    ms_error = float(np.sum((y - cells[..., None]) ** 2)) / (c * p * (n - 1))
+    ms_split = c * n * float(np.sum((cells.mean(axis=0) - cells.mean()) ** 2)) / (p - 1)
+    return {"interaction": math.sqrt(max(ms_interaction - ms_error, 0.0) / n), "seed": math.sqrt(ms_error),
+            "split": math.sqrt(max(ms_split - ms_interaction, 0.0) / (c * n)), "configurations": c, "splits": p,
+            "seeds": n, "collapsed": int(collapsed.sum()), "completed": completed}
+
+
 def digits_hws_replay(table: ReplayTable) -> Problem:
     """The replay of the digits hws study (see the module's docstring)."""
     return replay_problem(table, "digits-hws-replay", "the digits hws study replayed from real trials (beta, "
@@ -335,14 +458,17 @@ def problems(names: tuple[str, ...] = ()) -> list[Problem]:
             "the same searched over [0.01, 0.2], judged against the best over [0.003, 1], which lies outside",
             ERM_CUT_SPACE, best_anywhere=True)
     built["cliff-synthetic"] = lambda: cliff_synthetic(noise)
+    if CURVES_TABLE.is_file():
+        built["digits-hws-curves-replay"] = lambda: curves_replay(read_curves())
     return [build() for name, build in built.items() if not names or name in names]
 
 
 def available_problems() -> tuple[str, ...]:
     """The problems whose tables are here (the replays need theirs)."""
     return tuple(name for name in PROBLEMS if (name != "digits-hws-replay" or REPLAY_TABLE.is_file())
-                 and ("erm" not in name or ERM_REPLAY_TABLE.is_file()))
+                 and ("erm" not in name or ERM_REPLAY_TABLE.is_file())
+                 and (name != "digits-hws-curves-replay" or CURVES_TABLE.is_file()))
 
 
 PROBLEMS = ("gils-synthetic", "hws-synthetic", "digits-hws-replay", "digits-erm-replay", "digits-erm-cut-replay",
-            "digits-erm-outside-replay", "cliff-synthetic")
+            "digits-erm-outside-replay", "cliff-synthetic", "digits-hws-curves-replay")

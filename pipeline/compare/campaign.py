@@ -19,7 +19,8 @@ from pipeline.spec.campaign_config import APART, REFERENCE, CampaignConfig
 from pipeline.spec.study_config import StudyConfig
 from pipeline.config import DataConfig
 from pipeline.errors import UserError
-from pipeline.store import CampaignRecord, SchemaUpgraded, Store, TrialStatus, trial_budget, trials_ran
+from pipeline.store import (CampaignRecord, SchemaUpgraded, Store, TrialStatus, campaign_pick, trial_budget,
+                            trials_ran)
 from pipeline.search.ax_tables import pending_in_ax
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner
 
@@ -224,8 +225,10 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
 
     name = config.study(method, replicate).name
     offset = config.seed_offset(replicate)
-    plan = plan_evaluation(store, name, seeds, pick=config.evaluation.pick, resplit=bool(config.evaluation.resplit),
-                           split_base=store.require_study(name).study.data.split_seed - offset)
+    study = store.require_study(name)
+    picked = campaign_pick(study, store.trials(study.id), config.evaluation.pick)
+    plan = plan_evaluation(store, name, seeds, trial=None if picked is None else picked.trial_index,
+                           resplit=bool(config.evaluation.resplit), split_base=study.study.data.split_seed - offset)
     return replace(plan, seeds=[offset + seed for seed in plan.seeds])  # the split follows: split_base + seed
 
 

@@ -30,7 +30,7 @@ from pipeline.methods.declarations import FAMILIES, PARTS
 from pipeline.compare.evaluate import COMPARE_METRICS, run_metrics
 from pipeline.compare.stats import CONFIDENCE, PairedDifference, clustered_difference, holm, mean_interval, \
     paired_difference, t_quantile, trimmed
-from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, Widening, picked_trial
+from pipeline.store import CampaignRecord, EvaluationRecord, Store, TrialStatus, Widening, campaign_pick
 
 METRICS = tuple(key for key, _ in COMPARE_METRICS)  # the headline metrics, each compared with ERM
 METRIC_LABELS = {**dict(COMPARE_METRICS), "smallest_class_accuracy": "rare class"}  # short: the verdict fits 80 columns
@@ -255,7 +255,7 @@ def _method_result(store: Store, campaign: CampaignRecord, method: str, runs: di
             continue
         studies.append(name)
         stored = store.trials(study.id)
-        best = picked_trial(study, stored, campaign.evaluation.pick)
+        best = campaign_pick(study, stored, campaign.evaluation.pick)
         parameters.append({} if best is None else best.parameters)
         moved = store.widenings(study.id)
         widened += [(name, w) for w in moved]

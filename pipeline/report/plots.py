@@ -749,11 +749,11 @@ def search_picture(summaries: list[Any], checkpoints: tuple[int, ...]) -> Pictur
     data: dict[str, Any] = {}
     for panel, problem in enumerate(problems):
         axes = figure.add_subplot(1, len(problems), panel + 1)
-        for s in (s for s in summaries if s.problem == problem):  # a strategy's model pick: its colour, dashed
-            label = s.strategy + (" (model pick)" if s.pick == "model" else "")
+        for s in (s for s in summaries if s.problem == problem):  # a strategy's other picks: its colour, dashed
+            label = s.strategy + ("" if s.pick == "observed" else f" ({s.pick} pick)")
             high, median, low = (np.array([100 * (s.best - s.quartiles[k][q]) for k in checkpoints])
                                  for q in range(3))  # the best value's quartile is the lowest regret's
-            style = "--" if s.pick == "model" else "-"
+            style = "-" if s.pick == "observed" else "--"
             axes.plot(checkpoints, median, style, marker="o", markersize=3, color=colours[s.strategy], label=label)
             if s.pick == "observed":
                 axes.fill_between(checkpoints, low, high, color=colours[s.strategy], alpha=0.10)

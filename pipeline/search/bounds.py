@@ -67,18 +67,21 @@ def bound_flags(search: Mapping[str, Range | Choice], parameters: Mapping[str, V
     return flags
 
 
-def widened(space: Range, side: str, limit: Interval, integer: bool = False) -> Range | None:
-    """`space` with its `side` end moved outward (see the module's rule), stopping at `limit` (halfway to an open
-    limit, so the end stays valid); None when that end is at the limit already and cannot move."""
+def widened(space: Range, side: str, limit: Interval, integer: bool = False,
+            factor: float = WIDEN_FACTOR) -> Range | None:
+    """`space` with its `side` end moved outward (see the module's rule; `factor` on a log scale, a linear range by
+    its width times `factor` / WIDEN_FACTOR), stopping at `limit` (halfway to an open limit, so the end stays valid);
+    None when that end is at the limit already and cannot move."""
+    step = (space.high - space.low) * factor / WIDEN_FACTOR
     if side == "upper":
-        target = space.high * WIDEN_FACTOR if space.log else space.high + (space.high - space.low)
+        target = space.high * factor if space.log else space.high + step
         edge, is_open = limit.high, limit.high_open
         new = min(target, (space.high + edge) / 2 if is_open and target >= edge else edge)
         if integer:
             new = math.floor(new) if new < edge or not is_open else math.ceil(new - 1)
         new = new if integer else _tidy(new, limit)
         return None if new <= space.high else Range(space.low, new, space.log, space.widen)
-    target = space.low / WIDEN_FACTOR if space.log else space.low - (space.high - space.low)
+    target = space.low / factor if space.log else space.low - step
     edge, is_open = limit.low, limit.low_open
     new = max(target, (space.low + edge) / 2 if is_open and target <= edge else edge)
     if integer:
@@ -95,15 +98,21 @@ def _tidy(value: float, limit: Interval) -> float:
 
 
 def widenings(search: Mapping[str, Range | Choice], declared: Mapping[str, HParam], best: Mapping[str, Value],
-              best_trial: int, ran: int) -> list[Widening]:
-    """Each soft end of a range in `search` that the best trial's parameters (`best`) sit on, widened; none for a
-    range the study file fixed (`widen = false`) or an end at its limit. `ran` is the trials that have run."""
+              best_trial: int, ran: int, factor: float = WIDEN_FACTOR,
+              failed: Sequence[Mapping[str, Value]] = ()) -> list[Widening]:
+    """Each soft end of a range in `search` that the best trial's parameters (`best`) sit on, widened (by `factor`,
+    see `widened`); none for a range the study file fixed (`widen = false`), an end at its limit, or an end that one
+    of the `failed` trials' parameters sits on too (training failed there: wider would search where it fails).
+    `ran` is the trials that have run."""
+    failed_ends = {(flag.parameter, flag.bound) for parameters in failed for flag in bound_flags(search, parameters)}
     moved = []
     for flag in bound_flags(search, best):
         space, hparam = search[flag.parameter], declared.get(flag.parameter)
         if not isinstance(space, Range) or not space.widen or hparam is None or flag.bound not in hparam.soft_sides():
             continue
-        after = widened(space, flag.bound, hparam.widen_limit, hparam.kind == "int")
+        if (flag.parameter, flag.bound) in failed_ends:
+            continue
+        after = widened(space, flag.bound, hparam.widen_limit, hparam.kind == "int", factor)
         if after is not None:
             moved.append(Widening(flag.parameter, flag.bound, space, after, ran, best_trial, float(flag.value)))
     return moved

@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 from pipeline.config import DataConfig
 from pipeline.errors import FieldError, UserError, did_you_mean
 from pipeline.methods import parse_method
-from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, DEFAULT_PICK, PICKS, StudyConfig,
+from pipeline.spec.study_config import (ADDED_LATER, DATA_ADDED_LATER, EARLIER_PICK, PICKS, StudyConfig,
                                         apply_overrides, naming_overrides, parse_study, read_toml)
 
 REFERENCE = "erm"  # the method every other one is compared with
@@ -102,6 +102,10 @@ NEW_DESIGN = {"replicates": 3, "replicates_per_round": 2, "max_replicates": 10, 
 # drops its 2 lowest and 2 highest differences). With one run in 30 collapsing, `bench verdict` decided 84% of the
 # cells at twice the smallest effect at 20%, 88% at 30% (docs/guide/comparing-methods.md).
 TRIM = 0.3
+# A new campaign re-trains each search's model pick (the tried configuration its Gaussian process predicts best): of
+# the pick rules `bench search` compares, the one with the least search luck at no loss in median true value
+# (docs/design/search.md, "The search's luck"). A stored campaign keeps its pick (settle_pick).
+NEW_PICK = "model"
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,9 @@ class Evaluation:
     seeds: int = 5
     max_seeds: int | None = MAX_SEEDS  # None: the file does not say (settle_max_seeds decides)
     seeds_per_round: int = 5
-    pick: str = DEFAULT_PICK  # which trial of each study is re-trained: the best observed, or the model's pick
+    # Which trial of each study is re-trained (PICKS). None: the file does not say; a new campaign then takes
+    # NEW_PICK and a stored one keeps the pick it was stored with (settle_pick).
+    pick: str | None = None
     # Confirmation runs and search replicates draw the split again (see the module's docstring). None: the file
     # does not say; a new campaign then resplits and a stored one keeps what it was stored with (settle_resplit).
     resplit: bool | None = False
@@ -223,6 +229,15 @@ class CampaignConfig:
         resplit = stored if stored is not None else True
         return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, resplit=resplit))
 
+    def settle_pick(self, stored: dict[str, Any] | None) -> CampaignConfig:
+        """The campaign with `pick` decided where its file does not say: as the stored campaign (`stored`, its config
+        as stored; one stored before the pick was recorded re-trained the best observed, EARLIER_PICK), else (None:
+        not stored) NEW_PICK."""
+        if self.evaluation.pick is not None:
+            return self
+        pick = NEW_PICK if stored is None else (stored.get("evaluation") or {}).get("pick") or EARLIER_PICK
+        return dataclasses.replace(self, evaluation=dataclasses.replace(self.evaluation, pick=pick))
+
     def settle_max_seeds(self, stored: int | None) -> CampaignConfig:
         """The campaign with `max_seeds` decided where its file does not say: as stored (`stored`, the stored
         campaign's: one stored before the rounds were planned for power keeps its end), else for a new campaign
@@ -299,7 +314,7 @@ class CampaignConfig:
         evaluation = None if stored is None else Evaluation(**{"resplit": False, **(stored.get("evaluation") or {})})
         return (self.settle_image_size(stored).settle_strategy(stored)
                 .settle_resplit(None if evaluation is None else evaluation.resplit)
-                .settle_design(stored)
+                .settle_design(stored).settle_pick(stored)
                 .settle_max_seeds(None if evaluation is None else evaluation.max_seeds)
                 .settle_rare_kept(stored).settle_widen(stored).settle_defaults(stored).settle_replicate_seeds(stored))
 
@@ -389,8 +404,8 @@ def _evaluation(source: str, raw: Any) -> Evaluation:
     seeds = _int(source, table, "seeds", 5, "evaluate", 2)  # one seed gives no interval
     max_seeds = None if "max_seeds" not in table else _int(source, table, "max_seeds", seeds, "evaluate", seeds)
     per_round = _int(source, table, "seeds_per_round", seeds, "evaluate", 1)
-    pick = table.pop("pick", DEFAULT_PICK)
-    if pick not in PICKS:
+    pick = table.pop("pick", None)
+    if pick is not None and pick not in PICKS:
         raise _fail(source, "evaluate.pick", f"must be one of {', '.join(PICKS)}, got {pick!r}")
     resplit = table.pop("resplit", None)
     if resplit is not None and not isinstance(resplit, bool):

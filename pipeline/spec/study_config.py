@@ -116,6 +116,7 @@ MAX_SEEDS_PER_TRIAL = 100
 # its Gaussian process predicts best (store.model_pick).
 PICKS = ("observed", "model")
 DEFAULT_PICK = "observed"
+EARLIER_PICK = "observed"  # what a campaign stored before its pick was recorded re-trains (CampaignConfig.settle_pick)
 
 _CONSTRAINT = re.compile(r"\s*([A-Za-z_]\w*)\s*(>=|<=)\s*(\S+)\s*")
 

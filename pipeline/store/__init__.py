@@ -14,14 +14,14 @@ from pipeline.store.health import fault_in, watch
 from pipeline.store.lock import LOCK_STALE_SECONDS, DatabaseBusy, LockLost, StudyLock, connect_args, is_busy
 from pipeline.store.reconnect import Reconnected, Reconnecting
 from pipeline.store.records import (CampaignRecord, EvaluationRecord, ImportanceRecord, ParameterShare, StudyRecord,
-                                    TrialRecord, TrialStatus, Widening, best_trial, model_pick, picked_trial,
-                                    trial_budget, trials_completed, trials_ran)
+                                    TrialRecord, TrialStatus, Widening, best_trial, campaign_pick, model_pick,
+                                    picked_trial, trial_budget, trials_completed, trials_ran)
 from pipeline.store.schema import create_missing_tables, epochs, evaluations, studies, study_locks, trials
 from pipeline.store.upgrade import SchemaUpgraded
 
-__all__ = ["best_trial", "CampaignRecord", "connect_args", "create_missing_tables", "database_url", "DatabaseBusy",
-           "DEFAULT_DB", "epochs", "EvaluationRecord", "evaluations", "fault_in", "ImportanceRecord", "is_busy",
-           "LOCK_STALE_SECONDS", "LockLost", "model_pick", "ParameterShare", "picked_trial", "Reconnected",
+__all__ = ["best_trial", "campaign_pick", "CampaignRecord", "connect_args", "create_missing_tables", "database_url",
+           "DatabaseBusy", "DEFAULT_DB", "epochs", "EvaluationRecord", "evaluations", "fault_in", "ImportanceRecord",
+           "is_busy", "LOCK_STALE_SECONDS", "LockLost", "model_pick", "ParameterShare", "picked_trial", "Reconnected",
            "Reconnecting", "SchemaUpgraded", "shown_database", "sqlite_file", "Store", "studies", "study_locks",
            "StudyLock", "StudyRecord", "TrialRecord", "TrialStatus", "trial_budget", "trials", "trials_completed",
            "trials_ran", "watch", "Widening"]

@@ -600,9 +600,11 @@ def _tasks_or_none(name: str, tasks: bool) -> str:
 
 def _campaign_record(row: sa.Row) -> CampaignRecord:
     from pipeline.spec.campaign_config import Evaluation
+    from pipeline.spec.study_config import EARLIER_PICK
 
     config = row.config
-    evaluation = Evaluation(**{"resplit": False, **config["evaluation"]})  # stored before 0.7.0: one split
+    # stored before 0.7.0: one split; before the pick was recorded: the best observed
+    evaluation = Evaluation(**{"resplit": False, "pick": EARLIER_PICK, **config["evaluation"]})
     if evaluation.primary is not None:  # stored as a JSON list
         evaluation = replace(evaluation, primary=tuple(evaluation.primary))
     return CampaignRecord(row.id, row.name, tuple(config["methods"]), evaluation,

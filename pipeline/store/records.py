@@ -345,3 +345,10 @@ def model_pick(study: StudyRecord, trials: list[TrialRecord]) -> TrialRecord | N
 def picked_trial(study: StudyRecord, trials: list[TrialRecord], pick: str = DEFAULT_PICK) -> TrialRecord | None:
     """The trial `pick` names: the best observed (best_trial), or the model's pick (model_pick)."""
     return model_pick(study, trials) if pick == "model" else best_trial(study, trials)
+
+
+def campaign_pick(study: StudyRecord, trials: list[TrialRecord], pick: str | None) -> TrialRecord | None:
+    """The trial a campaign re-trains: `pick`'s (None: the best observed), or the best observed where the study's
+    model made no pick (fewer than three completed trials, several objectives), so a campaign goes on where
+    `evaluate --pick model` stops."""
+    return picked_trial(study, trials, pick or "observed") or best_trial(study, trials)

@@ -28,7 +28,8 @@ def runs(problem):
 
 
 def test_the_truth_of_a_configuration_is_reproducible_and_grows_nowhere_past_one(problem):
-    from pipeline.bench.prefixes import epochs_problem, read_curves
+    from pipeline.bench.prefixes import epochs_problem
+    from pipeline.bench.problems import read_curves
 
     configuration = {"beta": 3.0, "lr_head": 0.05, "lr_backbone": 0.05, "epochs": 12}
     again = epochs_problem(read_curves())  # fitted anew

@@ -678,6 +678,8 @@ def test_by_default_each_method_is_searched_in_rounds_and_the_search_is_the_unit
     cell = cb["vs_erm"]["test_balanced_accuracy"]
     assert cell["searches"] == cell["units"] == 3 and cell["about"] == "methods"
     assert "3 searches x 2 pairs" in verdict["title"]
+    stored = json.loads(rows(db, "select config from rt_campaigns")[0][0])
+    assert stored["evaluation"]["pick"] == "model"  # re-trained the model's pick, here each best observed (2 trials)
     again = robust_tune("compare", str(tmp_path / "trio.toml"), "--db", str(db), "--device", "cpu",
                         "--log-file", str(tmp_path / "ax.log"))
     assert again.returncode == 0 and "0 trial(s) and 0 re-training run(s) now" in again.stderr, again.stderr

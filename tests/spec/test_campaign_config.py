@@ -4,7 +4,7 @@ searches; a campaign stored before the design existed keeps its fixed searches a
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.spec.campaign_config import NEW_DESIGN, TRIM, parse_campaign
+from pipeline.spec.campaign_config import NEW_DESIGN, NEW_PICK, TRIM, parse_campaign
 
 BASE = {"name": "c", "methods": ["cb"], "params": {"epochs": 1, "lr_head": {"low": 0.01, "high": 0.2}}}
 
@@ -52,3 +52,24 @@ def test_bad_design_fields_are_one_line_naming_the_field(raw, problem):
     with pytest.raises(UserError) as error:
         parse_campaign({**BASE, **raw}, "c.toml")
     assert problem in str(error.value)
+
+
+def test_a_new_campaign_re_trains_the_model_pick_and_a_stored_one_keeps_its_pick():
+    assert parse_campaign(BASE, "c.toml").settle_pick(None).evaluation.pick == NEW_PICK == "model"
+    stored = {"evaluation": {"pick": "observed"}}
+    assert parse_campaign(BASE, "c.toml").settle_pick(stored).evaluation.pick == "observed"
+    assert parse_campaign(BASE, "c.toml").settle_pick({"evaluation": {}}).evaluation.pick == "observed"  # unrecorded
+    said = parse_campaign({**BASE, "evaluate": {"pick": "observed"}}, "c.toml")
+    assert said.settle_pick(None).evaluation.pick == "observed"
+
+
+def test_a_campaign_re_trains_the_best_observed_where_the_model_made_no_pick():
+    import datetime as dt
+
+    from pipeline.store import StudyRecord, TrialRecord, TrialStatus, campaign_pick
+
+    config = parse_campaign(BASE, "c.toml").study("cb", 0)
+    study = StudyRecord(1, config.name, "f", config, dt.datetime.now())
+    trials = [TrialRecord(i, i, TrialStatus.COMPLETED, {"lr_head": 0.01 * (i + 1)}, 0, {config.objective: v},
+                          None, 1.0, 0.1, None) for i, v in enumerate((0.5, 0.7))]  # no prediction stored
+    assert campaign_pick(study, trials, "model").trial_index == 1
