@@ -165,10 +165,10 @@ def bench_search(
 ) -> None:
     """Compare search strategies and pick rules on known problems.
 
-    On problems whose truth is known, the GP and its variants, Sobol, random and Optuna's TPE (if installed) side by side: the true value of
-    each strategy's recommendation after k trainings, by each pick rule, over --seeds search seeds; its
-    median, and its SD and interquartile range at a campaign's 8 trainings and at --trials (the search's
-    luck)."""
+    On problems whose truth is known, the GP and its variants, Sobol, random and Optuna's TPE (if
+    installed) side by side: the true value of each strategy's recommendation after k trainings, by each
+    pick rule, over --seeds search seeds; its median, and its SD and interquartile range at a campaign's 8
+    trainings and at --trials (the search's luck)."""
     _print_search(tuple(problem or ()), tuple(strategy or ()), tuple(pick or ()), seeds, trials, initial, splits,
                   processes, plot, force, chosen_format(format_, ("table", "markdown", "json")))
 

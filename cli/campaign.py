@@ -193,7 +193,7 @@ class CampaignView:
                                                MethodSetAside, TasksAdded)
         from pipeline.compare.workload import CampaignWork
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded
-        from pipeline.store import SchemaUpgraded
+        from pipeline.store import Reconnected, SchemaUpgraded
         from pipeline.search.studies import StudiesStarted, StudyFinished
         from pipeline.search.study import StudyStarted, TrialEnded
         from pipeline.store import TrialStatus
@@ -238,6 +238,8 @@ class CampaignView:
                 print_progress(stderr, said, markup=False, highlight=False)
         elif isinstance(event, SchemaUpgraded):
             print_upgrade(event.message)
+        elif isinstance(event, Reconnected):
+            print_progress(stderr, event.message, markup=False, highlight=False)
         elif isinstance(event, TasksAdded):
             added, kept = ", ".join(event.added), ", ".join(event.kept)
             kept_as = f"tasks {kept} kept as they are" if len(event.kept) > 1 else f"task {kept} kept as it is"

@@ -47,7 +47,7 @@ class EvaluationView:
     def on_event(self, event: Any) -> None:
         from pipeline.compare.evaluate import EvaluationStarted, RunEnded, RunLost, RunStarted
         from pipeline.training.trainer import BatchEnd, EpochEnd
-        from pipeline.search.trial import TrialEpoch
+        from pipeline.search.trial import TrialEpoch, TrialHandedBack
 
         self.ctrl_c.check()
         line = None
@@ -72,6 +72,9 @@ class EvaluationView:
             self.bars.update(self.epochs, completed=event.epoch, status=loss)
         elif isinstance(event, RunLost):
             line = f"{event.variant}, seed {event.seed}: {event.reason}; it runs again"
+        elif isinstance(event, TrialHandedBack):
+            line = (f"run {event.trial_index}: its worker {event.worker} left the cluster; it trains again from its "
+                    f"start on worker {event.to}")
         elif isinstance(event, RunEnded):
             self.running.pop(event.number, None)
             self.stored += 1
@@ -157,8 +160,8 @@ def evaluate(
 
     workers = chosen_workers(ctx, workers, scheduler)
     runner = trial_runner(workers, scheduler, trials_per_gpu, device, str(log_file))  # bad options: exit 2 here
-    store = Store(db)  # upgrades a database written by an earlier version
-    print_upgrade(store.upgraded)
+    store = Store(db, on_reconnect=lambda event: print_line(stderr, event.message, markup=False, highlight=False))
+    print_upgrade(store.upgraded)  # a database written by an earlier version was upgraded
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[status]}"), console=stderr, transient=True) if stderr.is_terminal else None
     view = None

@@ -106,8 +106,8 @@ class StudyView:
     def on_event(self, event: Any) -> str | None:
         """Update the view; returns the plain line a log shows for the event, if any."""
         from pipeline.search.study import RangesWidened, StudyStarted, TrialEnded, TrialStarted
-        from pipeline.store import SchemaUpgraded, TrialStatus
-        from pipeline.search.trial import TrialEpoch, TrialRunning
+        from pipeline.store import Reconnected, SchemaUpgraded, TrialStatus
+        from pipeline.search.trial import TrialEpoch, TrialHandedBack, TrialRunning
         from pipeline.training.trainer import BatchEnd, EpochEnd
 
         if isinstance(event, BatchEnd):
@@ -115,7 +115,7 @@ class StudyView:
         elif isinstance(event, EpochEnd):
             self.bars.update(self.epochs, total=event.epochs, completed=event.epoch,
                              status=f"loss {event.train_loss:.3f}  val acc {percent(event.val_accuracy)}%")
-        elif isinstance(event, SchemaUpgraded):
+        elif isinstance(event, (SchemaUpgraded, Reconnected)):
             return event.message
         elif isinstance(event, StudyStarted):
             self.name, self.budget, self.ran = event.name, event.budget, event.ran
@@ -136,6 +136,11 @@ class StudyView:
             self.running[event.trial_index].update(worker=event.worker, started=time.monotonic())
         elif isinstance(event, TrialEpoch) and event.trial_index in self.running:
             self.running[event.trial_index].update(epoch=event.epoch, epochs=event.epochs)
+        elif isinstance(event, TrialHandedBack):
+            if event.trial_index in self.running:
+                self.running[event.trial_index].update(epoch=0)
+            return (f"trial {event.trial_index}: its worker {event.worker} left the cluster; it trains again from "
+                    f"its start on worker {event.to}")
         elif isinstance(event, TrialEnded):
             trial = self.running.pop(event.trial_index, None) or dict(
                 k=self.ran + 1, parameters={}, started=time.monotonic(), worker="")
@@ -211,9 +216,9 @@ def run(
     # torch, Ax and Dask load only once the study file is read: a missing or bad file is said at once
     from pipeline.search.parallel import trial_runner
     from pipeline.report.study_tables import best_table, model_pick_table, pareto_tables
-    from pipeline.store import SchemaUpgraded, Store, TrialStatus, shown_database
+    from pipeline.store import Reconnected, SchemaUpgraded, Store, TrialStatus, shown_database
     from pipeline.search.study import RangesWidened, StudyInterrupted, StudyStarted, TrialEnded, as_stored, run_study
-    from pipeline.search.trial import InProcessRunner, dataset_for
+    from pipeline.search.trial import InProcessRunner, TrialHandedBack, dataset_for
 
     study = as_stored(study, db)  # a stored study keeps its image size where the file does not give one
     if plan:
@@ -254,7 +259,7 @@ def run(
                 if isinstance(event, SchemaUpgraded):
                     print_upgrade(event.message)
                 line = view.on_event(event)
-                if line and isinstance(event, RangesWidened):  # above the live table, where it stays
+                if line and isinstance(event, (RangesWidened, Reconnected, TrialHandedBack)):  # above the live table
                     print_progress(stderr, line, markup=False, highlight=False)
 
             with new_database(db), ctrl_c_kept() as ctrl_c, Live(view, console=stderr, refresh_per_second=4,

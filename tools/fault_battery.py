@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -50,6 +51,7 @@ CAMPAIGN = f"""
 name = "battery"
 objective = "val_balanced_accuracy"
 methods = ["ls", "cb"]
+replicates = 1  # one search each: the budgets below count one study per method
 [data]
 name = "digits"
 imbalance_class = "3"
@@ -69,13 +71,18 @@ max_seeds = {CAMPAIGN_SEEDS}
 """
 
 
-def store_state(db: Path, name: str = "battery") -> dict[str, list[tuple]]:
-    """What the store holds of a study: its trials (index, status, parameters) and evaluation runs."""
+def store_state(db: Path | str, name: str = "battery") -> dict[str, list[tuple]]:
+    """What the store holds of a study (`db`: a SQLite file or a server's URL): its trials (index, status,
+    parameters) and evaluation runs."""
+    from pipeline.errors import UserError
     from pipeline.store import Store
 
-    if not db.exists():
+    if isinstance(db, Path) and not db.exists():
         return {"trials": [], "runs": []}
-    store = Store(str(db), create=False)
+    try:
+        store = Store(str(db), create=False)
+    except UserError:  # no study was ever stored there
+        return {"trials": [], "runs": []}
     study = store.study(name)
     if study is None:
         return {"trials": [], "runs": []}
@@ -244,7 +251,7 @@ def one_line_or_success(process: subprocess.CompletedProcess | subprocess.Popen,
     return "Traceback" not in err and (process.returncode == 0 or (process.returncode in (1, 2) and len(lines) == 1))
 
 
-def ended_exactly(db: Path, name: str, budget: int) -> bool:
+def ended_exactly(db: Path | str, name: str, budget: int) -> bool:
     """The study ended with its budget exactly, nothing duplicated and nothing left running."""
     state = store_state(db, name)
     done = completed(state)
@@ -407,12 +414,12 @@ def trials_completed(db: Path) -> int:
         return 0
 
 
-def ax_agrees(db: Path, name: str) -> bool:
+def ax_agrees(db: Path | str, name: str, log: Path | None = None) -> bool:
     """Ax's stored trials agree with the table: the same completed trials (index and parameters), and every trial
-    of the table has Ax's parameters at its index."""
+    of the table has Ax's parameters at its index. Ax's messages go to `log` (by default beside a SQLite file)."""
     from pipeline.library_logs import quiet_libraries
 
-    quiet_libraries(db.with_name("battery-check.log"))
+    quiet_libraries(log or Path(db).with_name("battery-check.log"))
     from ax.storage.sqa_store.load import load_experiment
     from pipeline.search.ax import use_database
     from pipeline.store import Store
@@ -586,6 +593,300 @@ def disk_battery(cases: int, rng: random.Random) -> list[dict]:
     return done
 
 
+SHARED_BUDGET = 6
+SHARED_STUDY = STUDY.replace(f"trials = {BUDGET}", f"trials = {SHARED_BUDGET}")
+SHARED_KINDS = ("restart", "down", "two machines", "workers")
+
+
+def throwaway_server() -> Any:
+    """The throwaway PostgreSQL server the tests start (tests/conftest.py), durable as a real one: a context
+    manager giving it, stopped and removed at the end."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import postgres_binaries, throwaway_postgres
+
+    if postgres_binaries() is None:
+        raise SystemExit("PostgreSQL's server programs (initdb, pg_ctl) are not installed (Debian: apt-get install "
+                         "postgresql)")
+    return throwaway_postgres(durable=True)
+
+
+def new_shared_database(server: Any) -> str:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import new_database
+
+    return new_database(server)
+
+
+def query(url: str, sql: str) -> list[tuple]:
+    """Rows of `sql` on the server's database; none while it cannot be read (down, the tables not made yet)."""
+    import sqlalchemy as sa
+
+    from pipeline.store import database_url
+
+    engine = sa.create_engine(database_url(url))
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(sa.text(sql))]
+    except sa.exc.SQLAlchemyError:
+        return []
+    finally:
+        engine.dispose()
+
+
+def completed_on(url: str) -> int:
+    found = query(url, "select count(*) from rt_trials where status = 'completed'")
+    return found[0][0] if found else 0
+
+
+def answer_of(process: subprocess.Popen, err: str) -> dict:
+    """What a command answered: its exit code, tracebacks, error lines (the last one kept) and reconnection lines."""
+    errors = answer_lines(err)
+    return {"exit": process.returncode, "tracebacks": err.count("Traceback"), "error_lines": len(errors),
+            "last_error": errors[-1][:300] if errors else "", "reconnected": err.count("reconnected after")}
+
+
+def restart_case(server: Any, kind: str, rng: random.Random) -> dict:
+    """`run` (--workers 1, or a worker per core) on the server, which restarts (`pg_ctl restart -m fast`) twice, each
+    at a random moment of training or just after a trial ended (its record, Ax told, the next proposal)."""
+    folder = Path(tempfile.mkdtemp(prefix="rt-shared-restart-"))
+    (folder / "battery.toml").write_text(SHARED_STUDY)
+    url = new_shared_database(server)
+    command = [ROBUST_TUNE, "run", "battery.toml", "--db", url, "--device", "cpu", "--log-file", "log.txt"]
+    process = launch(command + (["--workers", "1"] if kind == "run" else []), folder)
+    case: dict = {"kind": kind, "restarts": [], "seconds": []}
+    for target in sorted(rng.sample(range(1, SHARED_BUDGET), 2)):  # after the target-th trial ends
+        where = rng.choice(("training", "after a trial"))
+        while process.poll() is None and completed_on(url) < target:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.5) if where == "after a trial" else rng.uniform(1.0, 6.0))
+        if process.poll() is not None:
+            break
+        tick = time.perf_counter()
+        server.restart()
+        case["restarts"].append(where)
+        case["seconds"].append(round(time.perf_counter() - tick, 1))
+    _, err = process.communicate()
+    (folder / "stderr.txt").write_text(err)
+    case.update(answer_of(process, err), folder=str(folder))
+    case.update(budget_exact=ended_exactly(url, "battery", SHARED_BUDGET),
+                ax_agrees=ax_agrees(url, "battery", folder / "check.log"))
+    return case
+
+
+def down_case(server: Any, rng: random.Random) -> dict:
+    """`run` on the server, stopped as a crash would at a random moment after the first trial and kept down past
+    ROBUST_TUNE_RECONNECT_SECONDS (5 s here): one line, exit code 1, naming the server and the resume; then the
+    server back and the run resumed: nothing lost, the budget exact, Ax agreeing."""
+    folder = Path(tempfile.mkdtemp(prefix="rt-shared-down-"))
+    (folder / "battery.toml").write_text(SHARED_STUDY)
+    url = new_shared_database(server)
+    command = [ROBUST_TUNE, "run", "battery.toml", "--db", url, "--device", "cpu", "--log-file", "log.txt"]
+    process = launch(command, folder, {"ROBUST_TUNE_RECONNECT_SECONDS": "5"})
+    while process.poll() is None and completed_on(url) < 1:
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 6.0))
+    before = set(completed(store_state(url)))
+    server.stop()
+    tick = time.perf_counter()
+    _, err = process.communicate()
+    case: dict = {"kind": "down", "stopped_after": round(time.perf_counter() - tick, 1)}
+    case.update(answer_of(process, err))
+    last = (answer_lines(err) or [""])[-1]
+    case["names_server"] = f"127.0.0.1:{server.port}" in last and "resume with" in last
+    server.start()
+    resumed = subprocess.run(command, cwd=folder, capture_output=True, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1", "ROBUST_TUNE_WORKERS": ""})
+    (folder / "stderr.txt").write_text(err + "\n--- resume ---\n" + resumed.stderr)
+    case.update(folder=str(folder), resume_exit=resumed.returncode,
+                lost=len(before - set(completed(store_state(url)))),
+                budget_exact=ended_exactly(url, "battery", SHARED_BUDGET),
+                ax_agrees=ax_agrees(url, "battery", folder / "check.log"))
+    return case
+
+
+def writing(url: str) -> bool:
+    """Whether another connection to the database is inside a transaction that has written (holds row locks)."""
+    return bool(query(url, "select 1 from pg_stat_activity where datname = current_database() and "
+                           "pid <> pg_backend_pid() and backend_xid is not null"))
+
+
+def two_machines_case(server: Any, kind: str, rng: random.Random) -> dict:
+    """Two processes of `run` or `compare` from two folders (two machines) on one database: the first SIGSTOPped
+    (its process group, as Ctrl-Z does) at a random moment of training, inside a write transaction or just after a
+    trial ended, held past the lock's stale time while the second starts, continued at a random moment; as the
+    SQLite pause battery, on the server."""
+    root = Path(tempfile.mkdtemp(prefix=f"rt-shared-two-{kind}-"))
+    url = new_shared_database(server)
+    folders = [root / "a", root / "b"]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "battery.toml").write_text(PAUSE_CAMPAIGN if kind == "compare" else PAUSE_STUDY)
+    names = [f"battery.{method}" for method in CAMPAIGN_METHODS] if kind == "compare" else ["battery"]
+    budget = 2 if kind == "compare" else PAUSE_BUDGET
+    command = [ROBUST_TUNE, kind, "battery.toml", "--db", url, "--device", "cpu", "--log-file", "log.txt"]
+    env = {"ROBUST_TUNE_LOCK_STALE_SECONDS": str(PAUSE_STALE)}
+    where = rng.choice(("training", "write", "after a trial"))
+    case: dict = {"kind": "two machines", "command": kind, "where": where, "paused": False}
+    first = launch(command, folders[0], env)
+    if where in ("training", "write"):
+        time.sleep(rng.uniform(3.0, 9.0 if kind == "run" else 14.0))
+    else:
+        while first.poll() is None and completed_on(url) < 1:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.5))
+    deadline = time.monotonic() + 60
+    while first.poll() is None and time.monotonic() < deadline:
+        if where == "write" and not writing(url):
+            time.sleep(0.005)
+            continue
+        os.killpg(first.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        if where != "write" or writing(url):
+            case["paused"] = True
+            break
+        os.killpg(first.pid, signal.SIGCONT)
+    answers = {}
+    if case["paused"]:
+        case["in_write"] = writing(url)
+        time.sleep(PAUSE_STALE + 1.0)
+        second = launch(command, folders[1], env)
+        continued = rng.choice(("while the second runs", "after the second ended"))
+        case["continued"] = continued
+        if continued == "while the second runs":
+            time.sleep(rng.uniform(0.0, 8.0))
+            case["both_alive"] = second.poll() is None
+            os.killpg(first.pid, signal.SIGCONT)
+        answers["second"] = second.communicate()[1]
+        if continued == "after the second ended":
+            os.killpg(first.pid, signal.SIGCONT)
+        answers["first"] = first.communicate()[1]
+        case.update(first_exit=first.returncode, second_exit=second.returncode)
+    else:
+        answers["first"] = first.communicate()[1]
+        case["first_exit"] = first.returncode
+    done = all(ended_exactly(url, name, budget) for name in names)
+    case["finished_by"] = ("first" if case.get("first_exit") == 0 else "second") if done else "the resume"
+    if not done:
+        resume = launch(command, folders[0], {})
+        answers["resume"] = resume.communicate()[1]
+        case["resume_exit"] = resume.returncode
+    for who, err in answers.items():
+        (root / f"stderr-{who}.txt").write_text(err)
+    case["folder"] = str(root)
+    case["tracebacks"] = sum("Traceback" in err for err in answers.values())
+    case["last_lines"] = {who: (err.strip().splitlines() or [""])[-1][:300] for who, err in answers.items()
+                          if "error" in err or "Traceback" in err}
+    states = [store_state(url, name) for name in names]
+    case["duplicates"] = sum(len(completed(s)) - len({p for _, p in completed(s)}) + len(s["runs"])
+                             - len(set(s["runs"])) for s in states)
+    case["budget_exact"] = all(ended_exactly(url, name, budget) for name in names)
+    case["ax_agrees"] = all(ax_agrees(url, name, root / "check.log") for name in names)
+    return case
+
+
+def dask_process(name: str, *args: str, folder: Path) -> subprocess.Popen:
+    """`dask ARGS`: a scheduler (allowing no failures, as the guide sets one up) or a worker (under its nanny) in its
+    own process group, its output kept in `folder` as NAME.log."""
+    dask = str(Path(sys.executable).with_name("dask"))
+    log = open(folder / f"{name}.log", "w")
+    return subprocess.Popen([dask, *args], cwd=folder, stdout=log, stderr=log, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1",
+                                 "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
+
+
+def workers_case(server: Any, rng: random.Random) -> dict:
+    """`run --scheduler` on a cluster of one worker, which a second joins at a random moment; later the first is
+    stopped cleanly (SIGTERM, as Ctrl-C or a cluster manager does) while it trains: the joined worker gets trials,
+    the stopped one hands its trial back (no interrupted row), the budget ends exactly."""
+    folder = Path(tempfile.mkdtemp(prefix="rt-shared-workers-"))
+    (folder / "battery.toml").write_text(SHARED_STUDY)
+    url = new_shared_database(server)
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import free_port
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = dask_process("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                             folder=folder)
+    time.sleep(3.0)
+    workers = {"w0": dask_process("w0", "worker", address, "--nthreads", "1", "--no-dashboard", "--name", "w0",
+                                  folder=folder)}
+    time.sleep(3.0)
+    command = [ROBUST_TUNE, "run", "battery.toml", "--db", url, "--device", "cpu", "--log-file", "log.txt",
+               "--scheduler", address]
+    process = launch(command, folder)
+    try:
+        time.sleep(rng.uniform(5.0, 15.0))
+        workers["w1"] = dask_process("w1", "worker", address, "--nthreads", "1", "--no-dashboard", "--name", "w1",
+                                     folder=folder)
+        while process.poll() is None and completed_on(url) < SHARED_BUDGET // 2:
+            time.sleep(0.1)
+        time.sleep(rng.uniform(1.0, 4.0))  # in a trial of the second half
+        workers["w0"].send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=600)
+    finally:
+        for dask_one in [*workers.values(), scheduler]:
+            dask_one.send_signal(signal.SIGTERM)
+        for dask_one in [*workers.values(), scheduler]:
+            try:
+                dask_one.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                dask_one.kill()
+    (folder / "stderr.txt").write_text(err)
+    case: dict = {"kind": "workers", "folder": str(folder)}
+    case.update(answer_of(process, err))
+    case.update(on_joined=err.count("on worker w1 completed"),
+                handed_back=err.count("left the cluster; it trains again"),
+                interrupted=len(query(url, "select 1 from rt_trials where status = 'interrupted'")),
+                budget_exact=ended_exactly(url, "battery", SHARED_BUDGET),
+                ax_agrees=ax_agrees(url, "battery", folder / "check.log"))
+    return case
+
+
+def shared_battery(cases: int, rng: random.Random) -> list[dict]:
+    """`cases` cases of each kind on one throwaway server: restarts (half on --workers 1, half on a worker per
+    core), a server that stays down, two machines (run and compare in turn) with pauses, workers that come and
+    go (half as many)."""
+    done = []
+    with throwaway_server() as server:
+        for number in range(cases):
+            for case in (restart_case(server, ("run", "run-workers")[number % 2], rng), down_case(server, rng),
+                         two_machines_case(server, ("run", "compare")[number % 2], rng)):
+                print(json.dumps(case), flush=True)
+                done.append(case)
+            if number % 2 == 0:
+                case = workers_case(server, rng)
+                print(json.dumps(case), flush=True)
+                done.append(case)
+    return done
+
+
+def shared_table(cases: list[dict]) -> None:
+    """The shared set-up's figures, one row per kind of case."""
+    print("\n| case | cases | faults | exit codes | tracebacks | reconnection lines | lost | duplicates | "
+          "interrupted rows | budgets exact | Ax agrees |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    names = {"run": "server restarts, `run --workers 1`", "run-workers": "server restarts, `run` (a worker per core)",
+             "down": "server down past the wait", "two machines": "two machines, one database, a pause",
+             "workers": "a worker joins, one leaves cleanly"}
+    for kind, name in names.items():
+        of = [c for c in cases if c["kind"] == kind]
+        if not of:
+            continue
+        if kind == "two machines":
+            of = [c for c in of if c["paused"]]
+            exits = collections.Counter((c["first_exit"], c["second_exit"]) for c in of)
+            exit_text = "; ".join(f"{a},{b}: {n}" for (a, b), n in sorted(exits.items()))
+        else:
+            exit_text = "; ".join(f"{code}: {n}" for code, n in sorted(collections.Counter(c["exit"] for c in of)
+                                                                       .items()))
+        faults = sum(len(c["restarts"]) for c in of) if "restart" in name else len(of)
+        print(f"| {name} | {len(of)} | {faults} | {exit_text} | {sum(c['tracebacks'] for c in of)} | "
+              f"{sum(c.get('reconnected', 0) for c in of)} | {sum(c.get('lost', 0) for c in of)} | "
+              f"{sum(c.get('duplicates', 0) for c in of)} | {sum(c.get('interrupted', 0) for c in of)} | "
+              f"{sum(c['budget_exact'] for c in of)} of {len(of)} | {sum(c['ax_agrees'] for c in of)} of {len(of)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=10, help="random kills per command")
@@ -594,9 +895,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--disk", type=int, default=0,
                         help="run the disk battery instead: this many garbled, read-only and full-disk cases")
+    parser.add_argument("--shared", type=int, default=0,
+                        help="run the shared set-up battery instead, on a throwaway PostgreSQL server: this many "
+                             "cases of server restarts, a server down, two machines with pauses (and half as many "
+                             "of workers that join and leave)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     start = time.perf_counter()
+    if args.shared:
+        cases = shared_battery(args.shared, rng)
+        shared_table(cases)
+        print(f"\n{time.perf_counter() - start:.0f} s in all")
+        if args.out:
+            args.out.write_text(json.dumps({"shared": cases}, indent=2))
+        return
     if args.disk:
         cases = disk_battery(args.disk, rng)
         disk_table(cases)

@@ -72,7 +72,7 @@ class PlainDaskRunner(DaskRunner):
         with dask.config.set({"distributed.nanny.pre-spawn-environ": shipped}):
             self.cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                                         host="127.0.0.1")
-        self.client, self.capacity = Client(self.cluster), 1
+        self.client = Client(self.cluster)  # capacity: its one worker
         return self
 
 

@@ -138,7 +138,7 @@ def run_campaign(campaign: CampaignConfig, db: str | None = None, device: str = 
     # a bad data set of any task: before any write
     warnings = {task: _warnings(check_can_train(config.studies[REFERENCE], device, precision), config)
                 for task, config in tasks}
-    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)), on_reconnect=on_event)
     for study in campaign.all_studies():
         settle_threads(study, store.study(study.name))  # another thread count is refused before anything runs
     with store.reporting_loss(f"run campaign {campaign.name}"):  # a busy database: one line
@@ -234,14 +234,18 @@ def _plan(store: Store, config: CampaignConfig, method: str, replicate: int, see
 
 def _searched(store: Store, study: StudyConfig) -> bool:
     """Whether `study` is stored with its whole budget run (with the allowance of a study that widened a range), a
-    completed trial to re-train, and Ax told of every trial (else run_study reconciles Ax with the table first).
-    Asked without loading Ax: a compare with nothing left to do answers at once."""
+    completed trial to re-train, and Ax told of every trial and epoch prefix (else run_study reconciles Ax with the
+    table first, and tells the prefixes). Asked without loading Ax: a compare with nothing left to do answers at
+    once."""
+    from pipeline.search.study import untold_prefixes
+
     stored = store.study(study.name)
     if stored is None:
         return False
     trials = store.trials(stored.id)
     if (trials_ran(trials) < trial_budget(study, bool(store.widenings(stored.id)))
-            or not any(t.status == TrialStatus.COMPLETED for t in trials)):
+            or not any(t.status == TrialStatus.COMPLETED for t in trials)
+            or any(untold_prefixes(study, trial, trials) for trial in trials)):
         return False
     return not pending_in_ax(store, study.name)
 

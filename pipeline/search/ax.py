@@ -22,7 +22,7 @@ import dataclasses
 import math
 from contextlib import contextmanager
 from io import StringIO
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import pandas as pd
 import sqlalchemy as sa
@@ -54,12 +54,13 @@ from sqlalchemy.orm import scoped_session, sessionmaker
 
 from pipeline.methods import parse_method
 from pipeline.params import Choice, Range
-from pipeline.store import create_missing_tables, watch
+from pipeline.store import Reconnecting, connect_args, create_missing_tables, watch
 from pipeline.spec.study_config import StudyConfig, gp_options
 
 if TYPE_CHECKING:
     from pipeline.store import StudyLock
 
+T = TypeVar("T")
 _CHOICE_TYPES: dict[str, Any] = {"bool": "bool", "choice": "str", "float": "float", "int": "int"}
 
 
@@ -329,10 +330,15 @@ def create_ax_tables(engine: sa.Engine) -> None:
 
 
 def use_database(url: str) -> StorageConfig:
-    """Point Ax's process-wide SQL session at `url` and create its tables there."""
+    """Point Ax's process-wide SQL session at `url` and create its tables there; its connections wait for another
+    process's locks as long as the Store's, and on a server are tested before each use (a restart between two uses
+    passes unseen)."""
     factory = ax_db.SESSION_FACTORY
     if factory is None or ax_db.get_engine().url.render_as_string(hide_password=False) != url:
-        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None)
+        parsed = sa.engine.make_url(url)  # connections opened and tested as the Store's are
+        ax_db.init_engine_and_session_factory(url=url, force_init=factory is not None,
+                                              connect_args=connect_args(parsed),
+                                              pool_pre_ping=parsed.get_backend_name() != "sqlite")
     watch(ax_db.get_engine())  # a fault Ax's retry hides is still the one named (pipeline/store/health.py)
     create_missing_tables(create_ax_tables, ax_db.get_engine())
     return StorageConfig(url=url)
@@ -522,26 +528,39 @@ class Searcher:
 
     def __init__(self, study: StudyConfig, url: str, lock: StudyLock | None = None) -> None:
         use_database(url)  # Ax's tables and session, before its writes go through the lock's transaction
+        self.study, self.url = study, url
         self.metrics = study.told_metrics  # every objective and constrained metric
         self.lock = lock
-        with self._writing():  # loading writes Ax's records back: only while this process holds the lock
-            self.client = open_client(study, url)
+        self.reload = False  # a write lost its connection: Ax's client in memory may hold what was not stored
+        # loading writes Ax's records back: only while this process holds the lock
+        self.client = self._write(lambda connection: open_client(study, url))
 
     @property
     def experiment(self) -> Experiment:
         """The study's Ax experiment (its trials, data and search space)."""
         return experiment(self.client)
 
-    @contextmanager
-    def _writing(self) -> Iterator[sa.Connection | None]:
-        """Ax's writes inside the block: with the lock, in one transaction that commits only while this
-        process holds it (LockLost otherwise, and nothing stored), whose connection the block gets for writes of
-        its own; without one, as Ax makes them (None)."""
-        if self.lock is None:
-            yield None
-            return
-        with self.lock.fenced() as connection, ax_writes_through(connection):
-            yield connection
+    def _write(self, write: Callable[[sa.Connection | None], T]) -> T:
+        """`write(connection)`: Ax's writes, and those it makes through `connection` itself. With the lock, in one
+        transaction that commits only while this process holds it (LockLost otherwise, and nothing stored), made
+        again once the server answers when the connection was lost (pipeline/store/reconnect.py), Ax's client
+        first reloaded from what is stored: the failed attempt may have changed it in memory. Without a lock, as
+        Ax makes them (`connection` None)."""
+        lock = self.lock
+        if lock is None:
+            return write(None)
+
+        def attempt() -> T:
+            with lock.fenced() as connection, ax_writes_through(connection):
+                if self.reload:
+                    self.client = open_client(self.study, self.url)
+                    self.reload = False
+                return write(connection)
+
+        def forget() -> None:
+            self.reload = True
+
+        return Reconnecting.of(lock.engine).run(attempt, after_loss=forget)
 
     def ask(self, waiting: bool = False) -> tuple[int, dict[str, Any]] | str | None:
         """A new trial's index and parameters; None when every remaining proposal was tried already;
@@ -550,9 +569,8 @@ class Searcher:
         from ax.exceptions.core import DataRequiredError, SearchSpaceExhausted
         from ax.exceptions.generation_strategy import GenerationStrategyRepeatedPoints
 
-        try:
-            with self._writing():
-                proposals = self.client.get_next_trials(max_trials=1)  # may return fewer than asked
+        try:  # may return fewer than asked
+            proposals = self._write(lambda connection: self.client.get_next_trials(max_trials=1))
         except (GenerationStrategyRepeatedPoints, SearchSpaceExhausted):  # the GP's way, and Sobol's
             return None
         except DataRequiredError:
@@ -574,58 +592,64 @@ class Searcher:
         no step, and Sobol would propose one trial more."""
         from ax.storage.sqa_store.save import save_or_update_trial
 
-        with self._writing():
+        def rerun(connection: sa.Connection | None) -> int:
             trial = self.experiment.new_trial(generator_run=self.experiment.trials[index].generator_runs[0].clone())
             trial.mark_running(no_runner_required=True)
             save_or_update_trial(self.experiment, trial)
-        return trial.index
+            return trial.index
+
+        return self._write(rerun)
 
     def complete(self, index: int, metrics: dict[str, float], seed_runs: Sequence[dict[str, float]] = ()) -> None:
         """A trial that ended: each objective and constrained metric to Ax (see `told`)."""
         raw = {name: told(metrics, name, seed_runs) for name in self.metrics}
-        with self._writing():
-            self.client.complete_trial(trial_index=index, raw_data=raw)
+        self._write(lambda connection: self.client.complete_trial(trial_index=index, raw_data=raw))
 
     def early_stop(self, index: int, metrics: dict[str, float]) -> None:
         """A trial stopped early: Ax is told its metrics where it stopped, and that it stopped (Ax's early-stopped
         status: the model fits that value, and the parameters are not proposed again)."""
         raw = {name: told(metrics, name) for name in self.metrics}
-        with self._writing():
+
+        def early_stop(connection: sa.Connection | None) -> None:
             self.client.attach_data(trial_index=index, raw_data=raw)
             self.client.mark_trial_early_stopped(trial_index=index)
+
+        self._write(early_stop)
 
     def tell_prefixes(self, observations: list[tuple[dict[str, Any], dict[str, float]]],
                       store_them: Callable[[sa.Connection | None, list[int]], None]) -> list[int]:
         """Tell Ax each (parameters, metrics) as a completed trial of its own (an epoch prefix of a trained trial),
         and have `store_them` write them with the indices Ax gave, in the same transaction: all are stored and
         told, or none. Returns the indices."""
-        indices = []
-        with self._writing() as connection:
+        def tell(connection: sa.Connection | None) -> list[int]:
+            indices = []
             for parameters, metrics in observations:
                 index = self.client.attach_trial(parameters=parameters)
                 self.client.complete_trial(trial_index=index, raw_data={name: told(metrics, name)
                                                                         for name in self.metrics})
                 indices.append(index)
             store_them(connection, indices)
-        return indices
+            return indices
+
+        return self._write(tell)
 
     def widen(self, ranges: Mapping[str, Range], store_them: Callable[[sa.Connection | None], None]) -> None:
         """Widen the study's search space to `ranges` and have `store_them` record why, in the same transaction:
         Ax searches the wider space and the table says so, or neither."""
-        with self._writing() as connection:
+        def widen(connection: sa.Connection | None) -> None:
             widen_search_space(self.experiment, ranges)
             store_them(connection)
 
+        self._write(widen)
+
     def abandon(self, index: int) -> None:
         """A trial that raised: abandoned in Ax, so its parameters count as tried and are not proposed again."""
-        with self._writing():
-            self.client.mark_trial_abandoned(trial_index=index)
+        self._write(lambda connection: self.client.mark_trial_abandoned(trial_index=index))
 
     def mark_failed(self, index: int, reason: str) -> None:
         """A trial stopped before it ended (its parameters run again as a new trial): failed in Ax, which
         keeps it out of the model's data."""
-        with self._writing():
-            self.client.mark_trial_failed(trial_index=index, failed_reason=reason)
+        self._write(lambda connection: self.client.mark_trial_failed(trial_index=index, failed_reason=reason))
 
     def pending(self) -> list[int]:
         """Trials asked for and not yet told (running in Ax)."""

@@ -24,10 +24,14 @@ def pending_in_ax(store: Store, name: str) -> bool:
     """Whether Ax's records of study `name` in `store`'s database hold a trial asked for and never told (running
     there): a process stopped between storing a trial's end and telling Ax, which the study loop's `reconcile` heals.
     One query, without loading the experiment."""
-    if not sa.inspect(store.engine).has_table(AX_TRIALS.name):
-        return False
     trials, experiments = AX_TRIALS, AX_EXPERIMENTS
     query = (sa.select(sa.literal(1)).select_from(trials.join(experiments, trials.c.experiment_id == experiments.c.id))
              .where(experiments.c.name == name, trials.c.status == AX_RUNNING).limit(1))
-    with store.engine.connect() as connection:
-        return connection.execute(query).first() is not None
+
+    def ask() -> bool:
+        if not sa.inspect(store.engine).has_table(AX_TRIALS.name):
+            return False
+        with store.engine.connect() as connection:
+            return connection.execute(query).first() is not None
+
+    return store.reconnecting.run(ask)  # asked again once a restarted server answers

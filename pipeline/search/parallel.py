@@ -16,8 +16,8 @@ from typing import Any
 
 from pipeline.config import DEFAULT_TRIALS_PER_GPU, WORKER_MEMORY_GIB
 from pipeline.errors import ServerLost, UserError
-from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialJob, TrialRunner, TrialRunning, \
-    trial_outcome
+from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialEpoch, TrialHandedBack, TrialJob, \
+    TrialRunner, TrialRunning, trial_outcome
 
 EVENTS = "robust-tune-trials"  # the Dask event topic workers report progress on
 
@@ -26,6 +26,9 @@ MAX_TRIALS_PER_GPU = 32
 # Trials proposed beyond the ones training, waiting on the cluster for the next free worker: the search proposes
 # while trials train, and a worker that ends a trial starts the next at once instead of waiting for Ax.
 AHEAD = 1
+# How many times one trial goes back to the cluster because its worker closed, before it counts as interrupted: a
+# trial that makes every worker it runs on close (out of memory, say) is not handed round forever.
+HAND_BACKS = 3
 
 # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in a worker's environment (to hand freed memory back to the
 # system). Setting it at all turns off glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh
@@ -181,7 +184,9 @@ def trial_runner(workers: int | None = None, scheduler: str | None = None,
 
 class DaskRunner:
     """Up to `capacity` trials at once on Dask workers, and `ahead` more waiting for the first free one: submit one,
-    wait until some end."""
+    wait until some end. On an existing scheduler the capacity follows the workers that join and leave; the trial
+    of a worker that leaves cleanly goes back to the scheduler, which sends it to another, where it trains again from
+    its start (Dask does so by itself within its allowed failures, 3 by default; `hand_back` where it allows none)."""
 
     ahead = AHEAD
 
@@ -190,7 +195,25 @@ class DaskRunner:
         self.workers, self.scheduler = workers or 0, scheduler  # with a scheduler, its workers: none of ours
         self.futures: dict[Any, TrialJob] = {}  # future -> its job
         self.events: queue.Queue = queue.Queue()  # filled by Dask's thread, emptied by the study loop
-        self.capacity = self.workers  # a scheduler's: known once connected (__enter__)
+        self.threads = 0  # a scheduler's workers' threads when last asked
+        self.filled_at = 0  # the capacity when a trial was last submitted
+        self.trained_on: dict[tuple[str, int], str] = {}  # (study, trial) -> the worker it started on last
+        self.handed_back: dict[tuple[str, int], int] = {}  # (study, trial) -> times it went back to the cluster
+        self.client: Any = None
+        self.cluster: Any = None
+
+    @property
+    def capacity(self) -> int:
+        """How many trials train at once: the local cluster's workers, or the threads of the scheduler's workers now
+        (at least one: a trial then waits for a worker to join); none before a scheduler is connected."""
+        if self.scheduler is None:
+            return self.workers
+        if self.client is not None and self.client.status == "running":
+            try:
+                self.threads = sum(self.client.nthreads().values())
+            except OSError:  # the scheduler went away: the wait says so (check_connected)
+                pass
+        return max(1, self.threads) if self.client is not None else 0
 
     def __enter__(self) -> DaskRunner:
         import dask
@@ -199,10 +222,11 @@ class DaskRunner:
         from pipeline.library_logs import quiet_libraries
 
         quiet_libraries(self.log_file)  # again, now that distributed has attached its own stderr handler
-        # A worker that dies fails its task at once (KilledWorker) instead of Dask retrying it unseen:
-        # the study marks the trial interrupted and runs its parameters again, as after a killed run.
-        # The scheduler keeps a trial proposed ahead until a worker is free, rather than queuing it behind a running
-        # one on a busy worker while another worker idles.
+        # On the local cluster (its scheduler runs in this process, with this configuration) a worker that dies
+        # fails its task at once (KilledWorker) instead of Dask retrying it unseen: the study marks the trial
+        # interrupted and runs its parameters again, as after a killed run; an existing scheduler keeps its own
+        # settings. The scheduler keeps a trial proposed ahead until a worker is free, rather than queuing it behind
+        # a running one on a busy worker while another worker idles.
         dask.config.set({"distributed.scheduler.allowed-failures": 0,
                          "distributed.scheduler.worker-saturation": 1.0,
                          "distributed.nanny.pre-spawn-environ.DASK_LOGGING": repr(worker_logging(self.log_file)),
@@ -213,11 +237,8 @@ class DaskRunner:
                 self.client = Client(self.scheduler, timeout="20s")
             except (OSError, TimeoutError) as error:
                 raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {error}") from None
-            self.capacity = max(1, sum(self.client.nthreads().values()))
             self.client.subscribe_topic(EVENTS, lambda event: self.events.put(event[1]))
-        else:
-            self.capacity = self.workers  # the cluster starts with the first trial: a study with none to run
-        return self                      # starts no process
+        return self  # a local cluster starts with the first trial: a study with none to run starts no process
 
     def start(self) -> Any:
         """The client, the local cluster started first if it is not yet."""
@@ -257,6 +278,7 @@ class DaskRunner:
         self.check_connected()
         future = client.submit(train_on_worker, job, key=f"trial-{job.trial_index}-{time.time_ns()}", pure=False)
         self.futures[future] = job
+        self.filled_at = self.capacity
 
     def check_connected(self) -> None:
         """ServerLost when the client has lost its scheduler: Dask then cancels every task it had sent, and the
@@ -283,6 +305,8 @@ class DaskRunner:
             self.check_connected()
             if done:
                 break
+            if self.scheduler and self.capacity > self.filled_at:  # a worker joined: room for another trial now
+                return []
         outcomes = []
         for future in done:
             job = self.futures.pop(future)
@@ -291,7 +315,9 @@ class DaskRunner:
                 outcome = future.result()
             elif future.status == "cancelled":
                 outcome = Outcome(trial_index, lost="its task was cancelled", study=study)
-            elif isinstance(error := future.exception(), KilledWorker):
+            elif isinstance(error := future.exception(), KilledWorker) and self.hand_back(job, error):
+                continue
+            elif isinstance(error, KilledWorker):
                 outcome = Outcome(trial_index, lost="its worker process died", study=study)
             elif isinstance(error, UserError):
                 raise error
@@ -299,6 +325,24 @@ class DaskRunner:
                 outcome = Outcome(trial_index, error=f"{type(error).__name__}: {error}", study=study)
             outcomes.append(outcome)
         return outcomes
+
+    def hand_back(self, job: TrialJob, error: Any) -> bool:
+        """Submit `job` again when the worker its task failed with (`error`, Dask's KilledWorker) closed rather than
+        died: it logged its closing, as `dask worker` does when stopped with Ctrl-C or SIGTERM (a batch system's end
+        of a job), which a scheduler that allows no failures (the local cluster's, and one set up so) counts as a
+        failure. At most HAND_BACKS times a trial; whether it was submitted again."""
+        worker, key = getattr(error, "last_worker", None), (job.study.name, job.trial_index)
+        if worker is None or self.handed_back.get(key, 0) >= HAND_BACKS:
+            return False
+        try:
+            events = self.client.get_events(worker.address)
+        except OSError:
+            return False
+        if not any(isinstance(event, dict) and event.get("action") == "closing-worker" for _, event in events):
+            return False
+        self.handed_back[key] = self.handed_back.get(key, 0) + 1
+        self.submit(job)  # the line saying so comes when it starts on another worker
+        return True
 
     def _pass_on_events(self, on_event: OnEvent) -> None:
         while True:
@@ -308,6 +352,10 @@ class DaskRunner:
                 return
             if "started" in event:
                 # Dask sets "worker" to its address
-                on_event(TrialRunning(event["trial"], event["name"], event.get("study", "")))
+                key, worker = (event.get("study", ""), event["trial"]), event["name"]
+                if self.trained_on.get(key, worker) != worker:  # the scheduler sent it elsewhere: its worker left
+                    on_event(TrialHandedBack(event["trial"], self.trained_on[key], worker, event.get("study", "")))
+                self.trained_on[key] = worker
+                on_event(TrialRunning(event["trial"], worker, event.get("study", "")))
             else:
                 on_event(TrialEpoch(event["trial"], event["epoch"], event["epochs"], event.get("study", "")))

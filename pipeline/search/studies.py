@@ -47,7 +47,7 @@ def run_studies(studies: list[StudyConfig], runner: TrialRunner, db: str | None 
     studies = [as_stored(study, db) for study in studies]
     for study in studies:
         check_can_train(study, device, precision)
-    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)), on_reconnect=on_event)
     with store.reporting_loss(f"run {len(studies)} studies"), ExitStack() as stack:
         loops = []
         for study in studies:

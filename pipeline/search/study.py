@@ -19,6 +19,7 @@ from pipeline.training.models import check_weights
 from pipeline.methods import parse_method
 from pipeline.store import (DatabaseBusy, SchemaUpgraded, Store, StudyLock, StudyRecord, TrialRecord, TrialStatus,
                             Widening, best_trial, trial_budget, trials_ran)
+from pipeline.store.records import EpochRecord
 from pipeline.search.bounds import searched_ranges, widenings
 from pipeline.spec.study_config import StudyConfig
 from pipeline.search.trial import InProcessRunner, OnEvent, Outcome, TrialJob, TrialRunner, dataset_for
@@ -149,6 +150,19 @@ def reconcile(store: Store, study_id: int, searcher: Searcher, lock: StudyLock) 
     return sorted(requeued)
 
 
+def untold_prefixes(study: StudyConfig, trial: TrialRecord, trials: list[TrialRecord]) -> list[EpochRecord]:
+    """With search.epoch_prefixes, the epochs of trained trial `trial` that Ax is still to be told as prefixes of their
+    own (StudyLoop.tell_prefixes): every searched epoch count below the one it trained to (and, stopped early, the
+    count it stopped at), none once they were told (one transaction tells them all, or none)."""
+    if not study.epoch_prefixes or trial.prefix_of is not None or trial.status not in (TrialStatus.COMPLETED,
+                                                                                       TrialStatus.EARLY_STOPPED):
+        return []
+    if any(t.prefix_of == trial.trial_index for t in trials):
+        return []
+    counts = prefix_epochs(study.search, len(trial.epochs), trial.status == TrialStatus.COMPLETED)
+    return [e for e in trial.epochs if e.epoch in counts and e.splits is not None]
+
+
 def trailing_failures(trials: list[TrialRecord]) -> tuple[int, str | None]:
     """How many of the last trials, in trial order, failed in a row, and the last one's error line: the
     failure policy counts across runs of a study, not from zero at each. Interrupted trials, which run
@@ -270,7 +284,7 @@ def run_study(study: StudyConfig, db: str | None = None, device: str = "auto", t
     runner = runner or InProcessRunner()
     study = as_stored(study, db)  # the data is checked at the size the trials will train at
     check_can_train(study, device, precision)
-    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)))
+    store = Store(db, on_upgrade=lambda message: on_event(SchemaUpgraded(message)), on_reconnect=on_event)
     with store.reporting_loss(f"run study {study.name}"):  # a lost or busy database: one line, not a traceback
         stored, study, log_path = prepare_study(store, study, log_file)
         with store.lock_study(stored) as lock, runner:
@@ -455,13 +469,7 @@ class StudyLoop:
         """With search.epoch_prefixes: tell Ax, and store, the exact result of every searched epoch count below the
         one `trial` trained to (and, stopped early, the count it stopped at), all in one transaction, unless they
         were told already (a resumed study: the transaction left all or none). Returns how many were told."""
-        if not self.study.epoch_prefixes or trial.prefix_of is not None or trial.status not in (TrialStatus.COMPLETED,
-                                                                                               TrialStatus.EARLY_STOPPED):
-            return 0
-        if any(t.prefix_of == trial.trial_index for t in trials):
-            return 0
-        counts = prefix_epochs(self.study.search, len(trial.epochs), trial.status == TrialStatus.COMPLETED)
-        observed = [e for e in trial.epochs if e.epoch in counts and e.splits is not None]
+        observed = untold_prefixes(self.study, trial, trials)
         if not observed:
             return 0
         observations = [({**trial.parameters, "epochs": e.epoch}, e.metrics)
@@ -496,7 +504,8 @@ class StudyLoop:
         pending there and the next run requeues them (see `reconcile`). A loop that lost the study's lock writes
         nothing more: the study is another process's now, or the database cannot be reached (its trials are left
         running, and the next run requeues them)."""
-        if self.lock.lost is None and not isinstance(stop, DatabaseBusy):  # a busy database would refuse it too
+        if (self.lock.lost is None and not isinstance(stop, DatabaseBusy)  # a busy database would refuse it too
+                and not (isinstance(stop, ServerLost) and not self.store.answers())):  # nor can a lost server
             self.store.interrupt_running_trials(self.stored.id, f"{INTERRUPTED} ({type(stop).__name__}: {stop})",
                                                 lock=self.lock)
 

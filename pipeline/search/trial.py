@@ -68,6 +68,18 @@ class TrialEpoch:
     study: str = ""
 
 
+@dataclass(frozen=True)
+class TrialHandedBack:
+    """A trial started again on another worker: the one it trained on (`worker`) left the cluster (stopped, or lost),
+    and the scheduler sent the trial to `to`, where it trains from its start; not interrupted, nothing stored
+    (parallel studies on an existing scheduler)."""
+
+    trial_index: int
+    worker: str
+    to: str
+    study: str = ""
+
+
 @functools.lru_cache(maxsize=2)
 def dataset_for(data: DataConfig, device: str) -> Dataset:
     """Decode and move a data set once per process; every trial or run on it indexes the same tensors."""
@@ -118,8 +130,9 @@ def trial_outcome(job: TrialJob, progress: Progress | None = None) -> Outcome:
 class TrialRunner(Protocol):
     """Where a study's trials train: up to `capacity` at once, and `ahead` more submitted to wait for the first
     free place (proposed while the others train); `submit` hands one over, `wait` returns the outcomes of those
-    that ended (at least one), passing progress events on meanwhile. Several studies may share one runner (a
-    campaign's, pipeline/search/studies.py): each outcome and progress event names its job's study."""
+    that ended (at least one; none when the capacity grew, a worker having joined), passing progress events on
+    meanwhile. Several studies may share one runner (a campaign's, pipeline/search/studies.py): each outcome and
+    progress event names its job's study."""
 
     @property
     def capacity(self) -> int: ...

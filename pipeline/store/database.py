@@ -5,26 +5,29 @@ A study's row and Ax's experiment are created in one transaction, and deleted in
 written when it starts (so a crash leaves it visibly `running`) and completed in one transaction when it
 ends. The writes of a study's lock holder take its `lock`: each is then committed only while the holder
 still holds it (LockLost otherwise, and nothing written). Writers open the database at this version's
-schema (upgrading one written by an earlier version); readers never change it.
+schema (upgrading one written by an earlier version); readers never change it. On a server, a read or write that lost
+its connection (a restart) is made again once the server answers (reconnect.py).
 """
 from __future__ import annotations
 
 
 import datetime as dt
+import functools
 from dataclasses import replace
 import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Concatenate, ContextManager, Iterator, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 
 from pipeline.errors import DatabaseBusy, ServerLost, UserError
 from pipeline.output_file import make_folder
 from pipeline.store import lock as lock_module
-from pipeline.store.health import check_intact, fault_in, opened, watch
-from pipeline.store.lock import StudyLock, busy_error, database_server, is_busy, now, take_campaign_lock, take_lock
+from pipeline.store.health import check_intact, damaged_now, fault_in, opened, readable, watch
+from pipeline.store.lock import StudyLock, busy_error, is_busy, now, take_campaign_lock, take_lock
+from pipeline.store.reconnect import Reconnected, Reconnecting, database_server
 from pipeline.config import DEFAULT_DB, RunSettings
 from pipeline.params import Range
 from pipeline.store.records import (CampaignRecord, EpochRecord, EvaluationRecord, ImportanceRecord, ParameterShare,
@@ -106,6 +109,19 @@ def _open_error(error: Exception, shown: str) -> str:
     return f"cannot open database {shown}: {' '.join(str(cause).split()) or type(cause).__name__}"
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _again_after_loss(method: Callable[Concatenate[Store, P], T]) -> Callable[Concatenate[Store, P], T]:
+    """A Store method that reads or writes in transactions of its own, made again from the start once the server
+    answers when it lost its connection (pipeline/store/reconnect.py)."""
+    @functools.wraps(method)
+    def again(self: Store, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.reconnecting.run(lambda: method(self, *args, **kwargs))
+    return again
+
+
 def _started_at(started: float | None) -> dict[str, dt.datetime]:
     """The started_at column's new value, as UTC like every stored time, or no change."""
     if started is None:
@@ -117,20 +133,27 @@ class Store:
     """Studies, trials and evaluations in one database; every write is its own transaction."""
 
     def __init__(self, db: str | None = None, create: bool = True, write: bool | None = None,
-                 on_upgrade: Callable[[str], None] | None = None) -> None:
+                 on_upgrade: Callable[[str], None] | None = None,
+                 on_reconnect: Callable[[Reconnected], None] | None = None) -> None:
         """Open the database. A writer (`write`, by default `create`) brings it to this version's schema:
         with `create` a new file and its tables are made; a database written by an earlier version is
         upgraded in place (`upgraded` then holds the one line saying so, also given to `on_upgrade`).
         A reader (create=False) creates and changes nothing: a missing database, one without the tool's
-        tables, or one written by a newer version is a UserError."""
+        tables, or one written by a newer version is a UserError. On a server, each read or write that lost its
+        connection is made again once the server answers, and `on_reconnect` told (reconnect.py)."""
         self.url = database_url(db, create)
         self.shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)  # for messages
         self.upgraded: str | None = None
+        self.readable: dict[int, bool] = {}  # in a damaged file, whether each study's records can be read
         write = create if write is None else write
         try:
-            sqlite = sa.engine.make_url(self.url).get_backend_name() == "sqlite"  # its busy timeout: the lock wait
-            self.engine = sa.create_engine(self.url,
-                                           connect_args={"timeout": lock_module.LOCK_WAIT_MS / 1000} if sqlite else {})
+            url = sa.engine.make_url(self.url)
+            # a server's connections are tested before each use, so a restart between two uses passes unseen
+            self.engine = sa.create_engine(url, pool_pre_ping=url.get_backend_name() != "sqlite",
+                                           connect_args=lock_module.connect_args(url))
+            self.reconnecting = Reconnecting.of(self.engine)  # an operation that lost its connection, made again
+            if on_reconnect is not None:
+                self.reconnecting.notify = on_reconnect
             opened(self.engine.url)
             watch(self.engine)
             if (file := sqlite_file(self.url)) is not None:
@@ -177,17 +200,33 @@ class Store:
             return False
         return True
 
+    @_again_after_loss
     def study(self, name: str) -> StudyRecord | None:
         """The stored study `name`, or None."""
         with self.engine.connect() as connection:
             row = connection.execute(sa.select(studies).where(studies.c.name == name)).first()
         return None if row is None else _study_record(row)
 
+    @_again_after_loss
     def all_studies(self) -> list[StudyRecord]:
-        """Every stored study, in the order they were stored."""
+        """Every stored study, in the order they were stored; in a damaged file (a reader's), those whose records can
+        all be read: the others are left out, and named in the reader's warning (health.damage_found)."""
         with self.engine.connect() as connection:
             rows = connection.execute(sa.select(studies).order_by(studies.c.id)).all()
-        return [_study_record(row) for row in rows]
+        found = [_study_record(row) for row in rows]
+        if damaged_now() and sqlite_file(self.url) is not None:
+            for study in found:
+                if study.id not in self.readable:  # read once
+                    self.readable[study.id] = readable(lambda: self._read_all(study), study.name, self.engine.url)
+            return [study for study in found if self.readable[study.id]]
+        return found
+
+    def _read_all(self, study: StudyRecord) -> None:
+        """Read every record of `study`: its trials with their curves, runs, widenings and importance."""
+        self.trials(study.id)
+        self.evaluations(study.id)
+        self.widenings(study.id)
+        self.importance(study.id)
 
     def require_study(self, name: str) -> StudyRecord:
         """The stored study `name`; a UserError naming the studies there are when there is none."""
@@ -197,6 +236,7 @@ class Store:
             raise UserError(f"no study named {name!r} in {self.shown}; known: {known}")
         return study
 
+    @_again_after_loss
     def create_study(self, study: StudyConfig, also: Callable[[sa.Connection], None] | None = None) -> StudyRecord:
         """Store a new study, or return the one another process stored first under its name (the unique
         name decides the race); the caller compares them. `also` writes the study's other records (Ax's)
@@ -223,6 +263,7 @@ class Store:
         """A write transaction; with the study's lock, one that commits only while this process holds it."""
         return self.engine.begin() if lock is None else lock.fenced()
 
+    @_again_after_loss
     def start_trial(self, study_id: int, trial_index: int, parameters: dict[str, Any], seed: int,
                     proposal_seconds: float, lock: StudyLock | None = None) -> int:
         """Store a trial as running, before it trains; returns its row's id."""
@@ -232,6 +273,7 @@ class Store:
                 seed=seed, proposal_seconds=proposal_seconds, started_at=now()))
         return int(result.inserted_primary_key[0])  # type: ignore[index]  # an insert always has its key
 
+    @_again_after_loss
     def complete_trial(self, trial_id: int, result: RunResult, started: float | None = None,
                        lock: StudyLock | None = None) -> None:
         """Record a finished trial: metrics, per-class accuracy, curves and timings, all at once; early-stopped
@@ -273,6 +315,7 @@ class Store:
              "after_trial": w.after_trial, "best_trial": w.best_trial, "value": w.value, "created_at": now()}
             for w in moved])
 
+    @_again_after_loss
     def widenings(self, study_id: int) -> list[Widening]:
         """The ends of the study's ranges that widened, in order; none in a database from before widening."""
         if not sa.inspect(self.engine).has_table(widenings.name):  # readers create no table
@@ -283,6 +326,7 @@ class Store:
         return [Widening(r.parameter, r.side, Range(r.low_before, r.high_before, r.log),
                          Range(r.low_after, r.high_after, r.log), r.after_trial, r.best_trial, r.value) for r in rows]
 
+    @_again_after_loss
     def save_predictions(self, study_id: int, predictions: dict[int, dict[str, float]],
                          lock: StudyLock | None = None) -> None:
         """Store the study's GP's prediction for each completed trial (by Ax index), replacing earlier ones: a
@@ -293,6 +337,7 @@ class Store:
                 connection.execute(trials.update().where(trials.c.study_id == study_id,
                                                          trials.c.trial_index == index).values(predicted=predicted))
 
+    @_again_after_loss
     def save_importance(self, study_id: int, view: dict[str, Any], lock: StudyLock | None = None) -> None:
         """Store the study's parameter importance (surrogate.parameter_importance), replacing the one before: like
         the predictions, it is the model's view of every trial, remade when a run of the study ends."""
@@ -302,6 +347,7 @@ class Store:
                 study_id=study_id, objective=view["objective"], fitted_on=view["fitted_on"], minimum=view["minimum"],
                 parameters=view["parameters"], note=view.get("note"), computed_at=now()))
 
+    @_again_after_loss
     def importance(self, study_id: int) -> ImportanceRecord | None:
         """The study's stored parameter importance; None when none was made (or in a database from before it)."""
         if not sa.inspect(self.engine).has_table(importance.name):  # readers create no table
@@ -313,6 +359,7 @@ class Store:
         return ImportanceRecord(row.objective, row.fitted_on, row.minimum,
                                 [ParameterShare(**share) for share in row.parameters], row.note)
 
+    @_again_after_loss
     def fail_trial(self, trial_id: int, error: str, started: float | None = None,
                    lock: StudyLock | None = None) -> None:
         """Record a trial that raised, with its error."""
@@ -320,12 +367,14 @@ class Store:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
                 status=TrialStatus.FAILED, error=error, ended_at=now(), **_started_at(started)))
 
+    @_again_after_loss
     def interrupt_trial(self, trial_id: int, reason: str, lock: StudyLock | None = None) -> None:
         """One trial stopped before its end (its worker died); its parameters run again as a new trial."""
         with self._writing(lock) as connection:
             connection.execute(trials.update().where(trials.c.id == trial_id).values(
                 status=TrialStatus.INTERRUPTED, error=reason, ended_at=now()))
 
+    @_again_after_loss
     def interrupt_running_trials(self, study_id: int, reason: str, lock: StudyLock | None = None) -> list[int]:
         """Mark trials a killed process left `running` as interrupted; returns their Ax indices."""
         with self._writing(lock) as connection:
@@ -336,6 +385,7 @@ class Store:
                                .values(status=TrialStatus.INTERRUPTED, error=reason, ended_at=now()))
         return list(running)
 
+    @_again_after_loss
     def trials(self, study_id: int) -> list[TrialRecord]:
         with self.engine.connect() as connection:
             present = {column["name"] for column in sa.inspect(connection).get_columns(trials.name)}
@@ -375,6 +425,7 @@ class Store:
             settings=run.settings.to_dict(), train_seconds=run.train_seconds,
             epochs=[epoch.to_dict() for epoch in run.epochs] or None)
 
+    @_again_after_loss
     def _insert_evaluation(self, lock: StudyLock | None, **values: Any) -> bool:
         """One rt_evaluations row in its own transaction (fenced by `lock`, when given); False when its
         (study, variant, seed) is taken."""
@@ -385,6 +436,7 @@ class Store:
             return False
         return True
 
+    @_again_after_loss
     def matching_evaluation(self, config: dict[str, Any], seed: int, study_id: int, variant: str,
                             fits: Callable[[EvaluationRecord], bool] = lambda run: True
                             ) -> tuple[str, EvaluationRecord] | None:
@@ -402,6 +454,7 @@ class Store:
                     return row.study_name, run
         return None
 
+    @_again_after_loss
     def delete_evaluations(self, study_id: int, variant: str) -> int:
         """Remove one variant's stored runs of a study in one transaction; how many there were. The caller
         holds the study's lock. Copies of them stored for other studies are theirs and stay."""
@@ -409,6 +462,7 @@ class Store:
             return connection.execute(evaluations.delete().where(
                 evaluations.c.study_id == study_id, evaluations.c.variant == variant)).rowcount
 
+    @_again_after_loss
     def evaluations(self, study_id: int) -> list[EvaluationRecord]:
         """A study's evaluation runs in the order they were stored; none in a database from before them."""
         if not sa.inspect(self.engine).has_table(evaluations.name):  # readers create no table
@@ -419,6 +473,7 @@ class Store:
                                       .order_by(evaluations.c.id)).all()
         return [_evaluation_record(r) for r in rows]
 
+    @_again_after_loss
     def delete_study(self, name: str, lock: StudyLock, also: Callable[[sa.Connection], None] | None = None) -> bool:
         """Remove one study's rows (its per-epoch curves, trials, evaluations, lock and record) in one transaction,
         with what `also` deletes through the same connection (Ax's records); False when there is no such
@@ -442,6 +497,7 @@ class Store:
             connection.execute(studies.delete().where(studies.c.id == study_id))
         return True
 
+    @_again_after_loss
     def campaign(self, name: str) -> CampaignRecord | None:
         """The stored campaign `name`, or None (also in a database from before campaigns)."""
         if not sa.inspect(self.engine).has_table(campaigns.name):  # readers create no table
@@ -450,6 +506,7 @@ class Store:
             row = connection.execute(sa.select(campaigns).where(campaigns.c.name == name)).first()
         return None if row is None else _campaign_record(row)
 
+    @_again_after_loss
     def all_campaigns(self) -> list[CampaignRecord]:
         """Every stored campaign, in the order they were stored; none in a database from before campaigns."""
         if not sa.inspect(self.engine).has_table(campaigns.name):
@@ -462,6 +519,7 @@ class Store:
         """Become the one process running `campaign`; UserError while another `compare` of it runs."""
         return take_campaign_lock(self.engine, campaign.id, campaign.name)
 
+    @_again_after_loss
     def require_campaign(self, name: str) -> CampaignRecord:
         """The stored campaign `name`; a UserError naming the campaigns there are when there is none."""
         campaign = self.campaign(name)
@@ -474,6 +532,7 @@ class Store:
                             "(run one with `robust-tune compare CAMPAIGN.toml`)")
         return campaign
 
+    @_again_after_loss
     def save_campaign(self, campaign: CampaignConfig) -> CampaignRecord:
         """Store a new campaign, or bring a stored one of the same identity up to date in what may change
         (seeds, replicates, budget, description), or with tasks added (CampaignConfig.task_changes: its stored

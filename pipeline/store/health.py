@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 import sqlalchemy as sa
 
@@ -15,6 +16,7 @@ from pipeline.errors import DatabaseFault, ServerLost, TrainingFailed, UserError
 
 _opened: list[sa.URL] = []  # the database this command opened last (cli/main.py names it in a fault's line)
 _damage: list[DatabaseFault] = []  # what a reader found damaged in it (cli/main.py warns of it)
+_left_out: list[str] = []  # the studies a reader could not read there, and left out
 _met: list[DatabaseFault] = []  # the last fault a database call met, should a library retry and raise another error
 
 
@@ -27,13 +29,36 @@ def forget() -> None:
     """A new command: no database opened, no damage found yet."""
     _opened.clear()
     _damage.clear()
+    _left_out.clear()
     _met.clear()
 
 
 def damage_found() -> str | None:
-    """The line saying that the database a reader opened is damaged, where one was: what it showed is what could
-    still be read."""
-    return str(_damage[-1]) if _damage else None
+    """The line saying that the database a reader opened is damaged, where one was, naming the studies it left out:
+    what it showed is what could still be read."""
+    if not _damage:
+        return None
+    left_out = f"; left out, as its records could not be read: {', '.join(_left_out)}" if _left_out else ""
+    return f"{_damage[-1]}{left_out}"
+
+
+def damaged_now() -> bool:
+    """Whether the database a reader opened was found damaged (check_intact)."""
+    return bool(_damage)
+
+
+def readable(read: Callable[[], object], name: str, url: sa.URL) -> bool:
+    """Whether `read()` (every record of study `name`) reads, in a damaged database; a study it cannot read, for a
+    fault of the file (`fault_in`), is noted as left out. Other errors pass."""
+    try:
+        read()
+    except sa.exc.DBAPIError as error:
+        if fault_in(error, url) is None:
+            raise
+        if f"study {name}" not in _left_out:
+            _left_out.append(f"study {name}")
+        return False
+    return True
 
 
 def _name(url: sa.URL | None) -> str:

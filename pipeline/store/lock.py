@@ -8,7 +8,8 @@ its write, so every write of a holder is also fenced: its transaction claims the
 token (`fenced`) and is rolled back, with LockLost, when the row is another process's. Two processes
 therefore never write one study's records at once, whatever the timing. A holder that cannot reach the
 database for that long stops with ServerLost instead: the server went away, and meanwhile another process
-that reaches it may have taken the study over.
+that reaches it may have taken the study over. A read or write that failed on a connection the server dropped
+(a restart) is made again once it answers (reconnect.py), each time in a new fenced transaction.
 
 A process paused in the middle of a write keeps the database locked (SQLite's write lock, PostgreSQL's row
 lock); another process that needs to write then gets DatabaseBusy once the wait for it runs out: one line
@@ -23,48 +24,27 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import sqlalchemy as sa
 
 from pipeline.errors import DatabaseBusy, ServerLost, UserError
+from pipeline.store.reconnect import Reconnecting, database_server, env_number
 from pipeline.store.schema import campaign_locks, study_locks
 
 
 
-def _env_number(name: str, default: float) -> float:
-    """A positive number from the environment variable `name`, else `default`; anything else is a one-line
-    UserError naming the variable."""
-    text = os.environ.get(name, "")
-    try:
-        value = float(text) if text else default
-        if not value > 0:
-            raise ValueError
-    except ValueError:
-        raise UserError(f"{name} must be a positive number, not {text!r}") from None
-    return value
-
-
 # A lock whose holder has not refreshed it for this long is taken over (its holder died or hung).
-LOCK_STALE_SECONDS = _env_number("ROBUST_TUNE_LOCK_STALE_SECONDS", 120)
-# How long taking a lock waits for a row another transaction keeps locked on PostgreSQL (SQLite's wait is
-# the Store's busy timeout, the same), before saying the database is busy. ROBUST_TUNE_LOCK_WAIT_MS sets it
-# (the tests of a busy database wait less).
-LOCK_WAIT_MS = int(_env_number("ROBUST_TUNE_LOCK_WAIT_MS", 5000))
+LOCK_STALE_SECONDS = env_number("ROBUST_TUNE_LOCK_STALE_SECONDS", 120)
+# How long a write waits for a lock another transaction keeps (SQLite's busy timeout, PostgreSQL's lock_timeout:
+# `connect_args`), before saying the database is busy. ROBUST_TUNE_LOCK_WAIT_MS sets it (the tests of a busy
+# database wait less).
+LOCK_WAIT_MS = int(env_number("ROBUST_TUNE_LOCK_WAIT_MS", 5000))
 
 
 def now() -> dt.datetime:
     """The time as stored: UTC without a time zone."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
-def database_server(url: sa.URL) -> str:
-    """How messages name a database: its server's host and port, or its SQLite file; never a password."""
-    if url.get_backend_name() == "sqlite":
-        return f"the database {url.database}"
-    if url.host:
-        return f"the database server {url.host}" + (f":{url.port}" if url.port else "")
-    return f"the database {url.render_as_string(hide_password=True)}"
 
 
 class LockLost(UserError):
@@ -111,7 +91,7 @@ def take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table = stu
     same for campaign `name` (`take_campaign_lock`)."""
     what = "campaign" if table is campaign_locks else "study"
     try:
-        return _take_lock(engine, study_id, name, table, what)
+        return Reconnecting.of(engine).run(lambda: _take_lock(engine, study_id, name, table, what))
     except sa.exc.OperationalError as error:
         if not is_busy(error):
             raise
@@ -124,7 +104,6 @@ def _take_lock(engine: sa.Engine, study_id: int, name: str, table: sa.Table, wha
     mine = dict(token=token, pid=os.getpid(), host=host, heartbeat_at=now())
     try:
         with engine.begin() as connection:
-            _bounded_wait(connection)
             connection.execute(table.insert().values({key.name: study_id, **mine}))
         return StudyLock(engine, study_id, name, token, table)
     except sa.exc.IntegrityError:
@@ -148,17 +127,22 @@ def take_over(engine: sa.Engine, table: sa.Table, key_value: int, holder: sa.Row
     refreshed its heartbeat since it was read is alive, and keeps its lock. Whether it was taken."""
     key = table.primary_key.columns.values()[0]
     with engine.begin() as connection:
-        _bounded_wait(connection)
         return connection.execute(table.update().where(
             key == key_value, table.c.token == holder.token, table.c.heartbeat_at == holder.heartbeat_at)
             .values(**mine)).rowcount == 1
 
 
-def _bounded_wait(connection: sa.Connection) -> None:
-    """On PostgreSQL, make this transaction wait at most LOCK_WAIT_MS for a row another one keeps locked (a
-    paused holder's lock row), as SQLite's busy timeout does: else it would wait for as long as the pause."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(sa.text(f"SET LOCAL lock_timeout = {int(LOCK_WAIT_MS)}"))
+def connect_args(url: sa.URL, wait_ms: float | None = None) -> dict[str, Any]:
+    """What a connection to `url` opens with: a bound on waiting for a lock another process keeps (one paused in the
+    middle of a write: a lock row, a row, a table being created), `wait_ms` (by default LOCK_WAIT_MS) as SQLite's
+    busy timeout or PostgreSQL's lock_timeout, so that a write gives up and says so instead of waiting as long as the
+    pause; and on a server, at most 10 s to connect."""
+    wait = LOCK_WAIT_MS if wait_ms is None else wait_ms
+    if url.get_backend_name() == "sqlite":
+        return {"timeout": wait / 1000}
+    if url.get_backend_name() == "postgresql":
+        return {"connect_timeout": 10, "options": f"-c lock_timeout={int(wait)}"}
+    return {}
 
 
 def take_campaign_lock(engine: sa.Engine, campaign_id: int, name: str) -> StudyLock:
@@ -226,9 +210,12 @@ class StudyLock:
         found it taken over, or the lock row is now another process's; ServerLost when the heartbeat could
         not reach the database for LOCK_STALE_SECONDS."""
         if self.lost is None:
-            with self.engine.connect() as connection:
-                self.lost = self._taken_by(connection)
+            self.lost = Reconnecting.of(self.engine).run(self._read_taken_by)
         self.stop_if_lost()
+
+    def _read_taken_by(self) -> str | None:
+        with self.engine.connect() as connection:
+            return self._taken_by(connection)
 
     def stop_if_lost(self) -> None:
         """Raise LockLost when the heartbeat found the lock lost; reads no database, so it may run at every
@@ -291,13 +278,18 @@ class StudyLock:
             self.lost = self._taken_by(connection) or "another process took it over"
             self.stop_if_lost()
 
-    def release(self) -> None:
-        """Stop the heartbeat and delete the lock row, if it is still ours."""
+    def release(self, again: bool = True) -> None:
+        """Stop the heartbeat and delete the lock row, if it is still ours; after a lost connection, again once the
+        server answers (not without `again`: one try)."""
         self._stop.set()
         self._thread.join()
-        with self.engine.begin() as connection:
-            connection.execute(self.table.delete().where(
-                self.key == self.study_id, self.table.c.token == self.token))
+
+        def delete() -> None:
+            with self.engine.begin() as connection:
+                connection.execute(self.table.delete().where(
+                    self.key == self.study_id, self.table.c.token == self.token))
+
+        Reconnecting.of(self.engine).run(delete) if again else delete()
 
     def __enter__(self) -> StudyLock:
         return self
@@ -306,7 +298,7 @@ class StudyLock:
         """Release the lock; when the block raised and the database cannot be reached, the block's error is the
         one to tell: the lock row is left, and taken over as a dead holder's."""
         try:
-            self.release()
+            self.release(again=error_type is None)
         except (sa.exc.OperationalError, sa.exc.InterfaceError):
             if error_type is None:
                 raise

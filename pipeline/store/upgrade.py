@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from pipeline.errors import UserError
 from pipeline.faults import kill_point
+from pipeline.store.lock import connect_args
 from pipeline.store.schema import (BASELINE, HEAD, OPTIONAL, OPTIONAL_COLUMNS, VERSION_TABLE, VERSIONS, already_exists,
                                    metadata, schema_version, studies)
 
@@ -128,8 +129,8 @@ def _serialised_engine(url: sa.URL) -> sa.Engine:
     database for the process's life, holding no connection (NullPool): a discarded engine would leave
     garbage whose collection, later, can swallow a Ctrl-C (CPython ignores exceptions in weakref callbacks)."""
     if url.get_backend_name() != "sqlite":
-        return sa.create_engine(url, poolclass=sa.pool.NullPool)
-    serialised = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"timeout": 60})
+        return sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args(url, 60_000))
+    serialised = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args(url, 60_000))
 
     @sa.event.listens_for(serialised, "connect")
     def _no_implicit_transactions(dbapi_connection: object, record: object) -> None:

@@ -174,3 +174,63 @@ def test_prefixes_and_early_stopping_on_two_dask_workers(tmp_path):
             assert len(trial.epochs) < trial.parameters["epochs"]
         elif trial.prefix_of is None:
             assert len(trial.epochs) == trial.parameters["epochs"]
+
+
+PREFIXES_CAMPAIGN = """
+name = "pfc"
+objective = "val_balanced_accuracy"
+methods = ["cb"]
+replicates = 1
+[data]
+name = "digits"
+[params]
+epochs = { low = 1, high = 3 }
+lr_head = { low = 0.01, high = 0.2, log = true }
+lr_backbone = 0.05
+momentum = 0.0
+[method_params.cb]
+cb_power = 0.5
+[search]
+epoch_prefixes = true
+strategy = "gp-centre"
+[budget]
+trials = 1
+initial = 1
+[evaluate]
+seeds = 2
+max_seeds = 2
+"""
+
+
+class Killed(BaseException):
+    """The process dying at a kill point, in this process: nothing after it runs, nothing catches it."""
+
+
+def test_a_campaign_killed_before_a_studys_prefixes_were_told_tells_them_when_it_resumes(tmp_path, cli, monkeypatch):
+    """Killed after ERM's one search trial was stored and told to Ax, before its epoch prefixes were: its budget has
+    run and Ax waits for nothing, yet the resumed `compare` does not pass the study by; it tells the prefixes, once."""
+    import pipeline.search.study as study_module
+    from pipeline.spec.campaign_config import load_campaign
+
+    path, db = tmp_path / "pfc.toml", tmp_path / "c.db"
+    path.write_text(PREFIXES_CAMPAIGN)
+    args = ("compare", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
+
+    def kill_point(name: str) -> None:
+        if name == "after-tell":
+            raise Killed
+
+    monkeypatch.setattr(study_module, "kill_point", kill_point)
+    with pytest.raises(Killed):
+        cli(*args)
+    monkeypatch.undo()
+    erm = load_campaign(path).study("erm", 0)
+    (trained,) = stored(db, "pfc.erm")
+    assert trained.parameters["epochs"] == 2  # the centre of the range: a prefix to tell, its first epoch
+    assert rows(db, "select count(*) from rt_trials where prefix_of is not null") == [(0,)]
+
+    code, _, err = cli(*args)
+    assert code == 0, err
+    trials = stored(db, "pfc.erm")
+    assert check_prefixes(trials, erm) == 1
+    assert {status for status, _ in ax_trials(erm, db).values()} == {"completed"} and len(ax_trials(erm, db)) == 2

@@ -175,21 +175,23 @@ def test_local_workers_share_gpus_by_trials_per_gpu():
 
 @pytest.fixture
 def dask_cluster(tmp_path):
-    """A Dask scheduler and one worker of one thread, each in its own process as on a cluster: the scheduler's
-    address and process. Both are killed at the end."""
+    """A Dask scheduler that allows no failures (as the guide sets one up) and one worker of one thread under its
+    nanny, each in its own process group as on a cluster: the scheduler's address, its process and the worker's.
+    Both are killed at the end."""
     from distributed import Client
 
     dask, address = str(Path(sys.executable).with_name("dask")), f"tcp://127.0.0.1:{free_port()}"
     log = open(tmp_path / "dask.log", "w")
     scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                                  "--no-dashboard"], stdout=log, stderr=log, start_new_session=True)
-    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                                  "--no-dashboard"], stdout=log, stderr=log, start_new_session=True,
+                                 env={**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
+    worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-dashboard"],
                               stdout=log, stderr=log, start_new_session=True,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         with Client(address, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)
-        yield address, scheduler
+        yield address, scheduler, worker
     finally:
         for process in (worker, scheduler):
             if process.poll() is None:
@@ -200,7 +202,7 @@ def dask_cluster(tmp_path):
 
 def test_the_scheduler_killed_mid_trial_is_one_line_leaves_nothing_running_and_a_resume_keeps_the_budget(
         tmp_path, cli, dask_cluster):
-    address, scheduler = dask_cluster
+    address, scheduler, _ = dask_cluster
     path, db = study_file(tmp_path, "orphan", params=FAST, trials=2), tmp_path / "runs.db"
     process = start_run(path, db, "--scheduler", address)
     while not rows(db, "select 1 from rt_trials where status = 'running'"):
@@ -226,6 +228,45 @@ def test_the_scheduler_killed_mid_trial_is_one_line_leaves_nothing_running_and_a
     assert [(i, status) for i, status, _ in stored] == [(0, "interrupted"), (1, "interrupted"), (2, "completed"),
                                                         (3, "completed")]
     assert [(p,) for _, _, p in stored[2:]] == parameters  # run again first, once each
+
+
+def test_a_worker_that_joins_gets_trials_and_one_stopped_cleanly_hands_its_trial_back(tmp_path, dask_cluster):
+    """On an existing scheduler: a worker started while the run goes on adds its place (a trial more is asked for at
+    once) and trains trials; the first worker, stopped cleanly in the middle of a trial (SIGTERM, as Ctrl-C or a
+    cluster manager stops `dask worker`), hands it back to the scheduler: it trains again from its start on the
+    other worker, a line says so, no interrupted row, the budget exact."""
+    from distributed import Client
+
+    address, _, first = dask_cluster
+    path, db = study_file(tmp_path, "elastic", params=FAST, trials=3), tmp_path / "runs.db"
+    path.write_text(path.read_text().replace("initial = 2", "initial = 3"))  # Ax proposes without a result first
+    process = start_run(path, db, "--scheduler", address)
+    with Client(address, timeout="30s") as client:
+        while not any(client.processing().values()):  # the first worker has started the first trial
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGSTOP)  # held in the middle of it (the worker and its nanny)
+    dask = str(Path(sys.executable).with_name("dask"))
+    with open(tmp_path / "joined.log", "w") as log:
+        joined = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                                   "--name", "joined"], stdout=log, stderr=log, start_new_session=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        while len(rows(db, "select 1 from rt_trials where status = 'running'")) < 3:  # two places, one ahead
+            assert process.poll() is None and time.monotonic() < deadline, "the joined worker's place was not used"
+            time.sleep(0.05)
+        first.send_signal(signal.SIGTERM)  # to `dask worker`, as Ctrl-C or a batch system's end of a job
+        os.killpg(first.pid, signal.SIGCONT)
+        _, err = process.communicate(timeout=300)
+    finally:
+        os.killpg(joined.pid, signal.SIGKILL)
+        joined.wait()
+    assert process.returncode == 0 and "Traceback" not in err, err
+    assert " left the cluster; it trains again from its start on worker joined" in err, err
+    assert "on worker joined completed" in err
+    assert rows(db, "select trial_index, status from rt_trials order by trial_index") == [
+        (i, "completed") for i in range(3)]
 
 
 def test_a_local_worker_starts_with_glibcs_malloc_settings_not_the_nannys(monkeypatch, tmp_path):

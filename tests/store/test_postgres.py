@@ -2,7 +2,6 @@
 evaluate, delete; a study is created whole or not at all; bad URLs and a missing driver are one line."""
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from conftest import free_port, new_database, throwaway_postgres
+from conftest import free_port
 from pipeline.errors import UserError
 from pipeline.store import Store, database_url
 from pipeline.search.study import run_study
@@ -196,46 +195,3 @@ def test_bad_postgresql_urls_and_a_missing_driver_are_one_line_and_exit_2(tmp_pa
     code, _, err = cli("studies", "--db", postgres_server.url("postgres"))
     assert code == 2 and err.strip().count("\n") == 0
     assert "PostgreSQL's driver is not installed; install it with: pip install 'robust-tune[postgres]'" in err
-
-
-
-@pytest.fixture
-def own_postgres_server():
-    """A PostgreSQL server of one test's own, for a test that stops it: the test run's keeps serving the others."""
-    with throwaway_postgres(durable=True) as server:
-        yield server
-
-
-def test_the_server_stopped_mid_trial_is_one_line_and_the_next_run_completes_the_budget(tmp_path, cli,
-                                                                                        own_postgres_server):
-    server, log = own_postgres_server, tmp_path / "ax.log"
-    url = new_database(server)
-    path = study_file(tmp_path, "cut", params=FAST.replace("epochs = 1", "epochs = 3"), trials=2)
-    process = start_run(path, url, log)
-    while not rows(url, "select 1 from pg_tables where tablename = 'rt_trials'") or \
-            not rows(url, "select 1 from rt_trials where status = 'running'"):
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.05)
-    process.send_signal(signal.SIGSTOP)  # held in its first trial (which trains in about a second) ...
-    server.stop()  # ... while the server stops as a crash would: every connection dropped at once
-    process.send_signal(signal.SIGCONT)
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == 1 and "Traceback" not in err, err
-    *progress, last = err.strip().splitlines()  # the study's start, then one line saying why it stopped
-    assert progress[0] == "examples per split and class:" and progress[4:] == ["study cut: budget 2 trials"], err
-    assert last.startswith(f"error: lost the database server 127.0.0.1:{server.port} (") and server.password not in err
-    shown = url.replace(server.password, "***")
-    # quoted: ***
-    assert last.endswith(f"trial 0 of study cut was stopped and will run again first; resume with robust-tune run "
-                         f"{path} --db {shlex.quote(shown)} --device cpu --log-file {log} once it is back"), last
-
-    server.start()
-    (parameters,), = rows(url, "select parameters from rt_trials where status = 'running'")  # left for the next run
-    code, out, err = cli("run", str(path), "--db", url, "--device", "cpu", "--log-file", str(log))
-    assert code == 0 and "2 trial(s) completed" in out, err
-    stored = rows(url, "select trial_index, status, parameters from rt_trials order by trial_index")
-    assert [(i, status) for i, status, _ in stored] == [(0, "interrupted"), (1, "completed"), (2, "completed")]
-    assert stored[1][2] == parameters  # the stopped trial ran again, once, before anything new
-    assert [status for status, _, _ in ax_trials(load_study(path), url, log).values()] == [
-        "failed", "completed", "completed"]
-    assert rows(url, "select * from rt_study_locks") == []

@@ -70,6 +70,52 @@ def test_readers_of_a_file_damaged_in_the_middle_read_what_they_can_and_say_it_i
     assert db.read_bytes() == before
 
 
+@pytest.fixture(scope="module")
+def two_studies(stored, tmp_path_factory) -> Path:
+    """`stored` with a second study, `other` (class-balanced weights, two trials)."""
+    folder = tmp_path_factory.mktemp("two")
+    shutil.copyfile(stored, folder / "runs.db")
+    run_study(load_study(study_file(folder, "other", "cb", params="epochs = 1\ncb_power = { low = 0.2, high = 1.0 }",
+                                    trials=2)), str(folder / "runs.db"), "cpu", log_file=folder / "ax.log")
+    return folder / "runs.db"
+
+
+def test_readers_leave_out_a_study_whose_records_lie_on_a_damaged_page_and_name_it(tmp_path, two_studies, cli,
+                                                                                   monkeypatch):
+    """The page of the trials table holding study `other`'s rows garbled: `studies`, `report` and `export` show
+    (export) study `kept` and say in their warning that `other` was left out, where they stopped at the damage;
+    `best other` is one line saying the database is damaged. Nothing is written."""
+    db = tmp_path / "runs.db"
+    shutil.copyfile(two_studies, db)
+    connection = sqlite3.connect(db)
+    pages = [page for (page,) in connection.execute("select pageno from dbstat where name = 'rt_trials' and "
+                                                    "pagetype = 'leaf'")]
+    size = connection.execute("pragma page_size").fetchone()[0]
+    connection.close()
+    content = db.read_bytes()
+    (page,) = [p for p in pages if b"cb_power" in content[(p - 1) * size:p * size]
+               and b'"alpha"' not in content[(p - 1) * size:p * size]]
+    with open(db, "r+b") as handle:
+        handle.seek((page - 1) * size + 100)
+        handle.write(random.Random(1).randbytes(size - 200))
+    before = db.read_bytes()
+    for command in (("studies",), ("report", "--all-trials")):
+        code, out, err = cli(*command, "--db", str(db))
+        assert code == 0 and "Traceback" not in err, err
+        assert "kept" in out and "other" not in out
+        assert len(err.strip().splitlines()) == 1 and f"the database {db} is damaged" in err, err
+        assert "left out, as its records could not be read: study other; what was shown is what could still be " \
+               "read" in err
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # newer MLflow refuses a folder store without it
+    code, out, err = cli("export", "--mlflow", f"file:{tmp_path / 'mlruns'}", "--db", str(db))
+    assert code == 0 and "Traceback" not in err and "new runs for 1 study" in out, err
+    assert "study kept: exported" in err and "study other: " not in err
+    assert "left out, as its records could not be read: study other" in err
+    code, out, err = cli("best", "other", "--db", str(db))
+    assert code == 1 and len(err.strip().splitlines()) == 1 and f"the database {db} is damaged" in err, err
+    assert db.read_bytes() == before
+
+
 @contextlib.contextmanager
 def read_only(path: Path):
     """`path` made read-only for this process: immutable as root (whom permissions do not stop), else without write
