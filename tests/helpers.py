@@ -187,6 +187,18 @@ def wait_until_stale(db: Path, seconds: float) -> None:
         time.sleep(0.1)
 
 
+def unwrapped(text: str) -> str:
+    """Progress output with each wrapped event joined back into one line: print_progress wraps a line to the
+    terminal (or 80 columns on a pipe) and hangs its further lines two spaces in."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and line.startswith("  ") and lines[-1].strip():
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def one_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err

@@ -15,7 +15,7 @@ from pipeline.store import Store
 from pipeline.search.study import StudyStarted, TrialEnded, TrialStarted, run_study
 from pipeline.spec.study_config import load_study
 from pipeline.training.trainer import EpochEnd
-from helpers import add_study, robust_tune, study_file
+from helpers import add_study, robust_tune, study_file, unwrapped
 
 
 
@@ -50,12 +50,13 @@ def test_reading_a_missing_database_creates_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_run_into_a_log_prints_one_line_per_trial_numbered_as_the_tables(tmp_path):
+def test_a_run_into_a_log_prints_one_event_per_trial_numbered_as_the_tables(tmp_path):
     db = str(tmp_path / "log.db")
     done = robust_tune("run", str(study_file(tmp_path, trials=2)), "--db", db, "--device", "cpu",
                        "--log-file", str(tmp_path / "ax.log"))
     assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
+    assert all(len(line) <= 80 for line in done.stderr.splitlines())  # wrapped to 80 columns on a pipe
+    lines = unwrapped(done.stderr).splitlines()
     assert lines[0] == "examples per split and class:" and lines[1].startswith("train ")  # once, before the trials
     lines = lines[lines.index("study tiny: budget 2 trials"):]
     assert lines[1].startswith("trial 0 (1 of 2) completed: objective ") and "T=" in lines[1] and " s, " in lines[1]

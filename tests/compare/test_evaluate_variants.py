@@ -17,7 +17,7 @@ from pipeline.store import Store
 from pipeline.spec.study_config import load_study
 from pipeline.search.trial import run_trial
 import helpers
-from helpers import evaluations, study_file
+from helpers import evaluations, study_file, unwrapped
 robust_tune = functools.partial(helpers.robust_tune, columns=160)
 
 
@@ -141,6 +141,7 @@ def test_erm_at_the_same_settings_trains_once_and_the_studies_compare_paired_on_
     assert code == 0, err
     code, _, err = cli("evaluate", "wide", "--db", str(db), "--device", "cpu", "--seeds", "2", "--against", "erm")
     assert code == 0, err
+    err = unwrapped(err)
     assert "2 stored for another study (copied, not trained again), 2 to run" in err
     assert err.count("shared with study tiny (not trained again)") == 2
     assert [line.split(":")[1].strip() for line in err.splitlines() if line.startswith("run ")] == \

@@ -17,7 +17,7 @@ from pipeline.store import Store
 from pipeline.search.study import run_study
 from pipeline.spec.study_config import load_study
 from pipeline.training.trainer import torch_threads
-from helpers import study_file, FAST, kill_orphans, rows, start_run
+from helpers import study_file, FAST, kill_orphans, rows, start_run, unwrapped
 from conftest import free_port
 
 # Long enough to be killed in the middle: the kills follow a poll of the trials' rows, and a worker's trial
@@ -223,7 +223,7 @@ def test_the_scheduler_killed_mid_trial_is_one_line_leaves_nothing_running_and_a
 
     code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--log-file", str(tmp_path / "ax.log"))
     assert code == 0 and "2 trial(s) completed" in out, err
-    assert "2 interrupted trial(s) run again" in err
+    assert "2 interrupted trial(s) run again" in unwrapped(err)
     stored = rows(db, "select trial_index, status, parameters from rt_trials order by trial_index")
     assert [(i, status) for i, status, _ in stored] == [(0, "interrupted"), (1, "interrupted"), (2, "completed"),
                                                         (3, "completed")]
@@ -263,7 +263,7 @@ def test_a_worker_that_joins_gets_trials_and_one_stopped_cleanly_hands_its_trial
         os.killpg(joined.pid, signal.SIGKILL)
         joined.wait()
     assert process.returncode == 0 and "Traceback" not in err, err
-    assert " left the cluster; it trains again from its start on worker joined" in err, err
+    assert " left the cluster; it trains again from its start on worker joined" in unwrapped(err), err
     assert "on worker joined completed" in err
     assert rows(db, "select trial_index, status from rt_trials order by trial_index") == [
         (i, "completed") for i in range(3)]

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from pipeline.store import Store, database_url
 from pipeline.store.schema import BASELINE, HEAD, VERSIONS
 import helpers
-from helpers import DATA, STUDY_FILES, digest
+from helpers import DATA, STUDY_FILES, digest, unwrapped
 
 UPGRADED = "upgraded database"
 
@@ -94,7 +94,7 @@ def test_a_writing_command_upgrades_once_keeping_a_copy_and_the_studies_resume_a
     original = digest(old)
     code, out, err = cli("run", "old-quick.toml", "--db", str(old), "--device", "cpu", "--set", "budget.trials=4")
     assert code == 0, err
-    said = [line for line in err.splitlines() if UPGRADED in line]
+    said = [line for line in unwrapped(err).splitlines() if UPGRADED in line]
     assert said == [f"upgraded database sqlite:///{old} from robust-tune 0.1.0 to {VERSIONS[HEAD]}; "
                     f"the old one is kept as {old}.bak-0.1.0"]
     assert backups(old) == [old.with_name("v0.1.0.db.bak-0.1.0")] and digest(backups(old)[0]) == original
@@ -163,7 +163,7 @@ def test_a_kill_during_the_upgrade_leaves_the_old_database_usable(old, cli):
     assert digest(old) == original
     code, out, err = cli("studies", "delete", "old-quick", "--db", str(old), "--yes")
     assert code == 0, err
-    assert [line for line in err.splitlines() if UPGRADED in line] == [
+    assert [line for line in unwrapped(err).splitlines() if UPGRADED in line] == [
         f"upgraded database sqlite:///{old} from robust-tune 0.1.0 to {VERSIONS[HEAD]}; "
         f"the old one is kept as {old}.bak-0.1.0"]
     assert backups(old) == [old.with_name("v0.1.0.db.bak-0.1.0")] and digest(backups(old)[0]) == original
@@ -211,7 +211,7 @@ def test_a_postgresql_database_in_the_0_1_0_layout_is_upgraded_in_one_transactio
                          "--log-file", str(log))
     assert code == 0, err
     shown = sa.engine.make_url(database_url(postgres_url)).render_as_string(hide_password=True)
-    assert [line for line in err.splitlines() if UPGRADED in line] == [
+    assert [line for line in unwrapped(err).splitlines() if UPGRADED in line] == [
         f"upgraded database {shown} from robust-tune 0.1.0 to {VERSIONS[HEAD]} in one transaction"]
     assert layout() == (True, True)
     store = Store(postgres_url, create=False)
@@ -247,7 +247,7 @@ def test_a_0_5_0_database_keeps_its_trials_and_resumes_with_epoch_prefixes_after
     assert code == 0 and "pf" in out and digest(db) == before
     code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--trials", "3", "--log-file", log)
     assert code == 0, err
-    assert f"from robust-tune 0.5.0 to {VERSIONS[HEAD]}" in err and backups(db) == [db.with_name("v050.db.bak-0.5.0")]
+    assert f"from robust-tune 0.5.0 to {VERSIONS[HEAD]}" in unwrapped(err) and backups(db) == [db.with_name("v050.db.bak-0.5.0")]
     assert rows(db, "select trial_index, parameters, metrics from rt_trials where trial_index in "
                     f"({', '.join(str(t[0]) for t in trained)})") == trained
     store = Store(str(db), create=False)
