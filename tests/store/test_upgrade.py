@@ -247,7 +247,8 @@ def test_a_0_5_0_database_keeps_its_trials_and_resumes_with_epoch_prefixes_after
     assert code == 0 and "pf" in out and digest(db) == before
     code, out, err = cli("run", str(path), "--db", str(db), "--device", "cpu", "--trials", "3", "--log-file", log)
     assert code == 0, err
-    assert f"from robust-tune 0.5.0 to {VERSIONS[HEAD]}" in unwrapped(err) and backups(db) == [db.with_name("v050.db.bak-0.5.0")]
+    assert f"from robust-tune 0.5.0 to {VERSIONS[HEAD]}" in unwrapped(err)
+    assert backups(db) == [db.with_name("v050.db.bak-0.5.0")]
     assert rows(db, "select trial_index, parameters, metrics from rt_trials where trial_index in "
                     f"({', '.join(str(t[0]) for t in trained)})") == trained
     store = Store(str(db), create=False)
