@@ -574,14 +574,11 @@ def _pair_looks(values: Values, reference: str, compared: list[str], metrics: li
                                                if cell.outcome is Outcome.UNDECIDED else cell)
         looks.append(look)
         before = look
-        open_cells = [c for c in cells.values() if c.open]
-        needing = [method for method in compared if any(c.method == method for c in open_cells)]
-        if not open_cells:
-            decisions.stopped = "max_seeds" if look >= design.max_seeds and any(
-                c.outcome is Outcome.UNDECIDED for c in cells.values()) else "decided"
+        needing, after = _next_look(cells, compared, look, design.max_seeds, design.grid())
+        if after is None:
+            decisions.stopped = "max_seeds" if _capped(cells, look, design.max_seeds) else "decided"
             break
-        need = max((c.needed or design.max_seeds) for c in open_cells)
-        look = min(n for n in design.grid() if n > look and (n >= need or n == design.max_seeds))
+        look = after
         if design.max_seconds is not None and run_seconds:
             look = _within_time(design, run_seconds, [reference, *needing], pairs, replicates, before, look)
             if look <= before:
@@ -640,14 +637,11 @@ def _search_looks(values: Values, reference: str, compared: list[str], metrics: 
             decisions.planned_pairs = pairs
         looks.append(look)
         before = look
-        open_cells = [c for c in cells.values() if c.open]
-        needing = [method for method in compared if any(c.method == method for c in open_cells)]
-        if not open_cells:
-            decisions.stopped = "max_searches" if look >= design.max_searches and any(
-                c.outcome is Outcome.UNDECIDED for c in cells.values()) else "decided"
+        needing, after = _next_look(cells, compared, look, design.max_searches, design.search_grid())
+        if after is None:
+            decisions.stopped = "max_searches" if _capped(cells, look, design.max_searches) else "decided"
             break
-        need = max((c.needed or design.max_searches) for c in open_cells)
-        look = min(n for n in design.search_grid() if n > look and (n >= need or n == design.max_searches))
+        look = after
         if design.max_seconds is not None and (run_seconds or search_seconds):
             look = _searches_within_time(design, run_seconds or {}, search_seconds or {}, [reference, *needing],
                                          decisions, before, look, pairs)
@@ -665,6 +659,23 @@ def _search_looks(values: Values, reference: str, compared: list[str], metrics: 
         if run_seconds or search_seconds:
             decisions.round_seconds = sum((run_seconds or {}).get(x, 0.0) * runs[x]
                                           + (search_seconds or {}).get(x, 0.0) * new_searches[x] for x in training)
+
+
+def _next_look(cells: dict[tuple[str, str], Cell], compared: list[str], look: int, cap: int,
+               grid: Sequence[int]) -> tuple[list[str], int | None]:
+    """After a look on either axis: the methods with an open cell, and the next look on `grid` (pairs or searches)
+    that the neediest open cell asks for, at most `cap`; None where no cell is open."""
+    open_cells = [c for c in cells.values() if c.open]
+    needing = [method for method in compared if any(c.method == method for c in open_cells)]
+    if not open_cells:
+        return needing, None
+    need = max((c.needed or cap) for c in open_cells)
+    return needing, min(n for n in grid if n > look and (n >= need or n == cap))
+
+
+def _capped(cells: dict[tuple[str, str], Cell], look: int, cap: int) -> bool:
+    """Whether the rounds stopped at their cap with a cell still undecided (else every cell was decided)."""
+    return look >= cap and any(c.outcome is Outcome.UNDECIDED for c in cells.values())
 
 
 def _close_for_time(cells: dict[tuple[str, str], Cell]) -> None:
